@@ -1,0 +1,84 @@
+"""``<task>/difficulty_partitions``: saturated, hard and strict-saturated splits (App. A.1)."""
+
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+
+from assets._metadata import image, markdown_table
+from resources import ExperimentResource
+from saturated_dag import partitions
+from saturated_dag.plots import pass_at_1_heatmap
+from saturated_dag.tasks import TASKS
+
+CODE_VERSION = "1"
+POOL_TITLES = {"D": "D (target)", "D_prime": "D' (strictly easier)"}
+
+
+def _partitions_asset(task: str) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=[task, "difficulty_partitions"],
+        group_name=task,
+        io_manager_key="parquet_io",
+        code_version=CODE_VERSION,
+        ins={"generation_pool": dg.AssetIn(key=[task, "generation_pool"])},
+        kinds={"pandas", "parquet"},
+        description=f"{task}: per-question p-hat and split (saturated p=1, hard p<=1/4, "
+        "strict-saturated from D', the middle excluded).",
+    )
+    def difficulty_partitions(
+        context: dg.AssetExecutionContext,
+        experiment: ExperimentResource,
+        generation_pool: pd.DataFrame,
+    ) -> dg.Output[pd.DataFrame]:
+        thresholds = experiment.settings.partitions
+        table = partitions.partition(
+            generation_pool, thresholds.saturated_min_pass, thresholds.hard_max_pass
+        )
+        counts = partitions.split_counts(table)
+        context.log.info(f"{task} splits: {counts}")
+        metadata: dict[str, object] = {f"count_{k}": v for k, v in counts.items()}
+        metadata["thresholds"] = thresholds.model_dump()
+        grids = {pool: partitions.pass_at_1_grid(table, pool) for pool in ("D", "D_prime")}
+        grids = {pool: g for pool, g in grids.items() if not g.empty}
+        if grids:
+            markdown = "\n".join(partitions.grid_markdown(g, f"pass@1 (%), {POOL_TITLES[p]}")
+                                 for p, g in grids.items())
+            metadata["pass@1 heatmap (table)"] = dg.MetadataValue.md(markdown)
+            png = Path(experiment.output_dir) / task / "pass_at_1_heatmap.png"
+            pass_at_1_heatmap({POOL_TITLES[p]: g for p, g in grids.items()}, png,
+                              f"{task}: pass@1 of {experiment.settings.policy.model}")
+            metadata["pass@1 heatmap"] = image(png, "pass@1 heatmap")
+            metadata["pass@1 heatmap (file)"] = dg.MetadataValue.path(str(png))
+        metadata["questions"] = markdown_table(
+            table.sort_values("p_hat", ascending=False), max_rows=15)
+        return dg.Output(table, metadata=metadata)
+
+    return difficulty_partitions
+
+
+def _split_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=asset, name="splits_disjoint_and_thresholds_respected", blocking=True)
+    def check(
+        experiment: ExperimentResource, difficulty_partitions: pd.DataFrame
+    ) -> dg.AssetCheckResult:
+        t = experiment.settings.partitions
+        table = difficulty_partitions
+        problems = {
+            "duplicate_questions": int(table["question_id"].duplicated().sum()),
+            "saturated_below_threshold": int(
+                ((table["split"].isin([partitions.SATURATED, partitions.STRICT_SATURATED]))
+                 & (table["p_hat"] < t.saturated_min_pass)).sum()),
+            "hard_above_threshold": int(
+                ((table["split"] == partitions.HARD) & (table["p_hat"] > t.hard_max_pass)).sum()),
+            "strict_not_from_D_prime": int(
+                ((table["split"] == partitions.STRICT_SATURATED)
+                 & (table["pool"] != "D_prime")).sum()),
+        }
+        return dg.AssetCheckResult(passed=not any(problems.values()), metadata=problems)
+
+    return check
+
+
+difficulty_partitions_assets = [_partitions_asset(task) for task in TASKS]
+difficulty_partitions_checks = [_split_check(a) for a in difficulty_partitions_assets]

@@ -1,0 +1,87 @@
+"""``<task>/generation_pool``: n sampled completions per training question, verified."""
+
+import dagster as dg
+import pandas as pd
+
+from assets._metadata import markdown_table
+from resources import ExperimentResource, GenerationResource
+from saturated_dag.pool import generate_pool
+from saturated_dag.tasks import TASKS, training_questions
+
+CODE_VERSION = "1"
+
+
+def _pool_asset(task: str) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=[task, "generation_pool"],
+        group_name=task,
+        io_manager_key="parquet_io",
+        code_version=CODE_VERSION,
+        pool="gpu",
+        kinds={"pandas", "parquet"},
+        description=f"{task}: n completions per question of D (and D'), with correctness, "
+        "token counts and mean token entropy.",
+    )
+    def generation_pool(
+        context: dg.AssetExecutionContext,
+        experiment: ExperimentResource,
+        policy: GenerationResource,
+    ) -> dg.Output[pd.DataFrame]:
+        profile = experiment.settings
+        policy.settings()  # validate before loading anything
+        questions = training_questions(profile, task)
+        context.log.info(f"{len(questions)} {task} questions from profile {profile.name!r}")
+        backend = policy.get_backend(context.log)
+        pool = generate_pool(
+            questions,
+            backend,
+            profile.sampling.params(),
+            verify_workers=profile.verify_workers,
+            log=context.log.info,
+        )
+        by_cell = (
+            pool.groupby(["pool", "cell"], dropna=False)["correct"].mean().reset_index()
+            .rename(columns={"correct": "pass@1"})
+        )
+        return dg.Output(
+            pool,
+            metadata={
+                "profile": profile.name,
+                "model": policy.model,
+                "questions": len(questions),
+                "completions": len(pool),
+                "samples_per_question": profile.sampling.n,
+                "pass@1": float(pool["correct"].mean()),
+                "truncated_completions": int((pool["finish_reason"] == "length").sum()),
+                "mean_tokens": float(pool["num_tokens"].mean()),
+                "pass@1 by cell": markdown_table(by_cell, max_rows=100),
+                "preview": markdown_table(
+                    pool[["question_id", "sample_index", "answer", "gold", "correct",
+                          "num_tokens", "mean_entropy"]], max_rows=10),
+            },
+        )
+
+    return generation_pool
+
+
+def _pool_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=asset, name="n_completions_per_question", blocking=True)
+    def check(
+        experiment: ExperimentResource, generation_pool: pd.DataFrame
+    ) -> dg.AssetCheckResult:
+        n = experiment.settings.sampling.n
+        counts = generation_pool.groupby("question_id")["sample_index"].nunique()
+        bad = counts[counts != n]
+        return dg.AssetCheckResult(
+            passed=bad.empty,
+            metadata={"questions": len(counts), "questions_without_n_samples": len(bad),
+                      "expected_n": n},
+        )
+
+    return check
+
+
+generation_pool_assets = [_pool_asset(task) for task in TASKS]
+generation_pool_checks = [
+    _pool_check(task, asset) for task, asset in zip(TASKS, generation_pool_assets, strict=True)
+]

@@ -1,0 +1,20 @@
+"""``<task>_generation``: the generation pool and its difficulty partitions for one task.
+
+They run in one process (the in-process executor), so the policy model loads once per run.
+"""
+
+import dagster as dg
+
+from saturated_dag.tasks import TASKS
+
+
+def _generation_job(task: str):
+    return dg.define_asset_job(
+        name=f"{task}_generation",
+        selection=dg.AssetSelection.groups(task),
+        executor_def=dg.in_process_executor,
+        description=f"Sample the {task} generation pool and split it by difficulty.",
+    )
+
+
+generation_jobs = [_generation_job(task) for task in TASKS]

@@ -1,0 +1,77 @@
+"""The one interface every generation backend (transformers, vLLM) implements."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+ProgressFn = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` with completed sequences, for run logs."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings of the paper (App. B.1): n=8, T=0.6, top-p 0.95, 2,048 tokens."""
+
+    n: int = 8
+    temperature: float = 0.6
+    top_p: float = 0.95
+    max_new_tokens: int = 2048
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"sampling.n must be >= 1, got {self.n}")
+        if self.temperature < 0:
+            raise ValueError(f"sampling.temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"sampling.top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"sampling.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+
+@dataclass
+class Sample:
+    """One completion of one prompt.
+
+    ``mean_entropy`` is the mean token entropy at temperature 1 over the generated tokens
+    (the terminating EOS included), or ``None`` when the backend cannot compute it in the
+    generation pass (then a teacher-forced pass supplies it).
+    """
+
+    prompt_index: int
+    sample_index: int
+    text: str
+    token_ids: list[int]
+    finish_reason: str  # "stop" (EOS) or "length" (token limit)
+    mean_entropy: float | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@runtime_checkable
+class GenerationBackend(Protocol):
+    """Samples n completions for each rendered prompt string."""
+
+    name: str
+    tokenizer: Any
+
+    def render(self, user_text: str) -> str:
+        """The prompt string for one user message (chat template applied when configured)."""
+        ...
+
+    def sample(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        progress: ProgressFn | None = None,
+    ) -> list[list[Sample]]:
+        """``result[i][j]`` is sample ``j`` of ``prompts[i]``."""
+        ...
+
+    def close(self) -> None:
+        """Free the model (GPU memory for vLLM)."""
+        ...

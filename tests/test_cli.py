@@ -1,0 +1,62 @@
+"""The code location as a researcher uses it: validate, then `dagster job execute`."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import REPO_ROOT
+
+DAGSTER = str(Path(sys.executable).parent / "dagster")
+
+
+def _env(tmp_path: Path, profile: str) -> dict[str, str]:
+    home = tmp_path / "dagster_home"
+    home.mkdir(exist_ok=True)
+    (home / "dagster.yaml").write_text((REPO_ROOT / "dagster.yaml").read_text())
+    return {**os.environ, "DAGSTER_HOME": str(home), "SATURATED_DAG_PROFILE": profile,
+            "SATURATED_DAG_OUTPUT_DIR": str(tmp_path / "outputs")}
+
+
+def test_definitions_validate() -> None:
+    out = subprocess.run([DAGSTER, "definitions", "validate", "-w", "workspace.yaml"],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "All code locations passed validation" in out.stderr + out.stdout
+
+
+def test_invalid_profile_fails_at_load(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ntasks: [chain_sum]\npolicy: {model: x, backend: tf}\n")
+    out = subprocess.run([DAGSTER, "definitions", "validate", "-f", "definitions.py"],
+                         cwd=REPO_ROOT, env=_env(tmp_path, str(bad)), capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode != 0
+    assert "policy.backend" in out.stderr + out.stdout
+
+
+def test_job_execute_records_run_in_instance(tmp_path: Path, tiny_model_dir: Path) -> None:
+    profile = {
+        "name": "tiny", "tasks": ["chain_sum"],
+        "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
+                      "strict_grid": None},
+        "policy": {"model": str(tiny_model_dir), "batch_size": 8},
+        "sampling": {"n": 2, "max_new_tokens": 6},
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    env = _env(tmp_path, str(path))
+    out = subprocess.run([DAGSTER, "job", "execute", "-f", "definitions.py",
+                          "-j", "chain_sum_generation"], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / "outputs" / "assets" / "chain_sum" / "difficulty_partitions.parquet"
+            ).is_file()
+    check = subprocess.run(
+        [sys.executable, "-c",
+         "import dagster as dg; i = dg.DagsterInstance.get(); "
+         "runs = i.get_runs(); print(len(runs), runs[0].job_name, runs[0].status.value)"],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert check.stdout.split() == ["1", "chain_sum_generation", "SUCCESS"], check.stderr
