@@ -12,7 +12,7 @@ import os
 import dagster as dg
 
 from assets import ALL_ASSET_CHECKS, ALL_ASSETS
-from jobs import demo_job, generation_jobs
+from jobs import demo_job, generation_jobs, pretrain_base_model
 from resources import ExperimentResource, GenerationResource, ParquetIOManager
 from saturated_dag.config import load_profile
 
@@ -24,7 +24,7 @@ _profile = load_profile(PROFILE)
 defs = dg.Definitions(
     assets=ALL_ASSETS,
     asset_checks=ALL_ASSET_CHECKS,
-    jobs=[demo_job(PROFILE), *generation_jobs],
+    jobs=[demo_job(PROFILE), *generation_jobs, pretrain_base_model],
     resources={
         "experiment": ExperimentResource(profile=PROFILE, output_dir=OUTPUT_DIR),
         "policy": GenerationResource.from_settings(_profile.policy, seed=_profile.sampling.seed),

@@ -19,6 +19,7 @@ def _pool_asset(task: str) -> dg.AssetsDefinition:
         code_version=CODE_VERSION,
         pool="gpu",
         kinds={"pandas", "parquet"},
+        deps=["base_model"],
         description=f"{task}: n completions per question of D (and D'), with correctness, "
         "token counts and mean token entropy.",
     )

@@ -12,7 +12,7 @@ def demo_job(profile_name: str):
     tasks = load_profile(profile_name).tasks
     return dg.define_asset_job(
         name="demo",
-        selection=dg.AssetSelection.groups(*tasks),
+        selection=dg.AssetSelection.assets("base_model") | dg.AssetSelection.groups(*tasks),
         executor_def=dg.in_process_executor,
         description=f"Every asset of the tasks of profile {profile_name!r} ({', '.join(tasks)}), "
         "in one process so the policy model loads once.",
