@@ -1,0 +1,88 @@
+"""σ-RRHF against values computed by hand."""
+
+import math
+
+import pytest
+import torch
+
+from saturated_dag.losses import (
+    RrhfLossConfig,
+    rank_loss,
+    rrhf_loss,
+    sequence_logprobs,
+    sft_anchor,
+)
+
+sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+
+
+def _t(*values: float) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64)
+
+
+def test_hinge_is_zero_for_correctly_ordered_pairs() -> None:
+    # higher score already has higher p: nothing to penalise
+    assert rank_loss(_t(-3.0, -2.0, -1.0), _t(0.0, 0.5, 1.0), torch.zeros(3),
+                     RrhfLossConfig()).item() == 0.0
+
+
+def test_sigma_rrhf_by_hand() -> None:
+    p, r = _t(-1.0, -2.0, -1.5), _t(0.0, 1.0, 0.5)
+    # pairs (i worse, j better): (0,1) (0,2) (2,1)
+    expected = (sig(1.0) * max(0, -1.0 + 2.0) + sig(0.5) * max(0, -1.0 + 1.5)
+                + sig(0.5) * max(0, -1.5 + 2.0))
+    got = rank_loss(p, r, torch.zeros(3), RrhfLossConfig())
+    assert got.item() == pytest.approx(expected)
+
+
+def test_ablations_by_hand() -> None:
+    p, r = _t(-1.0, -2.0, -1.5), _t(0.0, 1.0, 0.5)
+    g = torch.zeros(3)
+    no_weight = rank_loss(p, r, g, RrhfLossConfig(logistic_weight=False))
+    assert no_weight.item() == pytest.approx(1.0 + 0.5 + 0.5)
+    no_hinge = rank_loss(_t(-3.0, -1.0), _t(0.0, 1.0), torch.zeros(2),
+                         RrhfLossConfig(hinge=False))
+    assert no_hinge.item() == pytest.approx(sig(1.0) * (-3.0 + 1.0))  # negative: rewards order
+
+
+def test_sigmoid_weight_halves_at_equal_scores_and_equal_scores_make_no_pair() -> None:
+    tiny_gap = rank_loss(_t(0.0, -1.0), _t(0.0, 1e-9), torch.zeros(2), RrhfLossConfig())
+    assert tiny_gap.item() == pytest.approx(0.5 * 1.0)
+    tied = rank_loss(_t(0.0, -1.0), _t(0.3, 0.3), torch.zeros(2), RrhfLossConfig())
+    assert tied.item() == 0.0
+
+
+def test_pairs_only_within_a_question() -> None:
+    p, r = _t(0.0, -1.0), _t(0.0, 1.0)
+    assert rank_loss(p, r, torch.tensor([0, 1]), RrhfLossConfig()).item() == 0.0
+
+
+def test_sft_anchor_is_masked_mean_of_best_completion() -> None:
+    sums, counts = _t(-4.0, -9.0, -2.0), _t(2.0, 3.0, 4.0)
+    scores, group = _t(0.1, 0.9, 0.5), torch.tensor([0, 0, 1])
+    # question 0: best is completion 1 (-9/3); question 1: completion 2 (-2/4)
+    assert sft_anchor(sums, counts, scores, group).item() == pytest.approx((3.0 + 0.5) / 2)
+
+
+def test_total_combines_lambda_and_switches() -> None:
+    sums, counts, scores, group = _t(-2.0, -6.0), _t(2.0, 2.0), _t(0.0, 1.0), torch.zeros(2)
+    # p = (-1, -3); the better one (index 1) has lower p: hinge 2, weight sig(1)
+    rank, ft = sig(1.0) * 2.0, 3.0
+    total, parts = rrhf_loss(sums, counts, scores, group, RrhfLossConfig(rank_weight=0.1))
+    assert total.item() == pytest.approx(0.1 * rank + ft)
+    assert parts == pytest.approx({"rank_loss": rank, "sft_loss": ft})
+    no_sft, _ = rrhf_loss(sums, counts, scores, group, RrhfLossConfig(use_sft=False))
+    assert no_sft.item() == pytest.approx(0.1 * rank)
+    with pytest.raises(ValueError, match="finite"):
+        rrhf_loss(sums, counts, _t(0.0, math.nan), group, RrhfLossConfig())
+
+
+def test_sequence_logprobs_matches_log_softmax_over_masked_tokens() -> None:
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 7)
+    labels = torch.randint(0, 7, (2, 5))
+    mask = torch.tensor([[0, 0, 1, 1, 1], [0, 1, 1, 0, 0]])
+    sums, counts = sequence_logprobs(logits, labels, mask)
+    ref = torch.log_softmax(logits, -1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+    assert sums.tolist() == pytest.approx((ref * mask).sum(-1).tolist(), abs=1e-5)
+    assert counts.tolist() == [3.0, 2.0]
