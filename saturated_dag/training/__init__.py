@@ -1,0 +1,1 @@
+"""LoRA training of the policy: DPO (TRL), σ-RRHF (own trainer), SFT (TRL)."""

@@ -1,0 +1,92 @@
+"""σ-RRHF as a ``transformers.Trainer`` subclass that owns its loss and logs its parts.
+
+Each dataset row is a whole question (its completions and their scores), and the collator
+expands rows into completions, so every completion of a question is in the same batch
+whatever the device batch size: the rank loss always sees complete groups.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import torch
+from transformers import Trainer
+
+from saturated_dag.losses import RrhfLossConfig, rrhf_loss, sequence_logprobs
+
+
+class GroupCollator:
+    """Rows {prompt, completions, scores} -> padded completions with a completion mask."""
+
+    def __init__(self, tokenizer: Any, max_length: int, add_special_tokens: bool):
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.add_special_tokens = add_special_tokens
+        if tokenizer.eos_token_id is None:
+            raise ValueError("tokenizer has no EOS token: completions could not be terminated")
+
+    def _encode(self, prompt: str, completion: str) -> tuple[list[int], list[int]]:
+        p = self.tokenizer(prompt, add_special_tokens=self.add_special_tokens)["input_ids"]
+        c = self.tokenizer(completion, add_special_tokens=False)["input_ids"]
+        c = [*c, self.tokenizer.eos_token_id]
+        ids = (p + c)[: self.max_length]
+        mask = ([0] * len(p) + [1] * len(c))[: self.max_length]
+        if not any(mask):
+            raise ValueError(f"prompt of {len(p)} tokens leaves no completion token within "
+                             f"max_length {self.max_length}")
+        return ids, mask
+
+    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        seqs, masks, scores, groups = [], [], [], []
+        for g, row in enumerate(rows):
+            if len(row["completions"]) != len(row["scores"]):
+                raise ValueError("each completion needs exactly one score")
+            for completion, score in zip(row["completions"], row["scores"], strict=True):
+                ids, mask = self._encode(row["prompt"], completion)
+                seqs.append(ids)
+                masks.append(mask)
+                scores.append(float(score))
+                groups.append(g)
+        width = max(len(s) for s in seqs)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        return {
+            "input_ids": torch.tensor([s + [pad] * (width - len(s)) for s in seqs]),
+            "attention_mask": torch.tensor([[1] * len(s) + [0] * (width - len(s))
+                                            for s in seqs]),
+            "completion_mask": torch.tensor([m + [0] * (width - len(m)) for m in masks]),
+            "scores": torch.tensor(scores, dtype=torch.float32),
+            "group": torch.tensor(groups),
+        }
+
+
+class RrhfTrainer(Trainer):
+    """λ·Σ σ(r_j−r_i)·max(0, p_i−p_j) + (−log π(y_best|x)), with the ablation switches."""
+
+    def __init__(self, *args: Any, loss_config: RrhfLossConfig, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.loss_config = loss_config
+        self._metrics: dict[str, list[float]] = defaultdict(list)
+
+    def compute_loss(self, model: Any, inputs: dict[str, torch.Tensor],
+                     return_outputs: bool = False, num_items_in_batch: Any = None) -> Any:
+        logits = model(input_ids=inputs["input_ids"],
+                       attention_mask=inputs["attention_mask"]).logits
+        sums, counts = sequence_logprobs(logits[:, :-1], inputs["input_ids"][:, 1:],
+                                         inputs["completion_mask"][:, 1:])
+        loss, parts = rrhf_loss(sums, counts, inputs["scores"].to(sums.dtype),
+                                inputs["group"], self.loss_config)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"σ-RRHF loss is {loss.item()} at step {self.state.global_step} "
+                f"(rank {parts['rank_loss']}, sft {parts['sft_loss']}): stopping")
+        for key, value in parts.items():
+            self._metrics[key].append(value)
+        return (loss, logits) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        for key, values in self._metrics.items():
+            if values:
+                logs[key] = sum(values) / len(values)
+        self._metrics.clear()
+        super().log(logs, start_time)

@@ -1,0 +1,222 @@
+"""Train one LoRA adapter (DPO, σ-RRHF or SFT), keep the best epoch by validation pass@1.
+
+The base model is loaded once in float32; LoRA wraps it, so the reference model of DPO is the
+adapter-disabled base (no second copy). The final adapter folder is written beside its
+destination and renamed into place, so a crash or a NaN loss never replaces a previous one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from transformers import TrainerCallback
+
+from saturated_dag.generation.models import load_model
+from saturated_dag.losses import RrhfLossConfig
+from saturated_dag.training.config import DpoSettings, RrhfSettings, SftSettings, TrainSettings
+from saturated_dag.training.rrhf_trainer import GroupCollator, RrhfTrainer
+
+METHODS = ("dpo", "rrhf", "sft")
+EvalFn = Callable[[Any, Any], float]
+"""(model, tokenizer) -> validation pass@1; the model is the adapter-wrapped policy."""
+LogFn = Callable[[str], None]
+
+
+@dataclass
+class TrainResult:
+    adapter_dir: str
+    best_epoch: int
+    epochs: list[dict[str, float]] = field(default_factory=list)
+    log_history: list[dict[str, float]] = field(default_factory=list)
+
+
+class _Guard(TrainerCallback):
+    """Stops on a NaN or infinite loss with a message that names it."""
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None,
+               **kwargs: Any) -> None:
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            raise FloatingPointError(f"training loss is {loss} at step {state.global_step}: "
+                                     "stopping; the previous adapter is kept")
+
+
+class _EpochSelector(TrainerCallback):
+    """Snapshots the adapter after each epoch and records its validation pass@1."""
+
+    def __init__(self, folder: Path, tokenizer: Any, eval_fn: EvalFn | None, log: LogFn):
+        self.folder, self.tokenizer, self.eval_fn, self.log = folder, tokenizer, eval_fn, log
+        self.epochs: list[dict[str, float]] = []
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, model: Any = None,
+                     **kwargs: Any) -> None:
+        epoch = len(self.epochs) + 1
+        snapshot = self.folder / f"epoch_{epoch}"
+        model.save_pretrained(snapshot)
+        record: dict[str, float] = {"epoch": epoch, "step": state.global_step}
+        if self.eval_fn is not None:
+            was_training = model.training
+            model.eval()
+            record["val_pass@1"] = float(self.eval_fn(model, self.tokenizer))
+            model.train(was_training)
+        self.epochs.append(record)
+        self.log(f"epoch {epoch}: {record}")
+
+    def best(self) -> int:
+        if not self.epochs:
+            raise RuntimeError("training ended before the first epoch finished")
+        if self.eval_fn is None:
+            return len(self.epochs)
+        # highest pass@1; the earliest epoch on ties (less drift from the base model)
+        return max(self.epochs, key=lambda r: (r["val_pass@1"], -r["epoch"]))["epoch"]
+
+
+def _lora(settings: TrainSettings) -> Any:
+    from peft import LoraConfig
+
+    lora = settings.lora
+    return LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                      target_modules=list(lora.target_modules), task_type="CAUSAL_LM")
+
+
+def _common_args(settings: TrainSettings, output_dir: str, epochs_total: int) -> dict[str, Any]:
+    return {
+        "output_dir": output_dir,
+        "num_train_epochs": epochs_total,
+        "per_device_train_batch_size": settings.per_device_batch_size,
+        "gradient_accumulation_steps": settings.grad_accumulation,
+        "learning_rate": settings.learning_rate,
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": settings.warmup_ratio,  # a float < 1 is a ratio in transformers 5
+        "weight_decay": settings.weight_decay,
+        "seed": settings.seed,
+        "data_seed": settings.seed,
+        "logging_steps": settings.logging_steps,
+        "save_strategy": "no",
+        "report_to": "none",
+        "use_cpu": not _has_cuda(),
+        "bf16": False,
+        "fp16": False,
+        "gradient_checkpointing": False,
+        "remove_unused_columns": False,
+        "disable_tqdm": True,
+    }
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _require(data: pd.DataFrame, columns: list[str], method: str) -> None:
+    if data.empty:
+        raise ValueError(f"{method}: the training set is empty (no usable questions in this split)")
+    missing = set(columns) - set(data.columns)
+    if missing:
+        raise ValueError(f"{method}: training set lacks columns {sorted(missing)}")
+
+
+def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
+                   settings: TrainSettings, workdir: str) -> Any:
+    from datasets import Dataset
+
+    if method == "dpo":
+        from trl import DPOConfig, DPOTrainer
+
+        assert isinstance(settings, DpoSettings)
+        _require(data, ["prompt", "chosen", "rejected"], method)
+        args = DPOConfig(**_common_args(settings, workdir, settings.epochs), beta=settings.beta,
+                         loss_type=[settings.loss_type], max_length=settings.max_length)
+        return DPOTrainer(model=model, args=args, processing_class=tokenizer,
+                          train_dataset=Dataset.from_pandas(
+                              data[["prompt", "chosen", "rejected"]], preserve_index=False),
+                          peft_config=_lora(settings))
+    if method == "sft":
+        from trl import SFTConfig, SFTTrainer
+
+        _require(data, ["prompt", "completion"], method)
+        args = SFTConfig(**_common_args(settings, workdir, settings.epochs),
+                         completion_only_loss=True, max_length=settings.max_length)
+        return SFTTrainer(model=model, args=args, processing_class=tokenizer,
+                          train_dataset=Dataset.from_pandas(data[["prompt", "completion"]],
+                                                            preserve_index=False),
+                          peft_config=_lora(settings))
+    if method == "rrhf":
+        from peft import get_peft_model
+        from transformers import TrainingArguments
+
+        assert isinstance(settings, RrhfSettings)
+        _require(data, ["question_id", "prompt", "completion", "score"], method)
+        groups = [{"prompt": g["prompt"].iloc[0], "completions": list(g["completion"]),
+                   "scores": [float(s) for s in g["score"]]}
+                  for _, g in data.groupby("question_id", sort=True)]
+        loss_config = RrhfLossConfig(settings.rank_weight, settings.use_sft, settings.hinge,
+                                     settings.logistic_weight)
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        return RrhfTrainer(model=get_peft_model(model, _lora(settings)),
+                           args=TrainingArguments(**_common_args(settings, workdir,
+                                                                 settings.epochs)),
+                           train_dataset=Dataset.from_list(groups),
+                           data_collator=GroupCollator(tokenizer, settings.max_length,
+                                                       add_special_tokens=not has_template),
+                           processing_class=tokenizer, loss_config=loss_config)
+    raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
+
+
+SETTINGS = {"dpo": DpoSettings, "rrhf": RrhfSettings, "sft": SftSettings}
+
+
+def train_adapter(
+    method: str,
+    base_model: str,
+    data: pd.DataFrame,
+    settings: TrainSettings,
+    out_dir: str | Path,
+    eval_fn: EvalFn | None = None,
+    log: LogFn | None = None,
+) -> TrainResult:
+    """Train ``method`` on ``data`` and save the best epoch's adapter at ``out_dir``."""
+    if method not in METHODS:
+        raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
+    if not isinstance(settings, SETTINGS[method]):
+        raise TypeError(f"{method} needs {SETTINGS[method].__name__}, "
+                        f"got {type(settings).__name__}")
+    say = log or (lambda _msg: None)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # trainers otherwise try a telemetry call
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model, tokenizer = load_model(base_model)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        trainer = _build_trainer(method, model, tokenizer, data, settings, str(work / "trainer"))
+        selector = _EpochSelector(work / "epochs", tokenizer, eval_fn, say)
+        trainer.add_callback(_Guard())
+        trainer.add_callback(selector)
+        say(f"training {method} on {len(data)} rows for {settings.epochs} epochs")
+        trainer.train()
+        best = selector.best()
+        final = work / "adapter"
+        shutil.copytree(work / "epochs" / f"epoch_{best}", final)
+        tokenizer.save_pretrained(final)
+        record = {"method": method, "base_model": base_model, "best_epoch": best,
+                  "epochs": selector.epochs, "settings": asdict(settings)}
+        (final / "training_config.json").write_text(json.dumps(record, indent=1))
+        if out.exists():  # swap by renames: the old adapter is never half-replaced
+            os.replace(out, work / "previous")
+        os.replace(final, out)
+        return TrainResult(str(out), best, selector.epochs,
+                           [dict(h) for h in trainer.state.log_history])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
