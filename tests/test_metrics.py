@@ -22,3 +22,20 @@ def test_invalid_counts() -> None:
         pass_at_k(8, 9, 1)
     with pytest.raises(ValueError):
         pass_at_k(8, 1, 9)
+
+
+def test_summary_is_built_from_per_question_counts() -> None:
+    import pandas as pd
+
+    from saturated_dag.evaluation import per_question_results, summarise
+
+    rows = [{"question_id": q, "cell": "2x1", "correct": ok}
+            for q, flags in {"a": [1] * 8, "b": [1, 0, 0, 0, 0, 0, 0, 0], "c": [0] * 8}.items()
+            for ok in flags]
+    table = per_question_results(pd.DataFrame(rows))
+    assert list(table["correct"]) == [8, 1, 0] and list(table["n"]) == [8, 8, 8]
+    summary = summarise(table)
+    assert summary["pass@1"] == pytest.approx(100 * (1 + 1 / 8 + 0) / 3)
+    assert summary["pass@8"] == pytest.approx(100 * 2 / 3)
+    with pytest.raises(ValueError, match="at least 9 samples"):
+        summarise(table, ks=(9,))

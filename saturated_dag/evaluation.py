@@ -1,0 +1,53 @@
+"""Eval reports (App. B.1): n samples per question, pass@1 and pass@k by the unbiased
+estimator, answers checked with Math-Verify. Per-question counts are kept so any report can be
+recomputed or compared without sampling again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from saturated_dag.generation.base import GenerationBackend, SamplingParams
+from saturated_dag.metrics import pass_at_k
+from saturated_dag.pool import LogFn, generate_pool
+from saturated_dag.tasks.base import Question
+
+
+def per_question_results(completions: pd.DataFrame) -> pd.DataFrame:
+    """(question_id, cell, n, correct) from one row per sampled completion."""
+    if completions.empty:
+        raise ValueError("no completions to evaluate")
+    keys = [c for c in ("question_id", "cell") if c in completions.columns]
+    table = completions.groupby(keys, sort=True, dropna=False)["correct"].agg(
+        n="count", correct="sum").reset_index()
+    table["correct"] = table["correct"].astype(int)
+    return table
+
+
+def summarise(per_question: pd.DataFrame, ks: Sequence[int] = (1, 8)) -> dict[str, float]:
+    """Mean pass@k over questions (in %), from per-question (n, correct) counts."""
+    if per_question.empty:
+        raise ValueError("no questions to summarise")
+    summary: dict[str, float] = {"questions": float(len(per_question))}
+    for k in ks:
+        values = [pass_at_k(int(n), int(c), k) for n, c in
+                  zip(per_question["n"], per_question["correct"], strict=True) if n >= k]
+        if len(values) != len(per_question):
+            raise ValueError(f"pass@{k} needs at least {k} samples for every question")
+        summary[f"pass@{k}"] = 100.0 * sum(values) / len(values)
+    return summary
+
+
+def evaluate(
+    questions: Sequence[Question],
+    backend: GenerationBackend,
+    params: SamplingParams,
+    verify_workers: int = 1,
+    log: LogFn | None = None,
+) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Sample and score ``questions``: (per-question results, summary)."""
+    completions = generate_pool(questions, backend, params, verify_workers, log)
+    table = per_question_results(completions)
+    return table, summarise(table, ks=sorted({1, params.n}))
