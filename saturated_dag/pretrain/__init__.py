@@ -1,0 +1,21 @@
+"""Pretraining recipe of the embedded arithmetic base model (issue 3); no Dagster here.
+
+The names below load lazily: ``scorers.rubric`` imports ``pretrain.styles``, and an eager
+import of the trainer here would import the corpus, which imports the rubric back.
+"""
+
+from typing import Any
+
+__all__ = ["RecipeConfig", "run_recipe"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RecipeConfig":
+        from saturated_dag.pretrain.config import RecipeConfig
+
+        return RecipeConfig
+    if name == "run_recipe":
+        from saturated_dag.pretrain.train import run_recipe
+
+        return run_recipe
+    raise AttributeError(f"module 'saturated_dag.pretrain' has no attribute {name!r}")
