@@ -13,7 +13,7 @@ import dagster as dg
 
 from assets import ALL_ASSET_CHECKS, ALL_ASSETS
 from jobs import demo_job, generation_jobs, pretrain_base_model
-from resources import ExperimentResource, GenerationResource, ParquetIOManager
+from resources import ExperimentResource, GenerationResource, JudgeResource, ParquetIOManager
 from saturated_dag.config import load_profile
 
 PROFILE = os.environ.get("SATURATED_DAG_PROFILE", "demo")
@@ -28,6 +28,8 @@ defs = dg.Definitions(
     resources={
         "experiment": ExperimentResource(profile=PROFILE, output_dir=OUTPUT_DIR),
         "policy": GenerationResource.from_settings(_profile.policy, seed=_profile.sampling.seed),
+        "strong_judge": JudgeResource.from_settings(_profile.judges.strong,
+                                                    seed=_profile.sampling.seed),
         "parquet_io": ParquetIOManager(base_dir=os.path.join(OUTPUT_DIR, "assets")),
     },
 )

@@ -11,7 +11,9 @@ from saturated_dag.tasks import TASKS
 def _generation_job(task: str):
     return dg.define_asset_job(
         name=f"{task}_generation",
-        selection=dg.AssetSelection.assets("base_model") | dg.AssetSelection.groups(task),
+        selection=dg.AssetSelection.assets(
+            "base_model", [task, "generation_pool"], [task, "difficulty_partitions"]
+        ),
         executor_def=dg.in_process_executor,
         description=f"Sample the {task} generation pool and split it by difficulty.",
     )

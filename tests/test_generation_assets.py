@@ -31,13 +31,17 @@ def _resources(tmp_path: Path, model: str, overrides: dict | None = None) -> dic
     }
 
 
+GENERATION = ("generation_pool", "difficulty_partitions")
+
+
 def _selection(task: str) -> list:
-    return [a for a in ALL_ASSETS if a.key.path[0] == task]
+    return [a for a in ALL_ASSETS if a.key.path[0] == task and a.key.path[-1] in GENERATION]
 
 
 def _checks(task: str) -> list:
     return [c for c in ALL_ASSET_CHECKS
-            if next(iter(c.check_keys)).asset_key.path[0] == task]
+            if next(iter(c.check_keys)).asset_key.path[0] == task
+            and next(iter(c.check_keys)).asset_key.path[-1] in GENERATION]
 
 
 def test_materialize_pool_and_partitions(tmp_path: Path, tiny_model_dir: Path) -> None:

@@ -7,11 +7,12 @@ re-run reproduces it. The mean token entropy comes from the same pass (``Entropy
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from transformers import GenerationConfig, LogitsProcessorList
+from transformers import DynamicCache, GenerationConfig, LogitsProcessorList, StoppingCriteria
 
 from saturated_dag.generation.base import ProgressFn, Sample, SamplingParams
 from saturated_dag.generation.entropy import EntropyTracker
@@ -26,6 +27,20 @@ def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
     if ids is None:
         raise ValueError("model has no EOS token: generation could never stop")
     return [ids] if isinstance(ids, int) else list(ids)
+
+
+class _TextStop(StoppingCriteria):
+    """Stops each sequence once ``stop(decoded generated text)`` holds."""
+
+    def __init__(self, tokenizer: Any, start: int, stop: Callable[[str], bool]):
+        self.tokenizer, self.start, self.stop = tokenizer, start, stop
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        done = [
+            self.stop(self.tokenizer.decode(row[self.start:], skip_special_tokens=True))
+            for row in input_ids.tolist()
+        ]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
 class TransformersBackend:
@@ -138,5 +153,138 @@ class TransformersBackend:
                 progress(min(start + self.batch_size, len(jobs)), len(jobs))
         return [[s for s in row if s is not None] for row in results]
 
+    # --- Greedy decoding with a shared, cached prompt prefix (LLM-as-a-judge) ----------------
+    #
+    # Every judge prompt of a task starts with the same few-shot / system text. Its KV cache is
+    # computed once and a copy, repeated over the batch, seeds each batch. Sequences are laid
+    # out as [prefix][pads][suffix]: the padding sits *between* the cached prefix and each
+    # prompt's own suffix, masked out; position ids follow the attention mask (cumsum), so the
+    # suffix continues right after the prefix exactly as in an unpadded sequence.
+
+    def _shared_prefix(self, encoded: Sequence[list[int]]) -> list[int]:
+        """Longest common token prefix, leaving at least one uncached token per prompt."""
+        first = encoded[0]
+        limit = min(len(e) for e in encoded) - 1
+        n = 0
+        while n < limit and all(e[n] == first[n] for e in encoded):
+            n += 1
+        return list(first[:n])
+
+    @torch.no_grad()
+    def _prefix_cache(self, prefix: list[int]) -> DynamicCache | None:
+        """The prefix's KV cache (batch 1), computed once per distinct prefix and kept."""
+        if not prefix:
+            return None
+        key = tuple(prefix)
+        cached = getattr(self, "_prefix_kv", None)
+        if cached is None or cached[0] != key:
+            cache = DynamicCache(config=self.model.config)
+            ids = torch.tensor([prefix], device=self.model.device)
+            self.model(input_ids=ids, past_key_values=cache, use_cache=True)
+            self._prefix_kv = (key, cache)
+            self.prefix_cache_builds = getattr(self, "prefix_cache_builds", 0) + 1
+        return self._prefix_kv[1]
+
+    @torch.no_grad()
+    def _prefixed_generate(
+        self,
+        prefix: list[int],
+        suffixes: Sequence[list[int]],
+        max_new_tokens: int,
+        stop: Callable[[str], bool] | None,
+        want_logits: bool,
+    ) -> tuple[list[list[int]], torch.Tensor | None]:
+        width = max(len(s) for s in suffixes)
+        pad = self.tokenizer.pad_token_id
+        rows = [prefix + [pad] * (width - len(s)) + s for s in suffixes]
+        mask = [[1] * len(prefix) + [0] * (width - len(s)) + [1] * len(s) for s in suffixes]
+        device = self.model.device
+        kwargs: dict[str, Any] = {}
+        base = self._prefix_cache(prefix)
+        if base is not None:
+            cache = copy.deepcopy(base)
+            cache.batch_repeat_interleave(len(suffixes))
+            kwargs["past_key_values"] = cache
+        start = len(prefix) + width
+        criteria = [_TextStop(self.tokenizer, start, stop)] if stop is not None else None
+        config = self._generation_config(
+            SamplingParams(n=1, temperature=0, max_new_tokens=max_new_tokens))
+        config.return_dict_in_generate = True
+        config.output_logits = want_logits
+        out = self.model.generate(
+            input_ids=torch.tensor(rows, device=device),
+            attention_mask=torch.tensor(mask, device=device),
+            generation_config=config,
+            stopping_criteria=criteria,
+            **kwargs,
+        )
+        tokens = []
+        for row in out.sequences[:, start:].tolist():
+            for i, token in enumerate(row):
+                if token in self.eos_ids:
+                    row = row[: i + 1]
+                    break
+            tokens.append(row)
+        logits = out.logits[0].float().cpu() if want_logits else None
+        return tokens, logits
+
+    def greedy_shared_prefix(
+        self,
+        prompts: Sequence[str],
+        max_new_tokens: int,
+        stop: Callable[[str], bool] | None = None,
+        batch_size: int | None = None,
+        progress: ProgressFn | None = None,
+    ) -> list[tuple[list[int], str]]:
+        """Greedy completions of rendered prompts, reusing the cached common prefix.
+
+        ``stop(text)`` ends a sequence once its generated text satisfies it (e.g. a complete
+        ``Judgment: [N]``); EOS ends it too. Returns ``(token_ids, text)`` per prompt.
+        """
+        if not prompts:
+            return []
+        encoded = [self.encode_prompt(p) for p in prompts]
+        prefix = self._shared_prefix(encoded)
+        suffixes = [e[len(prefix):] for e in encoded]
+        order = sorted(range(len(prompts)), key=lambda i: (-len(suffixes[i]), i))
+        size = batch_size or self.batch_size
+        results: list[tuple[list[int], str] | None] = [None] * len(prompts)
+        for start in range(0, len(order), size):
+            batch = order[start : start + size]
+            tokens, _ = self._prefixed_generate(
+                prefix, [suffixes[i] for i in batch], max_new_tokens, stop, want_logits=False)
+            for i, toks in zip(batch, tokens, strict=True):
+                results[i] = (toks, self.tokenizer.decode(toks, skip_special_tokens=True))
+            if progress is not None:
+                progress(min(start + size, len(order)), len(order))
+        return [r for r in results if r is not None]
+
+    def choose_next_token(
+        self,
+        texts: Sequence[str],
+        candidates: Sequence[int],
+        batch_size: int | None = None,
+    ) -> list[int]:
+        """For each text, the position in ``candidates`` of the likeliest next token among them.
+
+        One forward step per text (the cached common prefix reused): an argmax restricted to
+        the candidate token ids, so a verdict always exists.
+        """
+        if not texts:
+            return []
+        encoded = [self.encode_prompt(t) for t in texts]
+        prefix = self._shared_prefix(encoded)
+        suffixes = [e[len(prefix):] for e in encoded]
+        allowed = torch.tensor(list(candidates), dtype=torch.long)
+        size = batch_size or self.batch_size
+        picks: list[int] = []
+        for start in range(0, len(texts), size):
+            _, logits = self._prefixed_generate(
+                prefix, suffixes[start : start + size], 1, None, want_logits=True)
+            assert logits is not None
+            picks.extend(logits[:, allowed].argmax(dim=-1).tolist())
+        return picks
+
     def close(self) -> None:
         self.model = None
+        self._prefix_kv = None

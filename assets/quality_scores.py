@@ -1,0 +1,216 @@
+"""``<task>/{entropy,self_judge,strong_judge,random}_scores``: one asset per quality scorer.
+
+Each scorer is its own asset over the same completions (``saturated_dag.scorers.selection``),
+so the lineage graph shows which scores fed which dataset and one scorer re-runs alone.
+"""
+
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+
+from assets._metadata import markdown_table
+from resources import ExperimentResource, GenerationResource, JudgeResource
+from saturated_dag.config import Profile
+from saturated_dag.scorers.entropy_scores import TeacherForcedEntropy, entropy_scores
+from saturated_dag.scorers.judges import LlmJudge
+from saturated_dag.scorers.random_scores import random_scores
+from saturated_dag.scorers.selection import Selection, missing_or_nonfinite, select_completions
+from saturated_dag.scorers.tournament import TournamentResult, run_tournament
+from saturated_dag.tasks import TASKS
+
+CODE_VERSIONS = {"entropy_scores": "1", "self_judge_scores": "1", "strong_judge_scores": "1",
+                 "random_scores": "1"}
+SCORERS = tuple(CODE_VERSIONS)
+
+
+def _ins(task: str) -> dict[str, dg.AssetIn]:
+    return {"generation_pool": dg.AssetIn(key=[task, "generation_pool"]),
+            "difficulty_partitions": dg.AssetIn(key=[task, "difficulty_partitions"])}
+
+
+def selection_for(profile: Profile, pool: pd.DataFrame, parts: pd.DataFrame) -> Selection:
+    s = profile.scoring
+    return select_completions(pool, parts, s.correct_splits, s.all_completion_splits)
+
+
+def _common_metadata(selection: Selection, scores: pd.DataFrame) -> dict[str, object]:
+    meta: dict[str, object] = {
+        "scored_completions": len(scores),
+        "scored_questions": int(scores["question_id"].nunique()) if len(scores) else 0,
+        "completions_by_split": scores["split"].value_counts().to_dict(),
+        "skipped_questions": selection.skipped,
+        "mean_score": float(scores["score"].mean()) if len(scores) else 0.0,
+        "preview": markdown_table(scores, max_rows=10),
+    }
+    return meta
+
+
+def _teacher_forced(policy: GenerationResource, log) -> TeacherForcedEntropy:
+    """The policy under transformers: its loaded backend, or a transformers copy when the
+    policy is served by vLLM (which exposes no full distributions)."""
+    backend = policy.get_backend(log)
+    if hasattr(backend, "model") and hasattr(backend, "encode_prompt"):
+        return TeacherForcedEntropy.from_backend(backend)
+    from saturated_dag.generation.transformers_backend import TransformersBackend
+
+    settings = policy.settings()
+    log.info(f"teacher-forced entropy: loading {settings.model} in transformers")
+    tf = TransformersBackend.load(settings.model, settings.dtype, settings.device,
+                                  chat_template=settings.chat_template,
+                                  trust_remote_code=settings.trust_remote_code)
+    return TeacherForcedEntropy.from_backend(tf)
+
+
+def _entropy_asset(task: str) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=[task, "entropy_scores"], group_name=task, io_manager_key="parquet_io",
+        code_version=CODE_VERSIONS["entropy_scores"], ins=_ins(task), pool="gpu",
+        kinds={"pandas", "parquet"},
+        description=f"{task}: r = 1/max(mean token entropy, eps) under the policy at T=1 "
+        "(from the generation pass, else teacher-forced).",
+    )
+    def entropy_scores_asset(
+        context: dg.AssetExecutionContext, experiment: ExperimentResource,
+        policy: GenerationResource, generation_pool: pd.DataFrame,
+        difficulty_partitions: pd.DataFrame,
+    ) -> dg.Output[pd.DataFrame]:
+        profile = experiment.settings
+        selection = selection_for(profile, generation_pool, difficulty_partitions)
+        needs_tf = bool(selection.rows["mean_entropy"].isna().any())
+        teacher = _teacher_forced(policy, context.log) if needs_tf else None
+        scores, routes = entropy_scores(selection, profile.scoring.epsilon, teacher)
+        meta = _common_metadata(selection, scores)
+        meta.update({f"route_{k}": v for k, v in routes.items()})
+        meta["epsilon"] = profile.scoring.epsilon
+        return dg.Output(scores, metadata=meta)
+
+    return entropy_scores_asset
+
+
+def _tournament_metadata(result: TournamentResult, selection: Selection, path: Path,
+                         judge_name: str) -> dict[str, object]:
+    meta = _common_metadata(selection, result.scores)
+    meta.update({k: v for k, v in result.summary.items() if v is not None})
+    meta["judge"] = judge_name
+    meta["comparisons (file)"] = dg.MetadataValue.path(str(path))
+    if len(result.comparisons):
+        meta["comparisons preview"] = markdown_table(result.comparisons, max_rows=5)
+    return meta
+
+
+def _save_comparisons(result: TournamentResult, output_dir: str, task: str, name: str) -> Path:
+    from resources.parquet_io import atomic_write_parquet
+
+    path = Path(output_dir) / task / f"{name}_comparisons.parquet"
+    atomic_write_parquet(result.comparisons, path)
+    return path
+
+
+def _self_judge_asset(task: str) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=[task, "self_judge_scores"], group_name=task, io_manager_key="parquet_io",
+        code_version=CODE_VERSIONS["self_judge_scores"], ins=_ins(task), pool="gpu",
+        kinds={"pandas", "parquet"},
+        description=f"{task}: win rates of a round-robin tournament judged greedily by the "
+        "policy itself (App. D prompts).",
+    )
+    def self_judge_scores(
+        context: dg.AssetExecutionContext, experiment: ExperimentResource,
+        policy: GenerationResource, generation_pool: pd.DataFrame,
+        difficulty_partitions: pd.DataFrame,
+    ) -> dg.Output[pd.DataFrame]:
+        profile = experiment.settings
+        selection = selection_for(profile, generation_pool, difficulty_partitions)
+        judge = LlmJudge(policy.get_backend(context.log),
+                         instruct=profile.judges.self_judge.instruct,
+                         max_new_tokens=profile.scoring.judge_max_new_tokens,
+                         batch_size=profile.scoring.judge_batch_size, name="self_judge")
+        result = run_tournament(selection, judge, "self_judge", profile.scoring.both_orders,
+                                log=context.log.info)
+        path = _save_comparisons(result, experiment.output_dir, task, "self_judge")
+        meta = _tournament_metadata(result, selection, path, f"policy {policy.model}")
+        meta["instruct_prompt"] = profile.judges.self_judge.instruct
+        return dg.Output(result.scores, metadata=meta)
+
+    return self_judge_scores
+
+
+def _strong_judge_asset(task: str) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=[task, "strong_judge_scores"], group_name=task, io_manager_key="parquet_io",
+        code_version=CODE_VERSIONS["strong_judge_scores"], ins=_ins(task), pool="gpu",
+        kinds={"pandas", "parquet"},
+        description=f"{task}: win rates of a round-robin tournament judged by the strong judge "
+        "(an LLM, or the chain-sum rubric).",
+    )
+    def strong_judge_scores(
+        context: dg.AssetExecutionContext, experiment: ExperimentResource,
+        strong_judge: JudgeResource, generation_pool: pd.DataFrame,
+        difficulty_partitions: pd.DataFrame,
+    ) -> dg.Output[pd.DataFrame]:
+        profile = experiment.settings
+        settings = strong_judge.settings()
+        if settings.kind == "rubric" and task != "chain_sum":
+            raise dg.Failure(f"the rubric strong judge applies to chain_sum only, not {task}: "
+                             "set judges.strong.kind: llm for this task")
+        selection = selection_for(profile, generation_pool, difficulty_partitions)
+        judge = strong_judge.get_judge(profile.scoring.judge_max_new_tokens,
+                                       profile.scoring.judge_batch_size, context.log)
+        result = run_tournament(selection, judge, "strong_judge", profile.scoring.both_orders,
+                                log=context.log.info)
+        path = _save_comparisons(result, experiment.output_dir, task, "strong_judge")
+        name = "rubric" if settings.kind == "rubric" else f"{settings.model} ({settings.backend})"
+        return dg.Output(result.scores, metadata=_tournament_metadata(result, selection, path,
+                                                                      name))
+
+    return strong_judge_scores
+
+
+def _random_asset(task: str) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=[task, "random_scores"], group_name=task, io_manager_key="parquet_io",
+        code_version=CODE_VERSIONS["random_scores"], ins=_ins(task),
+        kinds={"pandas", "parquet"},
+        description=f"{task}: uniform random scores, seeded per question (the baseline).",
+    )
+    def random_scores_asset(
+        experiment: ExperimentResource, generation_pool: pd.DataFrame,
+        difficulty_partitions: pd.DataFrame,
+    ) -> dg.Output[pd.DataFrame]:
+        profile = experiment.settings
+        selection = selection_for(profile, generation_pool, difficulty_partitions)
+        scores = random_scores(selection, profile.scoring.random_seed)
+        meta = _common_metadata(selection, scores)
+        meta["seed"] = profile.scoring.random_seed
+        return dg.Output(scores, metadata=meta)
+
+    return random_scores_asset
+
+
+def _finite_check(task: str, name: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=asset, name="scores_finite_for_every_selected_completion",
+                    blocking=True, additional_ins=_ins(task),
+                    description="Every scored completion (all correct completions of saturated "
+                    "and strict-saturated questions, and more) has a finite score.")
+    def check(experiment: ExperimentResource, generation_pool: pd.DataFrame,
+              difficulty_partitions: pd.DataFrame, scores: pd.DataFrame
+              ) -> dg.AssetCheckResult:
+        selection = selection_for(experiment.settings, generation_pool, difficulty_partitions)
+        problems = missing_or_nonfinite(scores, selection)
+        return dg.AssetCheckResult(
+            passed=problems["missing"] == 0 and problems["nonfinite"] == 0, metadata=problems)
+
+    return check
+
+
+_FACTORIES = {"entropy_scores": _entropy_asset, "self_judge_scores": _self_judge_asset,
+              "strong_judge_scores": _strong_judge_asset, "random_scores": _random_asset}
+
+quality_score_assets: list[dg.AssetsDefinition] = []
+quality_score_checks: list[dg.AssetChecksDefinition] = []
+for _task in TASKS:
+    for _name, _factory in _FACTORIES.items():
+        _asset = _factory(_task)
+        quality_score_assets.append(_asset)
+        quality_score_checks.append(_finite_check(_task, _name, _asset))

@@ -1,0 +1,70 @@
+"""``<task>/scorer_agreement``: within-question Spearman rho between every pair of scorers.
+
+The paper's judge-agreement table (mean, median, % positive rho per split) as Markdown and CSV
+metadata, and the rho distributions as a PNG (its Figure 4). On chain sum the rubric joins as a
+scorer, so every scorer is also held against it.
+"""
+
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+
+from assets._metadata import image, markdown_table
+from assets.quality_scores import SCORERS, selection_for
+from resources import ExperimentResource
+from saturated_dag.scorers import agreement
+from saturated_dag.tasks import TASKS
+
+CODE_VERSION = "1"
+
+
+def _agreement_asset(task: str) -> dg.AssetsDefinition:
+    ins = {name: dg.AssetIn(key=[task, name]) for name in SCORERS}
+    ins["generation_pool"] = dg.AssetIn(key=[task, "generation_pool"])
+    ins["difficulty_partitions"] = dg.AssetIn(key=[task, "difficulty_partitions"])
+
+    @dg.asset(
+        key=[task, "scorer_agreement"], group_name=task, io_manager_key="parquet_io",
+        code_version=CODE_VERSION, ins=ins, kinds={"pandas", "parquet"},
+        description=f"{task}: within-question Spearman rho between scorers (mean, median, "
+        "% positive per split), with the rho distributions as a figure.",
+    )
+    def scorer_agreement(
+        context: dg.AssetExecutionContext, experiment: ExperimentResource,
+        entropy_scores: pd.DataFrame, self_judge_scores: pd.DataFrame,
+        strong_judge_scores: pd.DataFrame, random_scores: pd.DataFrame,
+        generation_pool: pd.DataFrame, difficulty_partitions: pd.DataFrame,
+    ) -> dg.Output[pd.DataFrame]:
+        profile = experiment.settings
+        scores = {"entropy": entropy_scores, "self_judge": self_judge_scores,
+                  "strong_judge": strong_judge_scores, "random": random_scores}
+        if task == "chain_sum":
+            selection = selection_for(profile, generation_pool, difficulty_partitions)
+            scores["rubric"] = agreement.rubric_scores(selection)
+        per_question = agreement.per_question_rho(scores, correct_only=True)
+        splits = [*profile.scoring.correct_splits, *profile.scoring.all_completion_splits]
+        summary = agreement.summarize(per_question, list(scores), splits)
+        title = f"{task}: within-question Spearman rho between scorers (correct completions)"
+        out_dir = Path(experiment.output_dir) / task
+        out_dir.mkdir(parents=True, exist_ok=True)
+        csv_path = out_dir / "scorer_agreement.csv"
+        summary.to_csv(csv_path, index=False)
+        png = agreement.rho_figure(per_question, out_dir / "scorer_agreement_rho.png", title)
+        context.log.info("\n" + agreement.summary_markdown(summary, title))
+        return dg.Output(per_question, metadata={
+            "agreement table": dg.MetadataValue.md(agreement.summary_markdown(summary, title)),
+            "agreement table (csv)": dg.MetadataValue.text(summary.to_csv(index=False)),
+            "agreement table (file)": dg.MetadataValue.path(str(csv_path)),
+            "rho distributions": image(png, "within-question Spearman rho"),
+            "rho distributions (file)": dg.MetadataValue.path(str(png)),
+            "scorers": list(scores),
+            "scorer_pairs": len(summary[["scorer_a", "scorer_b"]].drop_duplicates()),
+            "questions_with_defined_rho": int((per_question["status"] == agreement.OK).sum()),
+            "per-question preview": markdown_table(per_question, max_rows=10),
+        })
+
+    return scorer_agreement
+
+
+scorer_agreement_assets = [_agreement_asset(task) for task in TASKS]

@@ -1,0 +1,54 @@
+"""A small synthetic generation pool and its partitions for scorer tests.
+
+Chain-sum questions with completions in different styles (so the rubric separates them):
+two saturated questions (4/4 correct), one strict-saturated, one hard with 1/4 correct, one
+hard with 0/4, and one "saturated" question with a single correct completion (n=1 pool rows
+would be odd, so it sits in strict_saturated with 1 correct of 4: skipped by rule).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from saturated_dag import partitions
+from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt
+
+STYLES = [
+    "{a} + {b} = {s}\n\\boxed{{{s}}}",
+    "Let's solve this step by step:\n1. {a} + {b} = {s}\nSo the answer is \\boxed{{{s}}}.",
+    "I think maybe {a} + {b} = {s}, probably. \\boxed{{{s}}}",
+    "First, plan: add the numbers. Then compute.\n{a} + {b} = {s}\nThe final answer is "
+    "\\boxed{{{s}}}.",
+]
+
+
+def make_pool(entropy_nan: bool = False) -> pd.DataFrame:
+    specs = [  # (question, pool, a, b, correct flags)
+        ("q_sat1", "D", 3, 4, [1, 1, 1, 1]),
+        ("q_sat2", "D", 5, 2, [1, 1, 1, 1]),
+        ("q_hard1", "D", 6, 7, [1, 0, 0, 0]),
+        ("q_hard0", "D", 8, 9, [0, 0, 0, 0]),
+        ("q_strict", "D_prime", 1, 2, [1, 1, 1, 1]),
+        ("q_one", "D_prime", 2, 2, [1, 0, 0, 0]),
+    ]
+    rows = []
+    for qid, pool, a, b, flags in specs:
+        problem = chain_sum_problem(f"{a} + {b}")
+        for j, ok in enumerate(flags):
+            s = a + b if ok else a + b + 1
+            rows.append({
+                "question_id": qid, "task": "chain_sum", "pool": pool, "cell": "2x1",
+                "terms": 2, "digits": 1, "problem": problem, "prompt": policy_prompt(problem),
+                "gold": str(a + b), "sample_index": j,
+                "completion": STYLES[j].format(a=a, b=b, s=s), "answer": str(s),
+                "correct": bool(ok), "num_tokens": 10 + j, "finish_reason": "stop",
+                "mean_entropy": float("nan") if entropy_nan else 0.5 + 0.1 * j,
+            })
+    frame = pd.DataFrame(rows)
+    frame["terms"] = frame["terms"].astype("Int64")
+    frame["digits"] = frame["digits"].astype("Int64")
+    return frame
+
+
+def make_partitions(pool: pd.DataFrame) -> pd.DataFrame:
+    return partitions.partition(pool, 1.0, 0.25)
