@@ -130,6 +130,109 @@ class PartitionSettings(_Strict):
         return self
 
 
+class SelfJudgeSettings(_Strict):
+    """The self-judge: the policy model itself (the ``policy`` backend) judging pairs."""
+
+    instruct: bool = False
+    """False: the full few-shot prompt (base models); True: the system/user pair (App. D)."""
+
+
+class StrongJudgeSettings(_Strict):
+    """The strong judge: the chain-sum rubric, or any LLM on its own backend."""
+
+    kind: Literal["rubric", "llm"] = "rubric"
+    backend: Literal["transformers", "vllm"] = "transformers"
+    model: str | None = None
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    device: str = "cpu"
+    batch_size: int = Field(16, ge=1)
+    chat_template: Literal["auto", "always", "never"] = "auto"
+    trust_remote_code: bool = False
+    instruct: bool = True
+    vllm: VllmSettings = VllmSettings()
+
+    @model_validator(mode="after")
+    def _llm_needs_model(self) -> StrongJudgeSettings:
+        if self.kind == "llm" and not self.model:
+            raise ValueError("kind 'llm' needs a model (local folder, short name or hub id)")
+        return self
+
+
+class JudgeSettings(_Strict):
+    """The two pairwise judges of Sec. 3.2 / App. D."""
+
+    self_judge: SelfJudgeSettings = SelfJudgeSettings()
+    strong: StrongJudgeSettings = StrongJudgeSettings()
+
+
+ScoredSplit = Literal["saturated", "hard", "middle", "strict_saturated", "strict_excluded"]
+
+
+class ScoringSettings(_Strict):
+    """Which completions get quality scores, and the scorers' knobs (Sec. 3.2, App. B.3)."""
+
+    correct_splits: list[ScoredSplit] = Field(
+        default_factory=lambda: ["saturated", "strict_saturated"])
+    """Splits whose correct completions are scored (questions with < 2 correct are skipped)."""
+    all_completion_splits: list[ScoredSplit] = Field(default_factory=lambda: ["hard"])
+    """Splits whose every completion (correct or not) is scored, for questions with p-hat > 0."""
+    epsilon: float = Field(1e-8, gt=0)
+    """Entropy score r = 1 / max(H-bar, epsilon)."""
+    both_orders: bool = False
+    """Judge each pair in both orders and average (cancels position bias; off in the paper)."""
+    random_seed: int = Field(0, ge=0)
+    judge_max_new_tokens: int = Field(1024, ge=1)
+    judge_batch_size: int = Field(16, ge=1)
+    """Comparisons per batch on the transformers judge route."""
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> ScoringSettings:
+        both = set(self.correct_splits) & set(self.all_completion_splits)
+        if both:
+            raise ValueError(f"splits {sorted(both)} are in both correct_splits and "
+                             "all_completion_splits")
+        return self
+
+
+TrainSplit = Literal["saturated", "strict_saturated", "hard"]
+Scorer = Literal["self_judge", "strong_judge", "entropy", "random"]
+Method = Literal["dpo", "rrhf", "sft"]
+
+
+class TrainingSettings(_Strict):
+    """LoRA training (App. B, Table 5). Defaults are the paper's for Qwen3-1.7B-Base."""
+
+    splits: list[TrainSplit] = Field(default_factory=lambda: ["saturated", "strict_saturated"])
+    scorers: list[Scorer] = Field(
+        default_factory=lambda: ["self_judge", "strong_judge", "entropy", "random"])
+    methods: list[Method] = Field(default_factory=lambda: ["dpo", "rrhf", "sft"])
+    epochs: int = Field(4, ge=1, le=4)
+    batch_size: int = Field(8, ge=1)
+    per_device_batch_size: int = Field(8, ge=1)
+    learning_rate: float = Field(1e-5, gt=0)
+    max_length: int = Field(2048, ge=16)
+    lora_r: int = Field(32, ge=1)
+    lora_alpha: int = Field(64, ge=1)
+    lora_dropout: float = Field(0.05, ge=0, lt=1)
+    dpo_beta: float = Field(0.1, gt=0)
+    rrhf_rank_weight: float = Field(0.1, ge=0)
+    rrhf_use_sft: bool = True
+    rrhf_hinge: bool = True
+    rrhf_logistic_weight: bool = True
+    validation_questions_per_cell: int = Field(8, ge=1, le=_MAX_PER_CELL)
+    """Chain sum: a held-out validation pool per D cell, for checkpoint selection."""
+    gsm8k_validation_questions: int = Field(100, ge=1)
+    """GSM8K: the last lines of train.jsonl, held out of the generation pool."""
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _batches(self) -> TrainingSettings:
+        if self.batch_size % self.per_device_batch_size:
+            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of "
+                             f"per_device_batch_size ({self.per_device_batch_size})")
+        return self
+
+
 class Profile(_Strict):
     name: str
     description: str = ""
@@ -140,6 +243,9 @@ class Profile(_Strict):
     sampling: SamplingSettings = SamplingSettings()
     partitions: PartitionSettings = PartitionSettings()
     verify_workers: int = Field(1, ge=1)
+    judges: JudgeSettings = JudgeSettings()
+    scoring: ScoringSettings = ScoringSettings()
+    training: TrainingSettings = TrainingSettings()
 
 
 def available_profiles() -> list[str]:

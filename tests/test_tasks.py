@@ -120,3 +120,18 @@ def test_prompt_uses_chat_template_only_when_present() -> None:
     assert render_prompt(plain, text) == text
     with pytest.raises(ValueError, match="no chat template"):
         render_prompt(plain, text, "always")
+
+
+def test_validation_set_disjoint_from_training_and_eval() -> None:
+    from saturated_dag.tasks import validation_questions
+
+    profile = load_profile("demo")
+    val = chain_sum.expressions(validation_questions(profile, "chain_sum"))
+    assert val
+    assert not val & chain_sum.expressions(training_questions(profile, "chain_sum"))
+    assert not val & chain_sum.expressions(eval_questions(profile, "chain_sum"))
+    g = load_profile("demo", {"gsm8k": {"train_limit": None},
+                              "training": {"gsm8k_validation_questions": 50}})
+    train_ids = {q.question_id for q in training_questions(g, "gsm8k")}
+    val_ids = {q.question_id for q in validation_questions(g, "gsm8k")}
+    assert len(val_ids) == 50 and len(train_ids) == 7473 - 50 and not train_ids & val_ids

@@ -22,7 +22,7 @@ def training_questions(profile: Profile, task: str) -> list[Question]:
     """The generation pool's questions: D (and D' for chain sum; GSM8K train for gsm8k)."""
     _check_task(task)
     if task == "gsm8k":
-        return gsm8k.load_split(profile.gsm8k.source, "train", profile.gsm8k.train_limit)
+        return _gsm8k_train_and_validation(profile)[0]
     from saturated_dag.config import grid_cells
 
     cfg = profile.chain_sum
@@ -32,6 +32,32 @@ def training_questions(profile: Profile, task: str) -> list[Question]:
             "D_prime", grid_cells(cfg.strict_grid), cfg.strict_questions_per_cell, cfg.seed
         )
     return questions
+
+
+def _gsm8k_train_and_validation(profile: Profile) -> tuple[list[Question], list[Question]]:
+    """The last lines of train.jsonl are the validation set; the pool never sees them."""
+    rows = gsm8k.load_split(profile.gsm8k.source, "train")
+    held_out = profile.training.gsm8k_validation_questions
+    if held_out >= len(rows):
+        raise ValueError(f"gsm8k_validation_questions ({held_out}) leaves no training question "
+                         f"of {len(rows)}")
+    pool = rows[: len(rows) - held_out][: profile.gsm8k.train_limit]
+    return pool, rows[len(rows) - held_out :]
+
+
+def validation_questions(profile: Profile, task: str) -> list[Question]:
+    """Held out from training and eval alike: the checkpoint-selection set (App. B)."""
+    _check_task(task)
+    if task == "gsm8k":
+        return _gsm8k_train_and_validation(profile)[1]
+    from saturated_dag.config import grid_cells
+
+    cfg = profile.chain_sum
+    used = chain_sum.expressions(training_questions(profile, task))
+    used |= chain_sum.expressions(eval_questions(profile, task))
+    return chain_sum.build_pool("validation", grid_cells(cfg.grid),
+                                profile.training.validation_questions_per_cell, cfg.seed,
+                                exclude_expressions=used)
 
 
 def eval_questions(profile: Profile, task: str) -> list[Question]:

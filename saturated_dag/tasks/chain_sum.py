@@ -18,7 +18,7 @@ from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt
 
 TASK = "chain_sum"
 SEED_SPACING = 1_000_000
-POOL_INDEX = {"D": 0, "D_prime": 1, "eval": 2}
+POOL_INDEX = {"D": 0, "D_prime": 1, "eval": 2, "validation": 3}
 
 Cell = tuple[int, int]  # (terms, digits)
 
