@@ -11,7 +11,7 @@ import os
 
 import dagster as dg
 
-from assets import ALL_ASSET_CHECKS, ALL_ASSETS
+from assets import ALL_ASSET_CHECKS, ALL_ASSETS, experiment_assets
 from jobs import demo_job, generation_jobs, pretrain_base_model
 from resources import ExperimentResource, GenerationResource, JudgeResource, ParquetIOManager
 from saturated_dag.config import load_profile
@@ -22,9 +22,9 @@ OUTPUT_DIR = os.environ.get("SATURATED_DAG_OUTPUT_DIR", "outputs")
 _profile = load_profile(PROFILE)
 
 defs = dg.Definitions(
-    assets=ALL_ASSETS,
+    assets=[*ALL_ASSETS, *experiment_assets(_profile)],
     asset_checks=ALL_ASSET_CHECKS,
-    jobs=[demo_job(PROFILE), *generation_jobs, pretrain_base_model],
+    jobs=[demo_job(_profile), *generation_jobs, pretrain_base_model],
     resources={
         "experiment": ExperimentResource(profile=PROFILE, output_dir=OUTPUT_DIR),
         "policy": GenerationResource.from_settings(_profile.policy, seed=_profile.sampling.seed),

@@ -1,14 +1,41 @@
 """Dagster assets: one file per box of the pipeline, each a thin layer over saturated_dag."""
 
+import dagster as dg
+
+from assets.adapters import adapter_assets
 from assets.base_model import base_model
 from assets.difficulty_partitions import difficulty_partitions_assets, difficulty_partitions_checks
+from assets.eval_reports import eval_report_assets
 from assets.generation_pool import generation_pool_assets, generation_pool_checks
+from assets.preference_datasets import preference_dataset_assets
 from assets.quality_scores import quality_score_assets, quality_score_checks
+from assets.result_tables import results_table_asset
 from assets.scorer_agreement import scorer_agreement_assets
+from saturated_dag.config import Profile
+from saturated_dag.experiments import experiment_matrix
+from saturated_dag.tasks import TASKS
 
 ALL_ASSETS = [base_model, *generation_pool_assets, *difficulty_partitions_assets,
               *quality_score_assets, *scorer_agreement_assets]
 ALL_ASSET_CHECKS = [*generation_pool_checks, *difficulty_partitions_checks,
                     *quality_score_checks]
 
-__all__ = ["ALL_ASSETS", "ALL_ASSET_CHECKS"]
+
+
+def experiment_assets(profile: Profile) -> list[dg.AssetsDefinition]:
+    """Datasets, adapters, eval reports and result tables of the profile's experiment matrix.
+
+    The matrix (split x method x scorer) comes from the profile, so the asset graph shows
+    exactly the experiments it runs, and one cell, a row or all can be materialised.
+    """
+    cells = experiment_matrix(profile.training)
+    built: list[dg.AssetsDefinition] = []
+    for task in TASKS:
+        built += preference_dataset_assets(task, cells)
+        built += adapter_assets(task, cells)
+        built += eval_report_assets(task, cells)
+        built.append(results_table_asset(task, cells))
+    return built
+
+
+__all__ = ["ALL_ASSETS", "ALL_ASSET_CHECKS", "experiment_assets"]

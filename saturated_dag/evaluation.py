@@ -51,3 +51,24 @@ def evaluate(
     completions = generate_pool(questions, backend, params, verify_workers, log)
     table = per_question_results(completions)
     return table, summarise(table, ks=sorted({1, params.n}))
+
+
+def adapter_backend(
+    base_model: str,
+    adapter_dir: str,
+    batch_size: int = 64,
+    chat_template: str = "auto",
+    dtype: str = "float32",
+    device: str = "cpu",
+) -> GenerationBackend:
+    """The base model with a LoRA adapter merged in, on the transformers backend."""
+    from peft import PeftModel
+
+    from saturated_dag.generation.models import load_model
+    from saturated_dag.generation.transformers_backend import TransformersBackend
+
+    model, tokenizer = load_model(base_model, dtype, device)
+    merged = PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
+    merged.eval()
+    return TransformersBackend(merged, tokenizer, batch_size=batch_size,
+                               chat_template=chat_template)  # type: ignore[arg-type]

@@ -50,6 +50,14 @@ def test_tiny_recipe_writes_a_loadable_hf_folder(tiny_run: tuple[Path, dict]) ->
     assert tok.chat_template and tok.eos_token == "<|end|>"
     text = _generate(out, "3 + 4", do_sample=True)
     assert isinstance(text, str)
+    # and through the project's backend, by path, like any other model folder
+    from saturated_dag.generation.base import SamplingParams
+    from saturated_dag.generation.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend.load(str(out))
+    prompt = backend.render(policy_prompt(chain_sum_problem("3 + 4")))
+    sample = backend.sample([prompt], SamplingParams(n=2, max_new_tokens=8))[0][0]
+    assert sample.num_tokens <= 8 and sample.mean_entropy is not None
 
 
 def test_tiny_recipe_is_deterministic(tiny_run: tuple[Path, dict], tmp_path: Path) -> None:

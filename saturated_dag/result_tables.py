@@ -1,0 +1,56 @@
+"""Result tables in the shape of the paper's (Table 1/2/7): pass@1 and pass@8 per method and
+scorer, deltas to the base model, best per column marked. Built from per-question results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from saturated_dag.evaluation import summarise
+
+METHOD_LABELS = {"sft": "SFT", "dpo": "DPO", "rrhf": "σ-RRHF"}
+SCORER_LABELS = {None: "", "self_judge": "self-judge", "strong_judge": "strong judge",
+                 "entropy": "inverse entropy", "random": "random"}
+
+
+def results_table(
+    base: pd.DataFrame,
+    runs: Mapping[tuple[str, str, str | None], pd.DataFrame],
+    k: int = 8,
+) -> pd.DataFrame:
+    """One row for the base model, then one per (split, method, scorer) run.
+
+    ``base`` and each run are per-question (question_id, n, correct) tables on the same
+    eval set; a run that does not cover the same questions is an error.
+    """
+    base_summary = summarise(base, ks=(1, k))
+    rows = [{"split": "-", "method": "Base model", "scorer": "",
+             "pass@1": base_summary["pass@1"], f"pass@{k}": base_summary[f"pass@{k}"]}]
+    expected = set(base["question_id"])
+    for (split, method, scorer), table in runs.items():
+        if set(table["question_id"]) != expected:
+            raise ValueError(f"eval report of {split}/{method}/{scorer} covers different "
+                             "questions than the base model's")
+        summary = summarise(table, ks=(1, k))
+        rows.append({"split": split, "method": METHOD_LABELS.get(method, method),
+                     "scorer": SCORER_LABELS.get(scorer, scorer or ""),
+                     "pass@1": summary["pass@1"], f"pass@{k}": summary[f"pass@{k}"]})
+    frame = pd.DataFrame(rows)
+    for col in ("pass@1", f"pass@{k}"):
+        frame[f"Δ {col}"] = frame[col] - base_summary[col]
+    return frame
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    """Values in %, deltas signed, the best value of each column (per split) in bold."""
+    metric_cols = [c for c in frame.columns if c.startswith("pass@")]
+    shown = frame.copy()
+    for col in metric_cols:
+        shown[col] = frame[col].map(lambda v: f"{v:.2f}")
+        shown[f"Δ {col}"] = frame[f"Δ {col}"].map(lambda v: f"{v:+.2f}")
+        for _split, rows in frame[frame["split"] != "-"].groupby("split"):
+            for i in rows.index[rows[col] == rows[col].max()]:
+                shown.loc[i, col] = f"**{frame.loc[i, col]:.2f}**"
+    return shown.to_markdown(index=False)
