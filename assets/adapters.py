@@ -9,12 +9,14 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
+from assets._metadata import image
 from resources import ExperimentResource, GenerationResource
 from saturated_dag.config import Profile
 from saturated_dag.evaluation import evaluate as run_eval
 from saturated_dag.evaluation import summarise
 from saturated_dag.experiments import Experiment
 from saturated_dag.generation.transformers_backend import TransformersBackend
+from saturated_dag.plots import training_curves
 from saturated_dag.tasks import validation_questions
 from saturated_dag.training.config import (
     DpoSettings,
@@ -92,6 +94,9 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
         if margins:
             metadata["dpo_reward_margins"] = dg.MetadataValue.json(
                 {"step": list(range(1, len(margins) + 1)), "margin": margins})
+        png = training_curves(result.epochs, margins, out.parent / f"{exp.name}_curves.png",
+                              f"{task} {exp.split}: {exp.name}")
+        metadata["training curves"] = image(png, "validation pass@1 and reward margins")
         return dg.MaterializeResult(metadata=metadata)
 
     return adapter

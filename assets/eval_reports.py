@@ -8,7 +8,7 @@ import pandas as pd
 from assets._metadata import markdown_table
 from assets.adapters import adapter_dir
 from resources import ExperimentResource, GenerationResource
-from saturated_dag.evaluation import adapter_backend, evaluate
+from saturated_dag.evaluation import adapter_backends, evaluate
 from saturated_dag.experiments import Experiment
 from saturated_dag.tasks import eval_questions
 
@@ -55,8 +55,10 @@ def _adapter_eval(task: str, exp: Experiment) -> dg.AssetsDefinition:
         if not (folder / "adapter_config.json").is_file():
             raise dg.Failure(f"adapter {folder} is missing: materialise "
                              f"{task}/{exp.split}/adapter/{exp.name} first")
-        backend = adapter_backend(settings.model, str(folder), settings.batch_size,
-                                  settings.chat_template, settings.dtype, settings.device)
+        # vLLM: a LoRA request on the already-loaded engine; transformers: merged weights
+        base = policy.get_backend(context.log)
+        backend = adapter_backends(base, {exp.name: folder}, base_model=settings.model,
+                                   dtype=settings.dtype, device=settings.device)[exp.name]
         return _report(context, experiment, task, backend, f"{exp.split}/{exp.name}")
 
     return adapter_eval

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import dagster as dg
 from pydantic import Field
 
-from saturated_dag.config import PolicySettings
+from saturated_dag.config import PolicySettings, VllmSettings
 from saturated_dag.generation import GenerationBackend, open_backend
 from saturated_dag.generation.models import resolve as resolve_model
 
@@ -30,6 +30,9 @@ class GenerationResource(dg.ConfigurableResource):
     max_model_len: int | None = None
     tensor_parallel_size: int = 1
     enable_prefix_caching: bool = True
+    enable_lora: bool = False
+    max_lora_rank: int = 64
+    max_loras: int = 1
 
     _loaded: ClassVar[dict[str, GenerationBackend]] = {}
 
@@ -43,9 +46,7 @@ class GenerationResource(dg.ConfigurableResource):
         from saturated_dag.config import ProfileError, parse_profile
 
         data = self.model_dump()
-        vllm = {k: data.pop(k) for k in ("gpu_memory_utilization", "enforce_eager",
-                                          "max_model_len", "tensor_parallel_size",
-                                          "enable_prefix_caching")}
+        vllm = {k: data.pop(k) for k in VllmSettings.model_fields}
         data.pop("seed")
         try:
             profile = parse_profile({"name": "resource", "tasks": ["chain_sum"],

@@ -40,7 +40,7 @@ class JudgeResource(dg.ConfigurableResource):
     @classmethod
     def from_settings(cls, strong: StrongJudgeSettings, seed: int = 0) -> "JudgeResource":
         fields: dict[str, Any] = strong.model_dump(exclude={"vllm"})
-        return cls(**fields, **strong.vllm.model_dump(), seed=seed)
+        return cls(**fields, **strong.vllm.model_dump(include=set(_VLLM_FIELDS)), seed=seed)
 
     def settings(self) -> StrongJudgeSettings:
         """Validated settings: a bad field fails here, before any model loads."""

@@ -86,6 +86,10 @@ class VllmSettings(_Strict):
     max_model_len: int | None = Field(None, ge=16)
     tensor_parallel_size: int = Field(1, ge=1)
     enable_prefix_caching: bool = True
+    enable_lora: bool = False
+    """Serve adapters as LoRA requests on the policy's engine (eval without reloading)."""
+    max_lora_rank: Literal[1, 8, 16, 32, 64, 128, 256, 320, 512] = 64
+    max_loras: int = Field(1, ge=1)
 
 
 class PolicySettings(_Strict):

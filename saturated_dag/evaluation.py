@@ -5,7 +5,8 @@ recomputed or compared without sampling again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import pandas as pd
 
@@ -72,3 +73,34 @@ def adapter_backend(
     merged.eval()
     return TransformersBackend(merged, tokenizer, batch_size=batch_size,
                                chat_template=chat_template)  # type: ignore[arg-type]
+
+
+def adapter_backends(
+    base_backend: GenerationBackend,
+    adapter_dirs: Mapping[str, str | Path] | Sequence[str | Path],
+    base_model: str | None = None,
+    dtype: str = "float32",
+    device: str = "cpu",
+) -> dict[str, GenerationBackend]:
+    """One backend per adapter, keyed by name (the folder path for a plain sequence).
+
+    On a ``VllmBackend`` started with ``enable_lora=True`` these are LoRA views of its one
+    engine (the base model is not loaded again; closing a view frees nothing). On a
+    ``TransformersBackend`` each is ``adapter_backend``: ``base_model`` loaded again with the
+    adapter merged in (close each when done); ``base_backend`` keeps the base model.
+    """
+    named = (dict(adapter_dirs) if isinstance(adapter_dirs, Mapping)
+             else {str(d): d for d in adapter_dirs})
+    from saturated_dag.generation.transformers_backend import TransformersBackend
+    from saturated_dag.generation.vllm_backend import VllmBackend  # imports no vLLM
+
+    if isinstance(base_backend, VllmBackend):
+        return {name: base_backend.with_adapter(folder, name=name)
+                for name, folder in named.items()}
+    if isinstance(base_backend, TransformersBackend):
+        if base_model is None:
+            raise ValueError("merging adapters on transformers needs base_model (the model spec)")
+        return {name: adapter_backend(base_model, str(folder), base_backend.batch_size,
+                                      base_backend.chat_template, dtype, device)
+                for name, folder in named.items()}
+    raise TypeError(f"no adapter support for the {type(base_backend).__name__} backend")

@@ -34,3 +34,29 @@ def pass_at_1_heatmap(grids: dict[str, pd.DataFrame], path: Path, title: str) ->
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def training_curves(
+    epochs: list[dict], margins: list[float], path: Path, title: str
+) -> Path:
+    """Validation pass@1 per epoch and, for DPO, the reward margin per step (Figs. 5, 7)."""
+    panels = 2 if margins else 1
+    fig, axes = plt.subplots(1, panels, figsize=(4.5 * panels, 3.2), squeeze=False)
+    ax = axes[0][0]
+    xs = [e["epoch"] for e in epochs if "val_pass@1" in e]
+    ax.plot(xs, [100 * e["val_pass@1"] for e in epochs if "val_pass@1" in e], marker="o")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation pass@1 (%)")
+    ax.set_xticks(xs)
+    if margins:
+        ax = axes[0][1]
+        ax.plot(range(1, len(margins) + 1), margins)
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.set_xlabel("logged step")
+        ax.set_ylabel("reward margin r(y_w) - r(y_l)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

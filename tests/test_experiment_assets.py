@@ -54,6 +54,7 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
         assert (adapter / "adapter_config.json").is_file()
         record = json.loads((adapter / "training_config.json").read_text())
         assert record["best_epoch"] == 1 and "val_pass@1" in record["epochs"][0]
+        assert (adapter.parent / f"{name}_curves.png").is_file()
     pairs = pd.read_parquet(store / "chain_sum" / "saturated" / "dpo_pairs" / "entropy.parquet")
     assert set(pairs["question_id"]) == {"q_sat1", "q_sat2"}
     report = pd.read_parquet(store / "chain_sum" / "saturated" / "eval" / "sft.parquet")

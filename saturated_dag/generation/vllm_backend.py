@@ -10,14 +10,21 @@ vLLM specifics (shared/FACTS.md, "vLLM on CPU"):
 - on CPU the engine runs float32 and eager (no bf16 there; compiling takes about 5 minutes);
 - vLLM returns no full distributions, so ``mean_entropy`` is ``None`` and the pipeline computes
   entropy teacher-forced elsewhere.
+
+LoRA adapters (PEFT folders, as ``train_adapter`` writes them) are served by one engine started
+with ``enable_lora=True``: ``backend.with_adapter(adapter_dir)`` is a light ``GenerationBackend``
+whose requests carry a ``LoRARequest``; the base weights are loaded once and never modified,
+and ``backend.sample`` itself keeps sampling the base model.
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from saturated_dag.generation.base import ProgressFn, Sample, SamplingParams
@@ -31,6 +38,8 @@ CPU_KV_CACHE_GIB = 4
 """KV cache on CPU in GiB (``VLLM_CPU_KVCACHE_SPACE`` overrides). SmolLM2-135M in float32
 needs 46 KB a token (30 layers x K,V x 3 heads x 64), so 4 GiB holds ~90k tokens: several
 prompts x 8 samples x 2,048 tokens at once."""
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The ``max_lora_rank`` values vLLM 0.32 accepts (an adapter of a smaller rank is padded)."""
 
 
 def on_cpu() -> bool:
@@ -99,12 +108,16 @@ class VllmBackend:
         eos_ids: list[int],
         chat_template: ChatTemplateMode = "auto",
         seed: int = 0,
+        max_lora_rank: int | None = None,
     ):
         self.llm = llm
         self.tokenizer = tokenizer
         self.eos_ids = eos_ids
         self.chat_template = chat_template
         self.seed = seed
+        self.max_lora_rank = max_lora_rank
+        """``None``: the engine was started without LoRA support."""
+        self._lora_ids: dict[str, tuple[int, str]] = {}  # resolved path -> (int id, name)
 
     @classmethod
     def load(
@@ -120,10 +133,23 @@ class VllmBackend:
         max_model_len: int | None = None,
         tensor_parallel_size: int = 1,
         enable_prefix_caching: bool = True,
+        enable_lora: bool = False,
+        max_lora_rank: int = 64,
+        max_loras: int = 1,
     ) -> VllmBackend:
-        """Start an engine on ``model`` (any spec ``local_model_dir`` resolves)."""
+        """Start an engine on ``model`` (any spec ``local_model_dir`` resolves).
+
+        ``enable_lora=True`` lets ``with_adapter`` serve LoRA adapters of rank up to
+        ``max_lora_rank`` (one of ``LORA_RANKS``; the project trains rank 32) on this engine,
+        ``max_loras`` of them in one batch (more are swapped in from CPU memory as needed).
+        """
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {list(_DTYPES)}, got {dtype!r}")
+        if enable_lora and max_lora_rank not in LORA_RANKS:
+            raise ValueError(f"max_lora_rank must be one of {list(LORA_RANKS)}, "
+                             f"got {max_lora_rank}")
+        if enable_lora and max_loras < 1:
+            raise ValueError(f"max_loras must be >= 1, got {max_loras}")
         # CPU-only settings, read when the engine (and its worker process) starts; both keep a
         # value the caller exported. Both cores for the kernels; and an explicit KV cache,
         # because on CPU gpu_memory_utilization reserves that fraction of *system* RAM
@@ -146,6 +172,10 @@ class VllmBackend:
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code)
         eos_ids = _eos_ids(location, tokenizer, trust_remote_code)
+        lora: dict[str, Any] = (
+            {"enable_lora": True, "max_lora_rank": max_lora_rank, "max_loras": max_loras}
+            if enable_lora else {}
+        )
         llm = LLM(
             model=location,
             tokenizer=location,
@@ -157,8 +187,46 @@ class VllmBackend:
             max_model_len=max_model_len,
             tensor_parallel_size=tensor_parallel_size,
             enable_prefix_caching=enable_prefix_caching,
+            **lora,
         )
-        return cls(llm, tokenizer, eos_ids, chat_template=chat_template, seed=seed)
+        return cls(llm, tokenizer, eos_ids, chat_template=chat_template, seed=seed,
+                   max_lora_rank=max_lora_rank if enable_lora else None)
+
+    @property
+    def lora_enabled(self) -> bool:
+        return self.max_lora_rank is not None
+
+    def with_adapter(self, adapter_dir: str | Path, name: str | None = None) -> VllmLoraView:
+        """This engine sampling with the LoRA adapter at ``adapter_dir`` (a PEFT folder).
+
+        Nothing is loaded here: vLLM loads the adapter on its first request and keeps it
+        cached. Each distinct folder gets a stable integer id (1, 2, ... in order of first
+        use); ``name`` defaults to the folder's resolved path, so names never collide.
+        """
+        if not self.lora_enabled:
+            raise RuntimeError("this vLLM engine was started without LoRA support: "
+                               "open it with enable_lora=True to sample with adapters")
+        path = Path(adapter_dir).expanduser().resolve()
+        config_file = path / "adapter_config.json"
+        if not config_file.is_file():
+            raise FileNotFoundError(f"no LoRA adapter at {path} (adapter_config.json missing)")
+        rank = int(json.loads(config_file.read_text()).get("r", 0))
+        assert self.max_lora_rank is not None
+        if rank > self.max_lora_rank:
+            raise ValueError(f"adapter at {path} has rank {rank} > max_lora_rank "
+                             f"{self.max_lora_rank} of this engine: start it with a larger one")
+        key = str(path)
+        if key not in self._lora_ids:
+            label = name or key
+            if any(label == other for _, other in self._lora_ids.values()):
+                raise ValueError(f"adapter name {label!r} is already used by another folder")
+            self._lora_ids[key] = (len(self._lora_ids) + 1, label)
+        int_id, label = self._lora_ids[key]
+        if name is not None and name != label:
+            raise ValueError(f"adapter at {path} is already registered as {label!r}")
+        from vllm.lora.request import LoRARequest
+
+        return VllmLoraView(self, LoRARequest(label, int_id, key))
 
     @property
     def uses_chat_template(self) -> bool:
@@ -178,6 +246,7 @@ class VllmBackend:
         vllm_params: Any,
         n: int,
         progress: ProgressFn | None = None,
+        lora_request: Any = None,
     ) -> list[list[Sample]]:
         from vllm.inputs import TokensPrompt
 
@@ -188,7 +257,9 @@ class VllmBackend:
         if progress is not None:
             progress(0, total)
         use_tqdm: Any = _progress_bar_factory(progress, total) if progress is not None else False
-        outputs = self.llm.generate(inputs, vllm_params, use_tqdm=use_tqdm)
+        outputs = self.llm.generate(
+            inputs, vllm_params, use_tqdm=use_tqdm, lora_request=lora_request
+        )
         results = []
         for i, output in enumerate(outputs):
             row = []
@@ -216,8 +287,13 @@ class VllmBackend:
         prompts: Sequence[str],
         params: SamplingParams,
         progress: ProgressFn | None = None,
+        lora_request: Any = None,
     ) -> list[list[Sample]]:
-        """``n`` samples per prompt; ``params.seed`` is unused (the engine was seeded at load)."""
+        """``n`` samples per prompt; ``params.seed`` is unused (the engine was seeded at load).
+
+        ``lora_request`` (a ``vllm.lora.request.LoRARequest``) samples with an adapter; prefer
+        ``with_adapter``, which checks the folder and assigns the id.
+        """
         greedy = params.temperature == 0
         vllm_params = self._params(
             n=params.n,
@@ -226,10 +302,10 @@ class VllmBackend:
             top_k=0,  # disabled, like transformers' top_k=None (older vLLM spelled it -1)
             max_tokens=params.max_new_tokens,
         )
-        return self._run(prompts, vllm_params, params.n, progress)
+        return self._run(prompts, vllm_params, params.n, progress, lora_request)
 
     def generate_constrained(
-        self, prompts: Sequence[str], regex: str, max_tokens: int = 64
+        self, prompts: Sequence[str], regex: str, max_tokens: int = 64, lora_request: Any = None
     ) -> list[Sample]:
         """One greedy completion per prompt whose text matches ``regex`` (judge verdicts)."""
         from vllm.sampling_params import StructuredOutputsParams
@@ -240,7 +316,7 @@ class VllmBackend:
             max_tokens=max_tokens,
             structured_outputs=StructuredOutputsParams(regex=regex),
         )
-        return [row[0] for row in self._run(prompts, vllm_params, 1)]
+        return [row[0] for row in self._run(prompts, vllm_params, 1, None, lora_request)]
 
     def close(self) -> None:
         """Stop the engine and free its memory (a new engine in this process needs it)."""
@@ -264,3 +340,51 @@ class VllmBackend:
                 torch.cuda.empty_cache()
         except ImportError:
             pass
+
+
+class VllmLoraView:
+    """A ``GenerationBackend`` view of a ``VllmBackend`` whose requests carry one LoRA adapter.
+
+    It shares the engine and tokenizer of its backend; ``close`` does nothing (close the
+    backend to stop the engine, after which every view refuses to sample).
+    """
+
+    name = "vllm"
+
+    def __init__(self, backend: VllmBackend, lora_request: Any):
+        self.backend = backend
+        self.lora_request = lora_request
+
+    @property
+    def adapter_dir(self) -> str:
+        return str(self.lora_request.lora_path)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.backend.tokenizer
+
+    @property
+    def eos_ids(self) -> list[int]:
+        return self.backend.eos_ids
+
+    def render(self, user_text: str) -> str:
+        return self.backend.render(user_text)
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        return self.backend.encode_prompt(prompt)
+
+    def sample(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        progress: ProgressFn | None = None,
+    ) -> list[list[Sample]]:
+        return self.backend.sample(prompts, params, progress, lora_request=self.lora_request)
+
+    def generate_constrained(
+        self, prompts: Sequence[str], regex: str, max_tokens: int = 64
+    ) -> list[Sample]:
+        return self.backend.generate_constrained(prompts, regex, max_tokens, self.lora_request)
+
+    def close(self) -> None:
+        """Nothing to free: the engine belongs to the backend."""
