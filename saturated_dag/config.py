@@ -200,7 +200,7 @@ class ScoringSettings(_Strict):
 
 TrainSplit = Literal["saturated", "strict_saturated", "hard"]
 Scorer = Literal["self_judge", "strong_judge", "entropy", "random"]
-Method = Literal["dpo", "rrhf", "sft"]
+Method = Literal["dpo", "rrhf", "sft", "raft"]
 
 
 class TrainingSettings(_Strict):
@@ -210,6 +210,7 @@ class TrainingSettings(_Strict):
     scorers: list[Scorer] = Field(
         default_factory=lambda: ["self_judge", "strong_judge", "entropy", "random"])
     methods: list[Method] = Field(default_factory=lambda: ["dpo", "rrhf", "sft"])
+    """raft (SFT on each scorer's argmax, App. C.2's λ=0) is available but off by default."""
     epochs: int = Field(4, ge=1, le=4)
     batch_size: int = Field(8, ge=1)
     per_device_batch_size: int = Field(8, ge=1)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from saturated_dag.config import TrainingSettings
 
-DATASET_OF_METHOD = {"dpo": "dpo_pairs", "rrhf": "rrhf_groups", "sft": "sft_set"}
+DATASET_OF_METHOD = {"dpo": "dpo_pairs", "rrhf": "rrhf_groups", "sft": "sft_set",
+                     "raft": "raft_set"}
 
 
 @dataclass(frozen=True)

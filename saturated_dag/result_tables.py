@@ -10,7 +10,7 @@ import pandas as pd
 
 from saturated_dag.evaluation import summarise
 
-METHOD_LABELS = {"sft": "SFT", "dpo": "DPO", "rrhf": "σ-RRHF"}
+METHOD_LABELS = {"sft": "SFT", "dpo": "DPO", "rrhf": "σ-RRHF", "raft": "RAFT"}
 SCORER_LABELS = {None: "", "self_judge": "self-judge", "strong_judge": "strong judge",
                  "entropy": "inverse entropy", "random": "random"}
 

@@ -22,7 +22,7 @@ OVERRIDES = {
                   "strict_grid": None, "eval_questions_per_cell": 3},
     "sampling": {"n": 2, "max_new_tokens": 6},
     "training": {"splits": ["saturated"], "scorers": ["entropy"],
-                 "methods": ["dpo", "rrhf", "sft"], "epochs": 1, "batch_size": 2,
+                 "methods": ["dpo", "rrhf", "sft", "raft"], "epochs": 1, "batch_size": 2,
                  "per_device_batch_size": 2, "learning_rate": 1e-2, "max_length": 128,
                  "lora_r": 4, "lora_alpha": 8, "validation_questions_per_cell": 2},
 }
@@ -49,7 +49,7 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
     }
     result = dg.materialize(everything, selection=wanted, resources=resources)
     assert result.success
-    for name in ("dpo_entropy", "rrhf_entropy", "sft"):
+    for name in ("dpo_entropy", "rrhf_entropy", "sft", "raft_entropy"):
         adapter = tmp_path / "out" / "adapters" / "chain_sum" / "saturated" / name
         assert (adapter / "adapter_config.json").is_file()
         record = json.loads((adapter / "training_config.json").read_text())
@@ -57,9 +57,11 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
         assert (adapter.parent / f"{name}_curves.png").is_file()
     pairs = pd.read_parquet(store / "chain_sum" / "saturated" / "dpo_pairs" / "entropy.parquet")
     assert set(pairs["question_id"]) == {"q_sat1", "q_sat2"}
+    raft = pd.read_parquet(store / "chain_sum" / "saturated" / "raft_set" / "entropy.parquet")
+    assert len(raft) == 2  # the argmax completion of each saturated question
     report = pd.read_parquet(store / "chain_sum" / "saturated" / "eval" / "sft.parquet")
     assert len(report) == 3 and (report["n"] == 2).all()
     table = pd.read_csv(tmp_path / "out" / "chain_sum" / "results_table.csv")
-    assert list(table["method"]) == ["Base model", "DPO", "σ-RRHF", "SFT"]
+    assert list(table["method"]) == ["Base model", "DPO", "σ-RRHF", "SFT", "RAFT"]
     assert table[["pass@1", "pass@2"]].notna().all().all()
     assert table.loc[0, "Δ pass@1"] == 0.0

@@ -15,3 +15,11 @@ def test_hard_split_uses_correctness_pairs() -> None:
     training = load_profile("paper", {"training": {"splits": ["hard"]}}).training
     names = [c.name for c in experiment_matrix(training)]
     assert names == ["dpo_correctness_random", "dpo_correctness_self_judge", "sft"]
+
+
+def test_raft_is_an_option_on_the_saturated_splits() -> None:
+    training = load_profile("paper", {"training": {"methods": ["raft"], "scorers": ["entropy"],
+                                                   "splits": ["saturated", "hard"]}}).training
+    cells = experiment_matrix(training)
+    assert [(c.split, c.name, c.dataset) for c in cells] == [
+        ("saturated", "raft_entropy", ("saturated", "raft_set", "entropy"))]

@@ -25,7 +25,8 @@ from saturated_dag.losses import RrhfLossConfig
 from saturated_dag.training.config import DpoSettings, RrhfSettings, SftSettings, TrainSettings
 from saturated_dag.training.rrhf_trainer import GroupCollator, RrhfTrainer
 
-METHODS = ("dpo", "rrhf", "sft")
+METHODS = ("dpo", "rrhf", "sft", "raft")
+"""raft: SFT on the scorer's argmax completions only (RAFT, σ-RRHF with λ=0)."""
 EvalFn = Callable[[Any, Any], float]
 """(model, tokenizer) -> validation pass@1; the model is the adapter-wrapped policy."""
 LogFn = Callable[[str], None]
@@ -141,7 +142,7 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
                           train_dataset=Dataset.from_pandas(
                               data[["prompt", "chosen", "rejected"]], preserve_index=False),
                           peft_config=_lora(settings))
-    if method == "sft":
+    if method in ("sft", "raft"):
         from trl import SFTConfig, SFTTrainer
 
         _require(data, ["prompt", "completion"], method)
@@ -173,7 +174,7 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
     raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
 
 
-SETTINGS = {"dpo": DpoSettings, "rrhf": RrhfSettings, "sft": SftSettings}
+SETTINGS = {"dpo": DpoSettings, "rrhf": RrhfSettings, "sft": SftSettings, "raft": SftSettings}
 
 
 def train_adapter(
