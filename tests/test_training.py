@@ -96,6 +96,11 @@ def test_nan_loss_stops_and_keeps_previous_adapter(tiny_model_dir: Path, tmp_pat
     after = _lora_tensors(out)
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken_model", "rrhf"]  # no debris
+    # TRL's trainers are guarded too: the logged loss is checked at every logging step
+    dpo = pd.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 2)
+    with pytest.raises(FloatingPointError, match="training loss is nan"):
+        train_adapter("dpo", str(broken), dpo, DpoSettings(**FAST), tmp_path / "dpo")
+    assert not (tmp_path / "dpo").exists()
 
 
 def test_empty_training_set_is_a_clear_error(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -41,14 +41,15 @@ class TrainResult:
 
 
 class _Guard(TrainerCallback):
-    """Stops on a NaN or infinite loss with a message that names it."""
+    """Stops on a NaN or infinite loss (or gradient norm) with a message that names it."""
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None,
                **kwargs: Any) -> None:
-        loss = (logs or {}).get("loss")
-        if loss is not None and not math.isfinite(loss):
-            raise FloatingPointError(f"training loss is {loss} at step {state.global_step}: "
-                                     "stopping; the previous adapter is kept")
+        for key, name in (("loss", "training loss"), ("grad_norm", "gradient norm")):
+            value = (logs or {}).get(key)
+            if value is not None and not math.isfinite(value):
+                raise FloatingPointError(f"{name} is {value} at step {state.global_step}: "
+                                         "stopping; the previous adapter is kept")
 
 
 class _EpochSelector(TrainerCallback):
@@ -102,6 +103,7 @@ def _common_args(settings: TrainSettings, output_dir: str, epochs_total: int) ->
         "seed": settings.seed,
         "data_seed": settings.seed,
         "logging_steps": settings.logging_steps,
+        "logging_nan_inf_filter": False,  # the default replaces a NaN loss in the logs
         "save_strategy": "no",
         "report_to": "none",
         "use_cpu": not _has_cuda(),
