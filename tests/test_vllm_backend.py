@@ -32,7 +32,7 @@ JUDGMENT = r"Judgment: \[[01]\]"
 GREEDY_EXPRESSIONS = ("1 + 2", "3 + 4 - 5", "7 - 9", "12 + 30", "5 + 5 + 5", "0 - 8")
 
 
-def build_vllm_tiny_model(folder: Path, seed: int = 0) -> Path:
+def build_vllm_tiny_model(folder: Path, seed: int = 0, max_positions: int = 512) -> Path:
     """A 2-layer Llama with head size 32 whose next token is EOS 5-10% of the time.
 
     A constant residual feature (column 0 of the embeddings) survives RMSNorm as about
@@ -48,7 +48,7 @@ def build_vllm_tiny_model(folder: Path, seed: int = 0) -> Path:
         num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=2,
-        max_position_embeddings=512,
+        max_position_embeddings=max_positions,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
