@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from saturated_dag.tasks.prompts import render_prompt
+
 ProgressFn = Callable[[int, int], None]
 """Called as ``progress(done, total)`` with completed sequences, for run logs."""
 
@@ -75,3 +77,25 @@ class GenerationBackend(Protocol):
     def close(self) -> None:
         """Free the model (GPU memory for vLLM)."""
         ...
+
+
+class ChatPrompting:
+    """Rendering and encoding shared by the backends, so every backend sees the same tokens.
+
+    Needs ``self.tokenizer`` and ``self.chat_template`` ("auto", "always" or "never").
+    """
+
+    tokenizer: Any
+    chat_template: str
+
+    @property
+    def uses_chat_template(self) -> bool:
+        has = bool(getattr(self.tokenizer, "chat_template", None))
+        return self.chat_template == "always" or (self.chat_template == "auto" and has)
+
+    def render(self, user_text: str) -> str:
+        return render_prompt(self.tokenizer, user_text, self.chat_template)  # type: ignore[arg-type]
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        """Token ids of a rendered prompt (a chat template already carries its special tokens)."""
+        return self.tokenizer(prompt, add_special_tokens=not self.uses_chat_template)["input_ids"]

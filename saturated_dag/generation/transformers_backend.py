@@ -14,10 +14,10 @@ from typing import Any
 import torch
 from transformers import DynamicCache, GenerationConfig, LogitsProcessorList, StoppingCriteria
 
-from saturated_dag.generation.base import ProgressFn, Sample, SamplingParams
+from saturated_dag.generation.base import ChatPrompting, ProgressFn, Sample, SamplingParams
 from saturated_dag.generation.entropy import EntropyTracker
 from saturated_dag.generation.models import load_model
-from saturated_dag.tasks.prompts import ChatTemplateMode, render_prompt
+from saturated_dag.tasks.prompts import ChatTemplateMode
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -43,7 +43,7 @@ class _TextStop(StoppingCriteria):
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
-class TransformersBackend:
+class TransformersBackend(ChatPrompting):
     """The ``GenerationBackend`` on Hugging Face transformers."""
 
     name = "transformers"
@@ -79,18 +79,6 @@ class TransformersBackend:
     ) -> TransformersBackend:
         loaded, tokenizer = load_model(model, dtype, device, trust_remote_code)
         return cls(loaded, tokenizer, batch_size=batch_size, chat_template=chat_template)
-
-    @property
-    def uses_chat_template(self) -> bool:
-        has = bool(getattr(self.tokenizer, "chat_template", None))
-        return self.chat_template == "always" or (self.chat_template == "auto" and has)
-
-    def render(self, user_text: str) -> str:
-        return render_prompt(self.tokenizer, user_text, self.chat_template)
-
-    def encode_prompt(self, prompt: str) -> list[int]:
-        """Token ids of a rendered prompt (a chat template already carries its special tokens)."""
-        return self.tokenizer(prompt, add_special_tokens=not self.uses_chat_template)["input_ids"]
 
     def _generation_config(self, params: SamplingParams) -> GenerationConfig:
         # A fresh config: a model's own generation_config may add repetition penalties or

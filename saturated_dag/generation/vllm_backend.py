@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from saturated_dag.generation.base import ProgressFn, Sample, SamplingParams
+from saturated_dag.generation.base import ChatPrompting, ProgressFn, Sample, SamplingParams
 from saturated_dag.generation.models import local_model_dir
-from saturated_dag.tasks.prompts import ChatTemplateMode, render_prompt
+from saturated_dag.tasks.prompts import ChatTemplateMode
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def _progress_bar_factory(progress: ProgressFn, total: int) -> Any:
     return _Bar
 
 
-class VllmBackend:
+class VllmBackend(ChatPrompting):
     """The ``GenerationBackend`` on vLLM's offline ``LLM`` engine."""
 
     name = "vllm"
@@ -227,18 +227,6 @@ class VllmBackend:
         from vllm.lora.request import LoRARequest
 
         return VllmLoraView(self, LoRARequest(label, int_id, key))
-
-    @property
-    def uses_chat_template(self) -> bool:
-        has = bool(getattr(self.tokenizer, "chat_template", None))
-        return self.chat_template == "always" or (self.chat_template == "auto" and has)
-
-    def render(self, user_text: str) -> str:
-        return render_prompt(self.tokenizer, user_text, self.chat_template)
-
-    def encode_prompt(self, prompt: str) -> list[int]:
-        """Token ids of a rendered prompt (a chat template already carries its special tokens)."""
-        return self.tokenizer(prompt, add_special_tokens=not self.uses_chat_template)["input_ids"]
 
     def _run(
         self,
