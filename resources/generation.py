@@ -9,12 +9,13 @@ from typing import Any, ClassVar
 import dagster as dg
 from pydantic import Field
 
-from saturated_dag.config import PolicySettings, VllmSettings
+from resources.vllm_fields import VllmEngineResource
+from saturated_dag.config import PolicySettings
 from saturated_dag.generation import GenerationBackend, open_backend
 from saturated_dag.generation.models import resolve as resolve_model
 
 
-class GenerationResource(dg.ConfigurableResource):
+class GenerationResource(VllmEngineResource):
     """Serves the policy model. Fields mirror the profile's ``policy`` section."""
 
     backend: str = Field("transformers", description="transformers or vllm")
@@ -25,14 +26,6 @@ class GenerationResource(dg.ConfigurableResource):
     chat_template: str = Field("auto", description="auto, always or never")
     trust_remote_code: bool = False
     seed: int = 0
-    gpu_memory_utilization: float = 0.85
-    enforce_eager: bool = False
-    max_model_len: int | None = None
-    tensor_parallel_size: int = 1
-    enable_prefix_caching: bool = True
-    enable_lora: bool = False
-    max_lora_rank: int = 64
-    max_loras: int = 1
 
     _loaded: ClassVar[dict[str, GenerationBackend]] = {}
 
@@ -46,7 +39,7 @@ class GenerationResource(dg.ConfigurableResource):
         from saturated_dag.config import ProfileError, parse_profile
 
         data = self.model_dump()
-        vllm = {k: data.pop(k) for k in VllmSettings.model_fields}
+        vllm = self.split_vllm(data)
         data.pop("seed")
         try:
             profile = parse_profile({"name": "resource", "tasks": ["chain_sum"],

@@ -8,15 +8,13 @@ from typing import Any, ClassVar
 import dagster as dg
 from pydantic import Field
 
+from resources.vllm_fields import VllmEngineResource
 from saturated_dag.config import StrongJudgeSettings
 from saturated_dag.generation import GenerationBackend, open_backend
 from saturated_dag.scorers.judges import Judge, LlmJudge, RubricJudge
 
-_VLLM_FIELDS = ("gpu_memory_utilization", "enforce_eager", "max_model_len",
-                "tensor_parallel_size", "enable_prefix_caching")
 
-
-class JudgeResource(dg.ConfigurableResource):
+class JudgeResource(VllmEngineResource):
     """Fields mirror the profile's ``judges.strong`` section."""
 
     kind: str = Field("rubric", description="rubric (chain sum only) or llm")
@@ -29,25 +27,20 @@ class JudgeResource(dg.ConfigurableResource):
     trust_remote_code: bool = False
     instruct: bool = Field(True, description="system/user prompt (True) or full few-shot")
     seed: int = 0
-    gpu_memory_utilization: float = 0.85
-    enforce_eager: bool = False
-    max_model_len: int | None = None
-    tensor_parallel_size: int = 1
-    enable_prefix_caching: bool = True
 
     _loaded: ClassVar[dict[str, GenerationBackend]] = {}
 
     @classmethod
     def from_settings(cls, strong: StrongJudgeSettings, seed: int = 0) -> "JudgeResource":
         fields: dict[str, Any] = strong.model_dump(exclude={"vllm"})
-        return cls(**fields, **strong.vllm.model_dump(include=set(_VLLM_FIELDS)), seed=seed)
+        return cls(**fields, **strong.vllm.model_dump(), seed=seed)
 
     def settings(self) -> StrongJudgeSettings:
         """Validated settings: a bad field fails here, before any model loads."""
         from pydantic import ValidationError
 
         data = self.model_dump()
-        vllm = {k: data.pop(k) for k in _VLLM_FIELDS}
+        vllm = self.split_vllm(data)
         data.pop("seed")
         try:
             return StrongJudgeSettings.model_validate({**data, "vllm": vllm})

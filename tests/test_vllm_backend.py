@@ -76,23 +76,19 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_vllm_tiny_model(tmp_path_factory.mktemp("vllm_tiny") / "model")
 
 
+def open_tiny_engine(model_dir: Path, seed: int = 1234, **options: object) -> VllmBackend:
+    """A CPU engine for a tiny test model, opened the way the pipeline opens one."""
+    opened = open_backend("vllm", str(model_dir), dtype="float32", seed=seed, vllm_options={
+        "gpu_memory_utilization": 0.5, "enforce_eager": True, "max_model_len": 256,
+        "tensor_parallel_size": 1, "enable_prefix_caching": True, **options})
+    assert isinstance(opened, VllmBackend)
+    return opened
+
+
 @pytest.fixture(scope="module")
 def backend(model_dir: Path) -> Iterator[VllmBackend]:
-    """The one engine of this module, opened the way the pipeline opens it."""
-    opened = open_backend(
-        "vllm",
-        str(model_dir),
-        dtype="float32",
-        seed=1234,
-        vllm_options={
-            "gpu_memory_utilization": 0.5,
-            "enforce_eager": True,
-            "max_model_len": 256,
-            "tensor_parallel_size": 1,
-            "enable_prefix_caching": True,
-        },
-    )
-    assert isinstance(opened, VllmBackend)
+    """The one engine of this module."""
+    opened = open_tiny_engine(model_dir)
     yield opened
     opened.close()
     assert opened.llm is None

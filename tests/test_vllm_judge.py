@@ -7,19 +7,16 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed here; build its env with "
                     "`bash .ci/vllm_env.sh`")
 
-from saturated_dag.generation import open_backend
 from saturated_dag.scorers.judges import JudgeRequest, LlmJudge
 from saturated_dag.tasks.prompts import chain_sum_problem
-from tests.test_vllm_backend import build_vllm_tiny_model
+from tests.test_vllm_backend import build_vllm_tiny_model, open_tiny_engine
 
 
 @pytest.fixture(scope="module")
 def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlmJudge]:
     folder = build_vllm_tiny_model(tmp_path_factory.mktemp("vllm_judge") / "model",
                                    max_positions=2048)
-    backend = open_backend("vllm", str(folder), dtype="float32", seed=7, vllm_options={
-        "gpu_memory_utilization": 0.5, "enforce_eager": True, "max_model_len": 1024,
-        "tensor_parallel_size": 1, "enable_prefix_caching": True})
+    backend = open_tiny_engine(folder, seed=7, max_model_len=1024)
     yield LlmJudge(backend, instruct=True, max_new_tokens=24, name="self_judge")
     backend.close()
 

@@ -22,14 +22,13 @@ pytest.importorskip(
 import pandas as pd
 
 from saturated_dag.evaluation import adapter_backends
-from saturated_dag.generation import open_backend
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.generation.transformers_backend import TransformersBackend
 from saturated_dag.generation.vllm_backend import VllmBackend, VllmLoraView
 from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt
 from saturated_dag.training.config import LoraSettings, SftSettings
 from saturated_dag.training.train import train_adapter
-from tests.test_vllm_backend import GREEDY_EXPRESSIONS, build_vllm_tiny_model
+from tests.test_vllm_backend import GREEDY_EXPRESSIONS, build_vllm_tiny_model, open_tiny_engine
 
 RANK = 8  # a rank vLLM accepts as max_lora_rank as well (1, 8, 16, 32, 64, ...)
 GREEDY = SamplingParams(n=1, temperature=0.0, max_new_tokens=12)
@@ -42,22 +41,9 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def backend(model_dir: Path) -> Iterator[VllmBackend]:
-    """The one engine of this module, opened as the pipeline opens it, LoRA turned on."""
-    opened = open_backend(
-        "vllm",
-        str(model_dir),
-        dtype="float32",
-        seed=1234,
-        vllm_options={
-            "gpu_memory_utilization": 0.5,
-            "enforce_eager": True,
-            "max_model_len": 256,
-            "enable_lora": True,
-            "max_lora_rank": RANK,
-            "max_loras": 1,
-        },
-    )
-    assert isinstance(opened, VllmBackend) and opened.lora_enabled
+    """The one engine of this module, LoRA turned on."""
+    opened = open_tiny_engine(model_dir, enable_lora=True, max_lora_rank=RANK, max_loras=1)
+    assert opened.lora_enabled
     yield opened
     opened.close()
 
