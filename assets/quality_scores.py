@@ -107,6 +107,17 @@ def _save_comparisons(result: TournamentResult, output_dir: str, task: str, name
     return path
 
 
+def _tournament(context: dg.AssetExecutionContext, experiment: ExperimentResource, task: str,
+                scorer: str, judge, selection: Selection, label: str,
+                extra: dict[str, object] | None = None) -> dg.Output[pd.DataFrame]:
+    """Run the round robin, keep every comparison on disk, and report the counts."""
+    result = run_tournament(selection, judge, scorer, experiment.settings.scoring.both_orders,
+                            log=context.log.info)
+    path = _save_comparisons(result, experiment.output_dir, task, scorer)
+    metadata = {**_tournament_metadata(result, selection, path, label), **(extra or {})}
+    return dg.Output(result.scores, metadata=metadata)
+
+
 def _self_judge_asset(task: str) -> dg.AssetsDefinition:
     @dg.asset(
         key=[task, "self_judge_scores"], group_name=task, io_manager_key="parquet_io",
@@ -126,12 +137,9 @@ def _self_judge_asset(task: str) -> dg.AssetsDefinition:
                          instruct=profile.judges.self_judge.instruct,
                          max_new_tokens=profile.scoring.judge_max_new_tokens,
                          batch_size=profile.scoring.judge_batch_size, name="self_judge")
-        result = run_tournament(selection, judge, "self_judge", profile.scoring.both_orders,
-                                log=context.log.info)
-        path = _save_comparisons(result, experiment.output_dir, task, "self_judge")
-        meta = _tournament_metadata(result, selection, path, f"policy {policy.model}")
-        meta["instruct_prompt"] = profile.judges.self_judge.instruct
-        return dg.Output(result.scores, metadata=meta)
+        return _tournament(context, experiment, task, "self_judge", judge, selection,
+                           f"policy {policy.model}",
+                           {"instruct_prompt": profile.judges.self_judge.instruct})
 
     return self_judge_scores
 
@@ -157,12 +165,8 @@ def _strong_judge_asset(task: str) -> dg.AssetsDefinition:
         selection = selection_for(profile, generation_pool, difficulty_partitions)
         judge = strong_judge.get_judge(profile.scoring.judge_max_new_tokens,
                                        profile.scoring.judge_batch_size, context.log)
-        result = run_tournament(selection, judge, "strong_judge", profile.scoring.both_orders,
-                                log=context.log.info)
-        path = _save_comparisons(result, experiment.output_dir, task, "strong_judge")
         name = "rubric" if settings.kind == "rubric" else f"{settings.model} ({settings.backend})"
-        return dg.Output(result.scores, metadata=_tournament_metadata(result, selection, path,
-                                                                      name))
+        return _tournament(context, experiment, task, "strong_judge", judge, selection, name)
 
     return strong_judge_scores
 
