@@ -80,22 +80,34 @@ def _correctness_asset(task: str, selection: str) -> dg.AssetsDefinition:
     if selection == "self_judge":
         ins["scores"] = dg.AssetIn(key=[task, "self_judge_scores"])
 
-    @dg.asset(
-        key=[task, "hard", "correctness_pairs", selection], group_name=f"{task}_hard",
-        io_manager_key="parquet_io", code_version=CODE_VERSION, kinds={"parquet"}, ins=ins,
-        description=f"Hard split: correct vs incorrect pairs, chosen by {selection} "
-        "(App. C.1); questions with pass@8 = 0 filtered out.",
-    )
-    def correctness_pairs(experiment: ExperimentResource, generation_pool: pd.DataFrame,
-                          difficulty_partitions: pd.DataFrame,
-                          scores: pd.DataFrame | None = None) -> dg.Output[pd.DataFrame]:
+    def build(experiment: ExperimentResource, generation_pool: pd.DataFrame,
+              difficulty_partitions: pd.DataFrame, scores: pd.DataFrame | None) -> dg.Output:
         ids = set(difficulty_partitions.loc[difficulty_partitions["split"] == "hard",
                                             "question_id"])
         table, stats = pdata.correctness_pairs(generation_pool, ids, scores,
                                                seed=experiment.settings.training.seed)
         return _output(table, stats, "hard")
 
-    return correctness_pairs
+    spec = {"key": [task, "hard", "correctness_pairs", selection],
+            "group_name": f"{task}_hard", "io_manager_key": "parquet_io",
+            "code_version": CODE_VERSION, "kinds": {"parquet"}, "ins": ins,
+            "description": f"Hard split: correct vs incorrect pairs, chosen by {selection} "
+            "(App. C.1); questions with pass@8 = 0 filtered out."}
+    if selection == "self_judge":
+        @dg.asset(**spec)
+        def judged_pairs(experiment: ExperimentResource, generation_pool: pd.DataFrame,
+                         difficulty_partitions: pd.DataFrame,
+                         scores: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+            return build(experiment, generation_pool, difficulty_partitions, scores)
+
+        return judged_pairs
+
+    @dg.asset(**spec)
+    def random_pairs(experiment: ExperimentResource, generation_pool: pd.DataFrame,
+                     difficulty_partitions: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+        return build(experiment, generation_pool, difficulty_partitions, None)
+
+    return random_pairs
 
 
 def preference_dataset_assets(
