@@ -2,7 +2,7 @@
 
 All prompts x n samples are expanded, sorted by prompt length (less padding) and generated in
 batches with left padding; each batch is seeded from the run seed and its position, so a
-re-run reproduces it. The mean token entropy comes from the same pass (``EntropyTracker``).
+re-run reproduces it. The mean token entropy comes from the same pass (``_generate_batch``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from transformers import DynamicCache, GenerationConfig, LogitsProcessorList, StoppingCriteria
+from transformers import (
+    DynamicCache,
+    GenerationConfig,
+    LogitsProcessorList,
+    StoppingCriteria,
+    TemperatureLogitsWarper,
+    TopPLogitsWarper,
+)
+from transformers.cache_utils import DynamicLayer
 
 from saturated_dag.generation.base import ChatPrompting, ProgressFn, Sample, SamplingParams
-from saturated_dag.generation.entropy import EntropyTracker
+from saturated_dag.generation.entropy import token_entropy
 from saturated_dag.generation.models import load_model
 from saturated_dag.tasks.prompts import ChatTemplateMode
 
@@ -27,6 +35,51 @@ def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
     if ids is None:
         raise ValueError("model has no EOS token: generation could never stop")
     return [ids] if isinstance(ids, int) else list(ids)
+
+
+class _GrowingLayer(DynamicLayer):
+    """A KV-cache layer in a buffer that doubles when full, instead of a copy per token.
+
+    ``keys``/``values`` are views of the filled part, so attention sees what ``DynamicLayer``
+    would give it; appending a token writes one slot (amortised constant cost).
+    """
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+            self._length = 0
+            self._k = self._v = None
+        new = key_states.shape[-2]
+        end = self._length + new
+        if self._k is None or end > self._k.shape[-2]:
+            capacity = max(end, 2 * (self._k.shape[-2] if self._k is not None else 0), 64)
+            shape = (*key_states.shape[:2], capacity, key_states.shape[-1])
+            k = key_states.new_empty(shape)
+            v = value_states.new_empty((*shape[:3], value_states.shape[-1]))
+            if self._length:
+                k[:, :, : self._length] = self._k[:, :, : self._length]
+                v[:, :, : self._length] = self._v[:, :, : self._length]
+            self._k, self._v = k, v
+        self._k[:, :, self._length : end] = key_states
+        self._v[:, :, self._length : end] = value_states
+        self._length = end
+        self.keys, self.values = self._k[:, :, :end], self._v[:, :, :end]
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.is_initialized and self._k is not None:
+            self._k, self._v = self._k[indices], self._v[indices]
+            self.keys = self._k[:, :, : self._length]
+            self.values = self._v[:, :, : self._length]
+
+
+def _growing_cache(config: Any) -> DynamicCache:
+    """A ``DynamicCache`` whose (full-attention) layers are ``_GrowingLayer``s."""
+    cache = DynamicCache(config=config)
+    if all(type(layer) is DynamicLayer for layer in cache.layers):
+        cache.layers = [_GrowingLayer() for _ in cache.layers]
+    return cache
 
 
 class _TextStop(StoppingCriteria):
@@ -98,26 +151,72 @@ class TransformersBackend(ChatPrompting):
     def _generate_batch(
         self, prompt_ids: list[list[int]], params: SamplingParams, seed: int
     ) -> list[tuple[list[int], str, float]]:
+        """Sample one completion per prompt: ``generate``'s draws, minus its wasted work.
+
+        ``generate`` keeps every row of a batch in every forward pass until the longest one
+        ends, and grows its KV cache by concatenation (quadratic copying). This loop drops the
+        rows that have emitted EOS from the batch (and their cache rows), and keeps each
+        layer's cache in a buffer that grows geometrically. Sampling is unchanged: the same
+        temperature and top-p warpers, and ``torch.multinomial`` over a tensor of the full
+        batch's shape, so the random stream (and, for one seed, the samples) is the one
+        ``generate`` would consume. Entropy at temperature 1 is accumulated per row from the
+        raw logits of each step, the EOS step included (as ``EntropyTracker`` does).
+        """
+        rows = len(prompt_ids)
         width = max(len(p) for p in prompt_ids)
         pad = self.tokenizer.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompt_ids])
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids])
-        tracker = EntropyTracker(width, self.eos_ids)
+        device = self.model.device
+        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompt_ids],
+                                 device=device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids],
+                            device=device)
+        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        greedy = params.temperature == 0
+        warpers = LogitsProcessorList([] if greedy else [
+            TemperatureLogitsWarper(params.temperature), TopPLogitsWarper(params.top_p)])
+        eos = torch.tensor(sorted(set(self.eos_ids)), device=device)
+        cache = _growing_cache(self.model.config)
         torch.manual_seed(seed)
-        out = self.model.generate(
-            input_ids=input_ids.to(self.model.device),
-            attention_mask=mask.to(self.model.device),
-            generation_config=self._generation_config(params),
-            logits_processor=LogitsProcessorList([tracker]),
-        )
+        live = torch.arange(rows, device=device)  # original row of each batch row
+        tokens = torch.full((rows, params.max_new_tokens), pad, dtype=torch.long)
+        entropy = torch.zeros(rows, dtype=torch.float64)
+        count = torch.zeros(rows, dtype=torch.long)
+        reason = ["length"] * rows
+        logits = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                            past_key_values=cache, use_cache=True, logits_to_keep=1
+                            ).logits[:, -1, :].float()
+        vocab = logits.shape[-1]
+        for step in range(params.max_new_tokens):
+            entropy[live.cpu()] += token_entropy(logits).cpu().double()
+            count[live.cpu()] += 1
+            if greedy:
+                chosen = logits.argmax(dim=-1)
+            else:
+                probs = torch.softmax(warpers(input_ids, logits), dim=-1)
+                full = torch.full((rows, vocab), 1.0 / vocab, device=device)
+                full[live] = probs
+                chosen = torch.multinomial(full, num_samples=1).squeeze(1)[live]
+            tokens[live.cpu(), step] = chosen.cpu()
+            done = torch.isin(chosen, eos)
+            for row in live[done].tolist():
+                reason[row] = "stop"
+            keep = ~done
+            if not keep.any() or step + 1 == params.max_new_tokens:
+                break
+            if not keep.all():
+                live, mask, positions = live[keep], mask[keep], positions[keep]
+                chosen = chosen[keep]
+                cache.batch_select_indices(torch.nonzero(keep).squeeze(1))
+            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
+            positions = positions[:, -1:] + 1
+            logits = self.model(input_ids=chosen.unsqueeze(1), attention_mask=mask,
+                                position_ids=positions, past_key_values=cache, use_cache=True
+                                ).logits[:, -1, :].float()
         results = []
-        for row, mean_entropy in zip(out[:, width:].tolist(), tracker.means(), strict=True):
-            tokens, reason = row, "length"
-            for i, token in enumerate(row):
-                if token in self.eos_ids:
-                    tokens, reason = row[: i + 1], "stop"
-                    break
-            results.append((tokens, reason, mean_entropy))
+        for row in range(rows):
+            n = int(count[row])
+            mean = float(entropy[row] / max(n, 1))
+            results.append((tokens[row, :n].tolist(), reason[row], mean))
         return results
 
     def sample(
