@@ -1,14 +1,20 @@
-"""``<task>/generation_pool``: n sampled completions per training question, verified."""
+"""``<task>/generation_pool``: n sampled completions per training question, verified.
+
+Sampled in resumable shards keyed by the questions, sampling settings and the model's files
+(``assets/_stages.py``): a killed run resumes, an unchanged re-run is a cache hit.
+"""
 
 import dagster as dg
 import pandas as pd
 
 from assets._metadata import markdown_table
+from assets._stages import cache_metadata, open_store, policy_identity
 from resources import ExperimentResource, GenerationResource
 from saturated_dag.pool import generate_pool
+from saturated_dag.shards import questions_digest
 from saturated_dag.tasks import TASKS, training_questions
 
-CODE_VERSION = "1"
+CODE_VERSION = "2"  # 2: sampled in shards, each with its own seed
 
 
 def _pool_asset(task: str) -> dg.AssetsDefinition:
@@ -29,16 +35,22 @@ def _pool_asset(task: str) -> dg.AssetsDefinition:
         policy: GenerationResource,
     ) -> dg.Output[pd.DataFrame]:
         profile = experiment.settings
-        policy.settings()  # validate before loading anything
+        settings = policy.settings()  # validate before loading anything
         questions = training_questions(profile, task)
         context.log.info(f"{len(questions)} {task} questions from profile {profile.name!r}")
-        backend = policy.get_backend(context.log)
+        stage = f"{task}/generation_pool"
+        store, key = open_store(
+            experiment, stage, CODE_VERSION,
+            {"policy": policy_identity(settings), "sampling": profile.sampling.model_dump()},
+            {"questions": questions_digest(questions)})
         pool = generate_pool(
             questions,
-            backend,
+            lambda: policy.get_backend(context.log),  # loaded only if a shard is missing
             profile.sampling.params(),
             verify_workers=profile.verify_workers,
             log=context.log.info,
+            store=store,
+            shard_size=profile.stages.shard_questions,
         )
         by_cell = (
             pool.groupby(["pool", "cell"], dropna=False)["correct"].mean().reset_index()
@@ -47,6 +59,7 @@ def _pool_asset(task: str) -> dg.AssetsDefinition:
         return dg.Output(
             pool,
             metadata={
+                **cache_metadata(context, stage, key, store),
                 "profile": profile.name,
                 "model": policy.model,
                 "questions": len(questions),

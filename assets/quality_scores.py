@@ -1,7 +1,10 @@
 """``<task>/{entropy,self_judge,strong_judge,random}_scores``: one asset per quality scorer.
 
 Each scorer is its own asset over the same completions (``saturated_dag.scorers.selection``),
-so the lineage graph shows which scores fed which dataset and one scorer re-runs alone.
+so the lineage graph shows which scores fed which dataset and one scorer re-runs alone. The
+judged and teacher-forced scorers work in resumable shards keyed by the selected completions
+and the judge (``assets/_stages.py``): a killed run resumes, an unchanged re-run is a cache hit
+that loads no model.
 """
 
 from pathlib import Path
@@ -10,16 +13,20 @@ import dagster as dg
 import pandas as pd
 
 from assets._metadata import markdown_table
+from assets._stages import cache_metadata, open_store, policy_identity
 from resources import ExperimentResource, GenerationResource, JudgeResource
+from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import Profile
 from saturated_dag.scorers.entropy_scores import TeacherForcedEntropy, entropy_scores
-from saturated_dag.scorers.judges import LlmJudge
+from saturated_dag.scorers.judges import Judge, JudgeRequest, LlmJudge, LogFn, Verdict
 from saturated_dag.scorers.random_scores import random_scores
 from saturated_dag.scorers.selection import Selection, missing_or_nonfinite, select_completions
 from saturated_dag.scorers.tournament import TournamentResult, run_tournament
+from saturated_dag.shards import model_fingerprint
 from saturated_dag.tasks import TASKS
 
-CODE_VERSIONS = {"entropy_scores": "1", "self_judge_scores": "1", "strong_judge_scores": "1",
+# 2: judged / teacher-forced in cached shards (same scores, comparisons' choice is nullable Int64)
+CODE_VERSIONS = {"entropy_scores": "2", "self_judge_scores": "2", "strong_judge_scores": "2",
                  "random_scores": "1"}
 SCORERS = tuple(CODE_VERSIONS)
 
@@ -44,6 +51,31 @@ def _common_metadata(selection: Selection, scores: pd.DataFrame) -> dict[str, ob
         "preview": markdown_table(scores, max_rows=10),
     }
     return meta
+
+
+class _LazyJudge:
+    """A judge built on its first call: a fully cached tournament never loads a model."""
+
+    def __init__(self, name: str, build):
+        self.name, self._build, self._judge = name, build, None
+
+    def judge(self, requests: list[JudgeRequest], log: LogFn | None = None) -> list[Verdict]:
+        if self._judge is None:
+            self._judge = self._build()
+        judge: Judge = self._judge
+        return judge.judge(requests, log=log)
+
+
+class _LazyTeacher:
+    """The teacher-forced entropy route, loaded on its first call."""
+
+    def __init__(self, build):
+        self._build, self._teacher = build, None
+
+    def __call__(self, prompt: str, completion: str, finish_reason: str) -> float:
+        if self._teacher is None:
+            self._teacher = self._build()
+        return self._teacher(prompt, completion, finish_reason)
 
 
 def _teacher_forced(policy: GenerationResource, log) -> TeacherForcedEntropy:
@@ -78,9 +110,17 @@ def _entropy_asset(task: str) -> dg.AssetsDefinition:
         profile = experiment.settings
         selection = selection_for(profile, generation_pool, difficulty_partitions)
         needs_tf = bool(selection.rows["mean_entropy"].isna().any())
-        teacher = _teacher_forced(policy, context.log) if needs_tf else None
-        scores, routes = entropy_scores(selection, profile.scoring.epsilon, teacher)
+        teacher = _LazyTeacher(lambda: _teacher_forced(policy, context.log)) if needs_tf else None
+        stage = f"{task}/entropy_scores"
+        config: dict[str, object] = {"epsilon": profile.scoring.epsilon}
+        if needs_tf:
+            config["policy"] = policy_identity(policy.settings())
+        store, key = open_store(experiment, stage, CODE_VERSIONS["entropy_scores"], config,
+                                {"selection": selection.rows})
+        scores, routes = entropy_scores(selection, profile.scoring.epsilon, teacher,
+                                        store=store, shard_size=profile.stages.shard_questions)
         meta = _common_metadata(selection, scores)
+        meta.update(cache_metadata(context, stage, key, store))
         meta.update({f"route_{k}": v for k, v in routes.items()})
         meta["epsilon"] = profile.scoring.epsilon
         return dg.Output(scores, metadata=meta)
@@ -100,8 +140,6 @@ def _tournament_metadata(result: TournamentResult, selection: Selection, path: P
 
 
 def _save_comparisons(result: TournamentResult, output_dir: str, task: str, name: str) -> Path:
-    from resources.parquet_io import atomic_write_parquet
-
     path = Path(output_dir) / task / f"{name}_comparisons.parquet"
     atomic_write_parquet(result.comparisons, path)
     return path
@@ -109,12 +147,23 @@ def _save_comparisons(result: TournamentResult, output_dir: str, task: str, name
 
 def _tournament(context: dg.AssetExecutionContext, experiment: ExperimentResource, task: str,
                 scorer: str, judge, selection: Selection, label: str,
+                judge_identity: dict[str, object],
                 extra: dict[str, object] | None = None) -> dg.Output[pd.DataFrame]:
-    """Run the round robin, keep every comparison on disk, and report the counts."""
-    result = run_tournament(selection, judge, scorer, experiment.settings.scoring.both_orders,
-                            log=context.log.info)
+    """Run the round robin in cached shards, keep every comparison on disk, report counts."""
+    scoring = experiment.settings.scoring
+    stage = f"{task}/{scorer}_scores"
+    store, key = open_store(
+        experiment, stage, CODE_VERSIONS[f"{scorer}_scores"],
+        {"judge": judge_identity, "both_orders": scoring.both_orders,
+         "judge_max_new_tokens": scoring.judge_max_new_tokens,
+         "judge_batch_size": scoring.judge_batch_size},
+        {"selection": selection.rows[["question_id", "split", "sample_index", "task", "problem",
+                                      "completion"]]})
+    result = run_tournament(selection, judge, scorer, scoring.both_orders, log=context.log.info,
+                            store=store, shard_size=experiment.settings.stages.shard_questions)
     path = _save_comparisons(result, experiment.output_dir, task, scorer)
-    metadata = {**_tournament_metadata(result, selection, path, label), **(extra or {})}
+    metadata = {**_tournament_metadata(result, selection, path, label),
+                **cache_metadata(context, stage, key, store), **(extra or {})}
     return dg.Output(result.scores, metadata=metadata)
 
 
@@ -133,12 +182,14 @@ def _self_judge_asset(task: str) -> dg.AssetsDefinition:
     ) -> dg.Output[pd.DataFrame]:
         profile = experiment.settings
         selection = selection_for(profile, generation_pool, difficulty_partitions)
-        judge = LlmJudge(policy.get_backend(context.log),
-                         instruct=profile.judges.self_judge.instruct,
-                         max_new_tokens=profile.scoring.judge_max_new_tokens,
-                         batch_size=profile.scoring.judge_batch_size, name="self_judge")
+        judge = _LazyJudge("self_judge", lambda: LlmJudge(
+            policy.get_backend(context.log), instruct=profile.judges.self_judge.instruct,
+            max_new_tokens=profile.scoring.judge_max_new_tokens,
+            batch_size=profile.scoring.judge_batch_size, name="self_judge"))
+        identity = {"policy": policy_identity(policy.settings()),
+                    "instruct": profile.judges.self_judge.instruct}
         return _tournament(context, experiment, task, "self_judge", judge, selection,
-                           f"policy {policy.model}",
+                           f"policy {policy.model}", identity,
                            {"instruct_prompt": profile.judges.self_judge.instruct})
 
     return self_judge_scores
@@ -163,10 +214,15 @@ def _strong_judge_asset(task: str) -> dg.AssetsDefinition:
             raise dg.Failure(f"the rubric strong judge applies to chain_sum only, not {task}: "
                              "set judges.strong.kind: llm for this task")
         selection = selection_for(profile, generation_pool, difficulty_partitions)
-        judge = strong_judge.get_judge(profile.scoring.judge_max_new_tokens,
-                                       profile.scoring.judge_batch_size, context.log)
+        judge = _LazyJudge("strong_judge", lambda: strong_judge.get_judge(
+            profile.scoring.judge_max_new_tokens, profile.scoring.judge_batch_size,
+            context.log))
         name = "rubric" if settings.kind == "rubric" else f"{settings.model} ({settings.backend})"
-        return _tournament(context, experiment, task, "strong_judge", judge, selection, name)
+        identity: dict[str, object] = settings.model_dump(mode="json")
+        if settings.kind == "llm":
+            identity["fingerprint"] = model_fingerprint(str(settings.model))
+        return _tournament(context, experiment, task, "strong_judge", judge, selection, name,
+                           identity)
 
     return strong_judge_scores
 

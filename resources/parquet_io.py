@@ -1,30 +1,19 @@
 """Stores DataFrame assets as Parquet files, written atomically.
 
 ``<base_dir>/<asset key path>.parquet`` (one file per partition under a folder when
-partitioned). A file is written beside its final name, fsynced and renamed, so a crash or a
-full disk never leaves a truncated file where the previous materialisation was.
+partitioned). A file is written beside its final name, fsynced and renamed
+(``saturated_dag.atomic``), so a crash or a full disk never leaves a truncated file where the
+previous materialisation was; the error names the path and the cause.
 """
 
-import os
-import tempfile
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 
+from saturated_dag.atomic import atomic_write_parquet
 
-def atomic_write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            frame.to_parquet(handle, index=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+__all__ = ["ParquetIOManager", "atomic_write_parquet"]
 
 
 class ParquetIOManager(dg.ConfigurableIOManager):

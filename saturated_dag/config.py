@@ -238,6 +238,19 @@ class TrainingSettings(_Strict):
         return self
 
 
+class StageSettings(_Strict):
+    """Resumable, cached stages (``saturated_dag.shards``): generation, judging, entropy, eval.
+
+    Finished shards are kept under ``<output_dir>/stages/<stage>/<key>/``; a crashed run
+    resumes from them and an unchanged re-run reuses them all.
+    """
+
+    shard_questions: int = Field(64, ge=1)
+    """Questions per shard: a crash costs at most one shard of work."""
+    cache: bool = True
+    """False: shards are computed in memory only (same plan and seeds, nothing reused)."""
+
+
 class Profile(_Strict):
     name: str
     description: str = ""
@@ -251,6 +264,7 @@ class Profile(_Strict):
     judges: JudgeSettings = JudgeSettings()
     scoring: ScoringSettings = ScoringSettings()
     training: TrainingSettings = TrainingSettings()
+    stages: StageSettings = StageSettings()
 
 
 def available_profiles() -> list[str]:

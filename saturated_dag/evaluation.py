@@ -12,7 +12,8 @@ import pandas as pd
 
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.metrics import pass_at_k
-from saturated_dag.pool import LogFn, generate_pool
+from saturated_dag.pool import BackendSource, LogFn, generate_pool
+from saturated_dag.shards import ShardStore
 from saturated_dag.tasks.base import Question
 
 
@@ -43,13 +44,20 @@ def summarise(per_question: pd.DataFrame, ks: Sequence[int] = (1, 8)) -> dict[st
 
 def evaluate(
     questions: Sequence[Question],
-    backend: GenerationBackend,
+    backend: BackendSource,
     params: SamplingParams,
     verify_workers: int = 1,
     log: LogFn | None = None,
+    store: ShardStore | None = None,
+    shard_size: int | None = None,
 ) -> tuple[pd.DataFrame, dict[str, float]]:
-    """Sample and score ``questions``: (per-question results, summary)."""
-    completions = generate_pool(questions, backend, params, verify_workers, log)
+    """Sample and score ``questions``: (per-question results, summary).
+
+    With ``store``/``shard_size`` the completions are sampled in resumable, cached shards
+    (``generate_pool``); ``backend`` may then be a loader called only if a shard is missing.
+    """
+    completions = generate_pool(questions, backend, params, verify_workers, log,
+                                store=store, shard_size=shard_size)
     table = per_question_results(completions)
     return table, summarise(table, ks=sorted({1, params.n}))
 

@@ -1,12 +1,19 @@
-"""The generation pool: n sampled completions per question, verified, one row each."""
+"""The generation pool: n sampled completions per question, verified, one row each.
+
+With a ``ShardStore`` the questions are sampled in fixed shards, each with its own seed
+(``shards.shard_seed``) and written as soon as it is verified, so a crashed run resumes where it
+stopped and an unchanged re-run reuses every shard (``saturated_dag.shards``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import pandas as pd
 
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
+from saturated_dag.shards import ShardStore, run_shards, shard_seed
 from saturated_dag.tasks.base import Question
 from saturated_dag.verification import verify_many
 
@@ -17,19 +24,59 @@ POOL_COLUMNS = [
 ]
 
 LogFn = Callable[[str], None]
+BackendSource = GenerationBackend | Callable[[], GenerationBackend]
+"""A backend, or a function that loads one: a fully cached stage never loads the model."""
+
+
+def _backend(source: BackendSource) -> GenerationBackend:
+    return source if hasattr(source, "sample") else source()  # type: ignore[operator,return-value]
 
 
 def generate_pool(
     questions: Sequence[Question],
-    backend: GenerationBackend,
+    backend: BackendSource,
     params: SamplingParams,
     verify_workers: int = 1,
     log: LogFn | None = None,
     progress_every: int = 10,
+    store: ShardStore | None = None,
+    shard_size: int | None = None,
 ) -> pd.DataFrame:
-    """Sample ``params.n`` completions for every question and check each answer."""
+    """Sample ``params.n`` completions for every question and check each answer.
+
+    ``shard_size``: questions per shard, each sampled with ``shard_seed(params.seed, i)``;
+    ``None`` samples everything at once with ``params.seed`` (no store allowed then).
+    ``store``: keep finished shards there and reuse those already present (its
+    ``last_stats`` says how many).
+    """
     if not questions:
         raise ValueError("no questions to sample: the task's pools are empty")
+    if shard_size is None:
+        if store is not None:
+            raise ValueError("a shard store needs a shard_size")
+        return _sample_and_verify(questions, _backend(backend), params, verify_workers, log,
+                                  progress_every)
+    loaded: list[GenerationBackend] = []
+
+    def compute(index: int, part: Sequence[Question]) -> pd.DataFrame:
+        if not loaded:
+            loaded.append(_backend(backend))
+        shard_params = replace(params, seed=shard_seed(params.seed, index))
+        return _sample_and_verify(part, loaded[0], shard_params, verify_workers, log,
+                                  progress_every)
+
+    frame, _stats = run_shards(store, list(questions), shard_size, compute, log)
+    return frame
+
+
+def _sample_and_verify(
+    questions: Sequence[Question],
+    backend: GenerationBackend,
+    params: SamplingParams,
+    verify_workers: int,
+    log: LogFn | None,
+    progress_every: int,
+) -> pd.DataFrame:
     say = log or (lambda _msg: None)
     prompts = [backend.render(q.prompt_text) for q in questions]
     total_seq = len(prompts) * params.n

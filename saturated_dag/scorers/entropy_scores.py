@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from saturated_dag.scorers.selection import Selection, score_frame
+from saturated_dag.shards import ShardStore, run_shards
 
 EntropyFn = Callable[[str, str, str], float]
 """``(rendered prompt, completion text, finish_reason) -> H-bar``."""
@@ -56,14 +57,36 @@ def entropy_scores(
     selection: Selection,
     epsilon: float = 1e-8,
     teacher_forced: EntropyFn | None = None,
+    store: ShardStore | None = None,
+    shard_size: int | None = None,
 ) -> tuple[pd.DataFrame, dict[str, int]]:
-    """Scores plus route counts. ``teacher_forced`` is needed only when H-bar is missing."""
+    """Scores plus route counts. ``teacher_forced`` is needed only when H-bar is missing (and
+    called only for shards not already in ``store``: ``shard_size`` questions per shard)."""
     rows = selection.rows
     stored = rows["mean_entropy"].astype(float).to_numpy() if len(rows) else np.array([])
     missing = ~np.isfinite(stored)
     if missing.any() and teacher_forced is None:
         raise ValueError(f"{int(missing.sum())} completions lack a generation-pass entropy and "
                          "no teacher-forced route was given")
+    routes = {"generation_pass": int((~missing).sum()), "teacher_forced": int(missing.sum())}
+    if shard_size is None:
+        if store is not None:
+            raise ValueError("a shard store needs a shard_size")
+        return _score_rows(rows, epsilon, teacher_forced), routes
+
+    def compute(_index: int, part: list) -> pd.DataFrame:
+        part_rows = (pd.concat([g for _, _, g in part], ignore_index=True) if part
+                     else rows.iloc[0:0])
+        return _score_rows(part_rows, epsilon, teacher_forced)
+
+    frame, _stats = run_shards(store, selection.groups(), shard_size, compute)
+    return frame, routes
+
+
+def _score_rows(rows: pd.DataFrame, epsilon: float,
+                teacher_forced: EntropyFn | None) -> pd.DataFrame:
+    stored = rows["mean_entropy"].astype(float).to_numpy() if len(rows) else np.array([])
+    missing = ~np.isfinite(stored)
     entropies = stored.copy()
     for i in np.flatnonzero(missing):
         row = rows.iloc[i]
@@ -71,6 +94,4 @@ def entropy_scores(
     scores = [1.0 / max(h, epsilon) for h in entropies]
     if not all(math.isfinite(s) for s in scores):
         raise ValueError("a non-finite entropy score: an entropy was NaN or infinite")
-    frame = score_frame(rows, "entropy", scores, {"mean_entropy": entropies})
-    routes = {"generation_pass": int((~missing).sum()), "teacher_forced": int(missing.sum())}
-    return frame, routes
+    return score_frame(rows, "entropy", scores, {"mean_entropy": entropies})

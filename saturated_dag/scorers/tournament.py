@@ -18,6 +18,7 @@ import pandas as pd
 
 from saturated_dag.scorers.judges import Judge, JudgeRequest, LogFn, Verdict
 from saturated_dag.scorers.selection import Selection, score_frame
+from saturated_dag.shards import ShardStore, run_shards
 
 
 def schedule_pairs(k: int, both_orders: bool = False) -> list[tuple[int, int]]:
@@ -56,56 +57,121 @@ def win_rates(k: int, pairs: Sequence[tuple[int, int]], verdicts: Sequence[Verdi
     return wins, seen, failures, forced
 
 
+COMPARISON_COLUMNS = ["question_id", "split", "first", "second", "choice", "forced", "tie",
+                      "judge_output"]
+Group = tuple[str, str, pd.DataFrame]
+
+
+def _comparison_frame(rows: list[dict]) -> pd.DataFrame:
+    """Comparisons with fixed dtypes (``choice`` nullable), so shards concatenate exactly."""
+    frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    return frame.astype({"question_id": str, "split": str, "first": "int64", "second": "int64",
+                         "choice": "Int64", "forced": bool, "tie": bool, "judge_output": str})
+
+
+def judge_groups(groups: Sequence[Group], judge: Judge, both_orders: bool = False,
+                 log: LogFn | None = None) -> pd.DataFrame:
+    """Every scheduled comparison of these questions, one row each (the expensive part)."""
+    requests: list[JudgeRequest] = []
+    plan: list[list[tuple[int, int]]] = []
+    for _qid, _split, rows in groups:
+        texts = rows["completion"].tolist()
+        task, problem = str(rows["task"].iloc[0]), str(rows["problem"].iloc[0])
+        pairs = schedule_pairs(len(texts), both_orders)
+        plan.append(pairs)
+        requests += [JudgeRequest(task, problem, (texts[a], texts[b])) for a, b in pairs]
+    verdicts = judge.judge(requests, log=log) if requests else []
+    if len(verdicts) != len(requests):
+        raise RuntimeError(f"judge returned {len(verdicts)} verdicts for {len(requests)} calls")
+    out, cursor = [], 0
+    for (qid, split, rows), pairs in zip(groups, plan, strict=True):
+        samples = rows["sample_index"].astype(int).tolist()
+        for (a, b), verdict in zip(pairs, verdicts[cursor : cursor + len(pairs)], strict=True):
+            out.append({"question_id": qid, "split": split, "first": samples[a],
+                        "second": samples[b], "choice": verdict.choice, "forced": verdict.forced,
+                        "tie": verdict.tie, "judge_output": verdict.text})
+        cursor += len(pairs)
+    return _comparison_frame(out)
+
+
+def _verdicts(comparisons: pd.DataFrame) -> list[Verdict]:
+    return [Verdict(None if pd.isna(c) else int(c), bool(f), bool(t), str(x)) for c, f, t, x in
+            zip(comparisons["choice"], comparisons["forced"], comparisons["tie"],
+                comparisons["judge_output"], strict=True)]
+
+
+def tally(groups: Sequence[Group], comparisons: pd.DataFrame, scorer: str,
+          selection_rows: pd.DataFrame) -> pd.DataFrame:
+    """Win rates per completion from stored comparisons (cheap: no judge involved)."""
+    by_question = {qid: part for qid, part in comparisons.groupby("question_id", sort=False)}
+    frames = []
+    for qid, _split, rows in groups:
+        part = by_question.get(qid, comparisons.iloc[0:0])
+        position = {s: i for i, s in enumerate(rows["sample_index"].astype(int).tolist())}
+        pairs = [(position[int(a)], position[int(b)])
+                 for a, b in zip(part["first"], part["second"], strict=True)]
+        wins, seen, failures, forced = win_rates(len(rows), pairs, _verdicts(part))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = wins / seen
+        frames.append(score_frame(rows, scorer, rate, {
+            "wins": wins, "comparisons": seen, "parse_failures": failures,
+            "forced_judgments": forced}))
+    return (pd.concat(frames, ignore_index=True) if frames
+            else score_frame(selection_rows, scorer, []))
+
+
+def summarise_comparisons(comparisons: pd.DataFrame, groups: Sequence[Group],
+                          both_orders: bool, completions: int) -> dict[str, object]:
+    """The tournament's counts, from the comparisons table (fresh or reused)."""
+    decided = comparisons[comparisons["choice"].notna() & ~comparisons["tie"]]
+    return {
+        "questions": len(groups),
+        "completions": completions,
+        "judge_calls": len(comparisons),
+        "expected_judge_calls": expected_calls([len(rows) for _, _, rows in groups],
+                                               both_orders),
+        "both_orders": both_orders,
+        "parse_failures": int(comparisons["choice"].isna().sum()),
+        "forced_judgments": int(comparisons["forced"].sum()),
+        "ties": int(comparisons["tie"].sum()),
+        "first_position_win_rate": (float((decided["choice"] == 0).mean())
+                                    if len(decided) else None),
+    }
+
+
 def run_tournament(
     selection: Selection,
     judge: Judge,
     scorer: str,
     both_orders: bool = False,
     log: LogFn | None = None,
+    store: ShardStore | None = None,
+    shard_size: int | None = None,
 ) -> TournamentResult:
-    """Judge every scheduled pair of every selected question; scores are win rates."""
+    """Judge every scheduled pair of every selected question; scores are win rates.
+
+    ``shard_size`` questions per shard; with a ``store`` each shard's comparisons are kept as
+    soon as judged and reused on a re-run (``store.last_stats``), so a crash costs at most one
+    shard. Scores and counts are always recomputed from the comparisons table.
+    """
     say = log or (lambda _m: None)
     groups = selection.groups()
-    requests: list[JudgeRequest] = []
-    plan: list[tuple[int, list[tuple[int, int]]]] = []  # (first request, pairs) per question
-    for _qid, _split, rows in groups:
-        texts = rows["completion"].tolist()
-        task, problem = str(rows["task"].iloc[0]), str(rows["problem"].iloc[0])
-        pairs = schedule_pairs(len(texts), both_orders)
-        plan.append((len(requests), pairs))
-        requests += [JudgeRequest(task, problem, (texts[a], texts[b])) for a, b in pairs]
     expected = expected_calls([len(rows) for _, _, rows in groups], both_orders)
-    say(f"{scorer}: {len(groups)} questions, {len(requests)} judge calls "
+    say(f"{scorer}: {len(groups)} questions, {expected} judge calls "
         f"(expected sum C(k,2){' x 2' if both_orders else ''} = {expected})")
-    verdicts = judge.judge(requests, log=say) if requests else []
-    if len(verdicts) != len(requests):
-        raise RuntimeError(f"judge returned {len(verdicts)} verdicts for {len(requests)} calls")
-    frames, comparison_rows = [], []
-    for (qid, split, rows), (first, pairs) in zip(groups, plan, strict=True):
-        got = verdicts[first : first + len(pairs)]
-        wins, seen, failures, forced = win_rates(len(rows), pairs, got)
-        frames.append(score_frame(rows, scorer, wins / seen, {
-            "wins": wins, "comparisons": seen, "parse_failures": failures,
-            "forced_judgments": forced}))
-        samples = rows["sample_index"].astype(int).tolist()
-        for (a, b), verdict in zip(pairs, got, strict=True):
-            comparison_rows.append({
-                "question_id": qid, "split": split, "first": samples[a], "second": samples[b],
-                "choice": verdict.choice, "forced": verdict.forced, "tie": verdict.tie,
-                "judge_output": verdict.text})
-    scores = (pd.concat(frames, ignore_index=True) if frames
-              else score_frame(selection.rows, scorer, []))
-    summary: dict[str, object] = {
-        "questions": len(groups),
-        "completions": len(scores),
-        "judge_calls": len(requests),
-        "expected_judge_calls": expected,
-        "both_orders": both_orders,
-        "parse_failures": sum(v.choice is None for v in verdicts),
-        "forced_judgments": sum(v.forced for v in verdicts),
-        "ties": sum(v.tie for v in verdicts),
-        "first_position_win_rate": (
-            float(np.mean([v.choice == 0 for v in verdicts if v.choice is not None and not v.tie]))
-            if any(v.choice is not None and not v.tie for v in verdicts) else None),
-    }
-    return TournamentResult(scores, pd.DataFrame(comparison_rows), summary)
+    if store is not None and shard_size is None:
+        raise ValueError("a shard store needs a shard_size")
+
+    def compute(_index: int, part: Sequence[Group]) -> pd.DataFrame:
+        return judge_groups(part, judge, both_orders, say)
+
+    if shard_size is None:
+        comparisons = judge_groups(groups, judge, both_orders, say)
+    else:
+        comparisons, _stats = run_shards(store, groups, shard_size, compute, say)
+    scores = tally(groups, comparisons, scorer, selection.rows)
+    summary = summarise_comparisons(comparisons, groups, both_orders, len(scores))
+    if summary["judge_calls"] != expected:
+        raise RuntimeError(f"{summary['judge_calls']} comparisons stored for {expected} "
+                           "scheduled judge calls")
+    return TournamentResult(scores, comparisons, summary)

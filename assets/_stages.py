@@ -1,0 +1,41 @@
+"""Shard stores and cache reporting for the expensive assets (``saturated_dag.shards``).
+
+Why one helper: generation, judging, entropy and eval reports key their shards the same way
+and say the same thing in the run log and metadata ("cache hit: ..."), so a re-run that
+reuses stored work is visible in the UI, not silent.
+"""
+
+from typing import Any
+
+import dagster as dg
+
+from resources import ExperimentResource
+from saturated_dag.config import PolicySettings
+from saturated_dag.shards import ShardStats, ShardStore, model_fingerprint, stage_key
+
+
+def policy_identity(settings: PolicySettings) -> dict[str, Any]:
+    """What about the policy changes its samples: its settings and its files' hash."""
+    return {**settings.model_dump(mode="json"), "fingerprint": model_fingerprint(settings.model)}
+
+
+def open_store(experiment: ExperimentResource, stage: str, code_version: str,
+               config: dict[str, Any], inputs: dict[str, Any]) -> tuple[ShardStore | None, str]:
+    """The stage's shard store (``None`` when ``stages.cache`` is off) and its key."""
+    stages = experiment.settings.stages
+    key = stage_key(stage, code_version, {**config, "shard_questions": stages.shard_questions},
+                    inputs)
+    if not stages.cache:
+        return None, key
+    return ShardStore.for_stage(experiment.output_dir, stage.replace("/", "__"), key), key
+
+
+def cache_metadata(context: dg.AssetExecutionContext, stage: str, key: str,
+                   store: ShardStore | None) -> dict[str, Any]:
+    """Log how the stage used its shards and return the matching metadata."""
+    if store is None or store.last_stats is None:
+        context.log.info(f"cache off: {stage} {key[:12]} computed in memory")
+        return {"cache": "off", "cache_key": key}
+    stats: ShardStats = store.last_stats
+    context.log.info(stats.message(stage))
+    return {**stats.metadata(), "shards_dir": dg.MetadataValue.path(str(store.root))}

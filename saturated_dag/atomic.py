@@ -1,0 +1,107 @@
+"""Atomic file writes: a file appears complete or not at all.
+
+Why: a killed process, a full disk or a read-only folder part-way through a write must never
+leave a truncated Parquet file, CSV or figure where a reader (the next asset, the UI) expects
+a whole one. Every write goes to a temporary file beside the final name, is flushed and
+fsynced, then renamed over the target with ``os.replace`` (atomic on POSIX within one
+filesystem), and the folder is fsynced so the rename itself survives a power cut. On any
+failure the temporary file is removed and the previous file, if any, is left untouched; the
+error names the path and the cause (``OutputWriteError``).
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+_HINTS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EFBIG: "the file size limit is exceeded",
+    errno.EACCES: "the output folder is not writable",
+    errno.EPERM: "the output folder is not writable",
+    errno.EROFS: "the filesystem is read-only",
+}
+
+
+class OutputWriteError(OSError):
+    """A write that failed and left the previous file (if any) as it was."""
+
+
+def describe_os_error(err: OSError, path: Path) -> str:
+    """A one-line account of a failed write: path, cause, and that nothing was replaced."""
+    hint = _HINTS.get(err.errno or -1, "")
+    cause = f"{err.strerror or err} [{errno.errorcode.get(err.errno or -1, 'errno ?')}]"
+    return (f"could not write {path}: {cause}{' (' + hint + ')' if hint else ''}; "
+            "the previous file, if any, was left intact")
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename inside ``path`` durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path | str, write: Callable[[IO[bytes]], Any]) -> Path:
+    """Call ``write(handle)`` on a temporary file beside ``path``, then rename it into place."""
+    path = Path(path)
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        fsync_dir(path.parent)
+    except OSError as err:
+        raise OutputWriteError(err.errno, describe_os_error(err, path)) from err
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return path
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> Path:
+    return atomic_write(path, lambda handle: handle.write(data))
+
+
+def atomic_write_text(path: Path | str, text: str, encoding: str = "utf-8") -> Path:
+    return atomic_write_bytes(path, text.encode(encoding))
+
+
+def atomic_write_parquet(frame: Any, path: Path | str) -> Path:
+    """A DataFrame as Parquet (no index), written atomically."""
+    return atomic_write(path, lambda handle: frame.to_parquet(handle, index=False))
+
+
+def atomic_write_csv(frame: Any, path: Path | str, **kwargs: Any) -> Path:
+    """A DataFrame as CSV (no index unless asked), written atomically."""
+    kwargs.setdefault("index", False)
+    buffer = io.StringIO()
+    frame.to_csv(buffer, **kwargs)
+    return atomic_write_text(path, buffer.getvalue())
+
+
+def atomic_save_figure(figure: Any, path: Path | str, **kwargs: Any) -> Path:
+    """A figure's ``savefig`` into a temporary file, then renamed into place."""
+    kwargs.setdefault("format", Path(path).suffix.lstrip(".") or "png")
+    return atomic_write(path, lambda handle: figure.savefig(handle, **kwargs))

@@ -1,0 +1,309 @@
+"""Resumable, cached stages: completed shards on disk, keyed by what the stage computes from.
+
+Why: a generation or judging stage on the paper profile runs for hours. Each stage splits its
+work (questions, or question groups) into fixed shards and writes every finished shard
+atomically under ``<output_dir>/stages/<stage>/<key>/``, where ``key`` (``stage_key``) hashes
+the stage name, its code version, the settings that change its output (sampling, model
+fingerprint, shard size) and the content of its inputs. A re-run after a crash finds the
+shards already written and computes only the missing ones; a re-run with nothing changed
+finds every shard and computes nothing (a cache hit). Changing any input, setting or code
+version gives a new key, so a stale shard is never reused.
+
+Determinism: a shard's samples depend only on its own questions and a seed derived from
+(sampling seed, shard index) (``shard_seed``), never on which shards were done before, so a
+resumed run equals an uninterrupted one on the transformers backend. The vLLM backend seeds
+its engine once at load (per-request seeds crash the CPU build), so there a resumed run draws
+different (equally valid) samples for the recomputed shards: resume is exact on transformers
+and statistically equivalent on vLLM.
+
+Other stages (training, in the lead's asset layer) use the same key and a completed-folder
+marker: ``stage_dir``, ``is_complete`` and ``mark_complete``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from saturated_dag.atomic import atomic_write_parquet, atomic_write_text
+
+T = TypeVar("T")
+LogFn = Callable[[str], None]
+
+COMPLETE_MARKER = "COMPLETE.json"
+MANIFEST = "manifest.json"
+
+
+# --- keys ----------------------------------------------------------------------------------
+
+def _canonical(value: Any) -> Any:
+    """JSON-able form with a stable order; frames and question lists become digests."""
+    if isinstance(value, pd.DataFrame):
+        return {"frame": frame_digest(value)}
+    if is_dataclass(value) and not isinstance(value, type):
+        return _canonical(asdict(value))
+    if hasattr(value, "model_dump"):
+        return _canonical(value.model_dump(mode="json"))
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, float) and value != value:  # NaN
+        return "NaN"
+    return value
+
+
+def digest(value: Any) -> str:
+    """sha256 of the canonical JSON of ``value``."""
+    text = json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def frame_digest(frame: pd.DataFrame) -> str:
+    """Content hash of a DataFrame: column names, dtypes and every value (not the index)."""
+    h = hashlib.sha256()
+    h.update(json.dumps([[str(c), str(t)] for c, t in frame.dtypes.items()]).encode())
+    if len(frame):
+        h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+def questions_digest(questions: Iterable[Any]) -> str:
+    """Hash of a question list: ids, prompts, golds and metadata, in order."""
+    return digest([asdict(q) if is_dataclass(q) else q for q in questions])
+
+
+def stage_key(stage: str, code_version: str, config: Mapping[str, Any],
+              inputs: Mapping[str, Any]) -> str:
+    """The cache key of one stage run: a change to any argument changes the key.
+
+    ``config`` holds the settings that change the output (sampling, model fingerprint, shard
+    size, judge, ...); ``inputs`` the stage's data (DataFrames are hashed by content).
+    """
+    return digest({"stage": stage, "code_version": code_version, "config": config,
+                   "inputs": inputs})
+
+
+_FINGERPRINTS: dict[tuple[str, int, int], str] = {}
+
+
+def file_fingerprint(location: Path) -> str:
+    """sha256[:16] over the file names and bytes of a model file or folder (top level).
+
+    The same value as ``base_model``'s data version; memoised per (path, size, mtime) so
+    several stages of one process hash multi-gigabyte weights once.
+    """
+    files = [location] if location.is_file() else sorted(p for p in location.iterdir()
+                                                         if p.is_file())
+    stamp = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    memo = (str(location), hash(tuple(stamp)), len(stamp))
+    if memo in _FINGERPRINTS:
+        return _FINGERPRINTS[memo]
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.name.encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda f=handle: f.read(1 << 20), b""):
+                h.update(block)
+    _FINGERPRINTS[memo] = h.hexdigest()[:16]
+    return _FINGERPRINTS[memo]
+
+
+def model_fingerprint(spec: str) -> str:
+    """A model's identity for cache keys: its files' hash, or the hub id's hash."""
+    from saturated_dag.generation.models import resolve
+
+    source = resolve(spec)
+    if source.kind == "hub":
+        return "hub:" + hashlib.sha256(spec.encode()).hexdigest()[:16]
+    return file_fingerprint(Path(source.location))
+
+
+def shard_seed(seed: int, index: int) -> int:
+    """The sampling seed of shard ``index``: independent of every other shard."""
+    raw = hashlib.sha256(f"{seed}:{index}".encode()).digest()
+    return int.from_bytes(raw[:4], "little") & 0x7FFFFFFF
+
+
+# --- completed folders (training and other single-output stages) ------------------------------
+
+def stage_dir(output_dir: str | Path, stage: str, key: str) -> Path:
+    """``<output_dir>/stages/<stage>/<key>``: where a stage's shards or products live."""
+    return Path(output_dir) / "stages" / stage / key
+
+
+def is_complete(folder: Path) -> bool:
+    """True when ``mark_complete`` ran on ``folder`` (its products are whole)."""
+    return (folder / COMPLETE_MARKER).is_file()
+
+
+def mark_complete(folder: Path, info: Mapping[str, Any] | None = None) -> None:
+    """Write the completion marker last, atomically: until then the folder is a cache miss."""
+    atomic_write_text(folder / COMPLETE_MARKER,
+                      json.dumps({"completed_at": time.time(), **(info or {})}, default=str))
+
+
+# --- shards --------------------------------------------------------------------------------
+
+@dataclass
+class ShardStats:
+    """How a sharded stage ran: ``cache`` is hit (nothing computed), miss or resumed."""
+
+    key: str
+    shards_total: int = 0
+    shards_reused: int = 0
+    shards_computed: int = 0
+
+    @property
+    def cache(self) -> str:
+        if self.shards_total and self.shards_reused == self.shards_total:
+            return "hit"
+        return "resumed" if self.shards_reused else "miss"
+
+    def metadata(self) -> dict[str, Any]:
+        return {"cache": self.cache, "cache_key": self.key, "shards_total": self.shards_total,
+                "shards_reused": self.shards_reused, "shards_computed": self.shards_computed}
+
+    def message(self, stage: str) -> str:
+        if self.cache == "hit":
+            return f"cache hit: {stage} {self.key[:12]} reused {self.shards_reused} shards"
+        return (f"cache {self.cache}: {stage} {self.key[:12]} reused {self.shards_reused}, "
+                f"computed {self.shards_computed} of {self.shards_total} shards")
+
+
+def _roundtrip(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame as a stored shard reads back, so fresh and reused shards match exactly."""
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    buffer.seek(0)
+    return pd.read_parquet(buffer)
+
+
+def plan_shards(count: int, shard_size: int | None) -> list[range]:
+    """Fixed index ranges of ``count`` items; ``None`` or 0: one shard of everything."""
+    if count == 0:
+        return []
+    size = shard_size if shard_size and shard_size > 0 else count
+    return [range(start, min(start + size, count)) for start in range(0, count, size)]
+
+
+class ShardStore:
+    """Completed shards of one stage run under ``root`` (``stage_dir(..., key)``)."""
+
+    def __init__(self, root: Path | str, key: str | None = None):
+        self.root = Path(root)
+        self.key = key or self.root.name
+        self.last_stats: ShardStats | None = None
+
+    @classmethod
+    def for_stage(cls, output_dir: str | Path, stage: str, key: str) -> ShardStore:
+        return cls(stage_dir(output_dir, stage, key), key)
+
+    def shard_path(self, index: int) -> Path:
+        return self.root / f"shard-{index:05d}.parquet"
+
+    def has(self, index: int) -> bool:
+        """A whole shard is present; a damaged one (unreadable footer) is removed."""
+        path = self.shard_path(index)
+        if not path.is_file():
+            return False
+        try:
+            import pyarrow.parquet as pq
+
+            pq.ParquetFile(path).metadata  # noqa: B018 - reads and checks the footer
+        except Exception:
+            path.unlink(missing_ok=True)
+            return False
+        return True
+
+    def load(self, index: int) -> pd.DataFrame:
+        return pd.read_parquet(self.shard_path(index))
+
+    def save(self, index: int, frame: pd.DataFrame) -> None:
+        atomic_write_parquet(frame, self.shard_path(index))
+
+    def completed(self) -> list[int]:
+        """Indices of shard files present (whole or not)."""
+        return sorted(int(p.stem.split("-")[1]) for p in self.root.glob("shard-*.parquet"))
+
+    def _check_manifest(self, plan: dict[str, Any], say: LogFn) -> None:
+        """Record the shard plan; a different plan under the same key drops the old shards."""
+        path = self.root / MANIFEST
+        if path.is_file():
+            try:
+                old = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                old = None
+            if old == plan:
+                return
+            say(f"shard plan under {self.root} changed; discarding its old shards")
+            for index in self.completed():
+                self.shard_path(index).unlink(missing_ok=True)
+        atomic_write_text(path, json.dumps(plan, sort_keys=True))
+
+    def cleanup_temporaries(self) -> None:
+        """Remove leftovers of writes that a crash interrupted (never read as shards)."""
+        for tmp in self.root.glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+    def run(self, items: Sequence[T], shard_size: int | None,
+            compute: Callable[[int, Sequence[T]], pd.DataFrame],
+            log: LogFn | None = None) -> tuple[pd.DataFrame, ShardStats]:
+        return run_shards(self, items, shard_size, compute, log)
+
+
+def run_shards(store: ShardStore | None, items: Sequence[T], shard_size: int | None,
+               compute: Callable[[int, Sequence[T]], pd.DataFrame],
+               log: LogFn | None = None) -> tuple[pd.DataFrame, ShardStats]:
+    """``compute(shard index, shard items)`` for every shard not already stored; the
+    concatenation of all shards in order. Without a store nothing is persisted, but the plan
+    (and so the result) is the same."""
+    say = log or (lambda _m: None)
+    plan = plan_shards(len(items), shard_size)
+    stats = ShardStats(store.key if store else "", shards_total=len(plan))
+    if not plan:
+        frame = compute(0, [])
+        if store is not None:
+            store.last_stats = stats
+        return frame, stats
+    if store is not None:
+        store.root.mkdir(parents=True, exist_ok=True)
+        store._check_manifest({"items": len(items), "shard_size": len(plan[0]),
+                               "shards": len(plan), "key": store.key}, say)
+    frames = []
+    for index, span in enumerate(plan):
+        if store is not None and store.has(index):
+            frames.append(store.load(index))
+            stats.shards_reused += 1
+            continue
+        if len(plan) > 1:
+            say(f"shard {index + 1}/{len(plan)}: {len(span)} items")
+        frame = compute(index, [items[i] for i in span])
+        if store is not None:
+            store.save(index, frame)
+            frames.append(store.load(index))
+        else:
+            frames.append(_roundtrip(frame))
+        stats.shards_computed += 1
+    if store is not None:
+        store.cleanup_temporaries()
+        store.last_stats = stats
+    result = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return result, stats
+
+
+def env_flag(name: str, default: bool = True) -> bool:
+    """A boolean environment switch (``0``/``false``/``no`` turn it off)."""
+    value = os.environ.get(name)
+    return default if value is None else value.strip().lower() not in {"0", "false", "no", ""}
