@@ -7,7 +7,8 @@ batches, tracking entropy in the same pass. Both get the same prompt token ids, 
 top-p, token limit and seeds; generated tokens are counted up to and including the EOS.
 
     python -m benchmarks.bench_sampling --model arith-base
-    python -m benchmarks.bench_sampling --model smollm2-135m-instruct --questions 8 --max-new-tokens 128
+    python -m benchmarks.bench_sampling --model smollm2-135m-instruct --questions 8 \
+        --max-new-tokens 128
 """
 
 from __future__ import annotations

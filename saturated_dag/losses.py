@@ -7,6 +7,7 @@ functions serve a trainer (batched groups) and hand-checked unit tests.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -21,20 +22,94 @@ class RrhfLossConfig:
     logistic_weight: bool = True  # False: "no logistic weighting"
 
 
+def _row_blocks(logits: torch.Tensor, rows: int) -> list[tuple[torch.Tensor, tuple]]:
+    """(positions x vocabulary view, index into the leading dims) blocks of ``rows`` rows.
+
+    A contiguous tensor is viewed flat (few, large blocks); otherwise (a slice of a larger
+    tensor) it is walked one sequence at a time, never copied.
+    """
+    if logits.is_contiguous():
+        flat, lead = logits.view(-1, logits.shape[-1]), logits.shape[:-1]
+        return [(flat[i : i + rows], (slice(i, i + rows), lead))
+                for i in range(0, flat.shape[0], rows)]
+    return [(logits[b, i : i + rows], (b, slice(i, i + rows)))
+            for b in range(logits.shape[0]) for i in range(0, logits.shape[1], rows)]
+
+
+def _at(target: torch.Tensor, index: tuple) -> torch.Tensor:
+    """The part of ``target`` (shaped like the logits' leading dims) a block covers."""
+    if len(index) == 2 and isinstance(index[1], torch.Size):
+        return target.view(-1, *target.shape[len(index[1]):])[index[0]]
+    return target[index]
+
+
+class _TokenLogprob(torch.autograd.Function):
+    """log π(label) per position, with one vocabulary-sized tensor in all: the gradient.
+
+    The plain ``log_softmax(logits).gather(...)`` keeps the log-probabilities for backward and
+    its backward allocates two more batch x length x vocabulary tensors (the scattered
+    gradient of ``gather`` and that of ``log_softmax``). Here the forward computes logsumexp
+    over blocks of about ``block`` elements and saves only it; the backward writes
+    ``-g * softmax`` straight into the gradient and adds ``g`` at the labels.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, labels: torch.Tensor, block: int
+                ) -> torch.Tensor:
+        rows = max(1, block // logits.shape[-1])
+        lse = torch.empty(labels.shape, dtype=torch.float32, device=logits.device)
+        for part, index in _row_blocks(logits, rows):
+            _at(lse, index).copy_(torch.logsumexp(part.float(), -1))
+        picked = torch.gather(logits, -1, labels.unsqueeze(-1)).squeeze(-1).float()
+        ctx.save_for_backward(logits, labels, lse)
+        ctx.rows = rows
+        return picked - lse
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        logits, labels, lse = ctx.saved_tensors
+        grad = grad.float()
+        out = torch.empty(logits.shape, dtype=logits.dtype, device=logits.device)
+        for part, index in _row_blocks(logits, ctx.rows):
+            target, g = _at(out, index), _at(grad, index).unsqueeze(-1)
+            if part.dtype == torch.float32:  # in place in the gradient: no temporary
+                torch.sub(part, _at(lse, index).unsqueeze(-1), out=target)
+                target.exp_().mul_(-g)
+            else:
+                soft = part.float() - _at(lse, index).unsqueeze(-1)
+                target.copy_(soft.exp_().mul_(-g))
+        out.scatter_add_(-1, labels.unsqueeze(-1), grad.unsqueeze(-1).to(out.dtype))
+        return out, None, None
+
+
 def sequence_logprobs(
-    logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor
+    logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, block: int = 1 << 20
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sum of log π(y_t | ...) over masked (completion) tokens, and their count, per row.
 
     ``logits`` are aligned with ``labels`` already (position t predicts ``labels[:, t]``).
-    Gathering the label's logit and subtracting logsumexp avoids materialising a second
-    batch x length x vocabulary tensor of log-probabilities.
+    Log-probabilities come from ``_TokenLogprob``: the label's logit minus logsumexp, so no
+    batch x length x vocabulary tensor of log-probabilities is ever materialised (temporaries
+    hold about ``block`` elements).
     """
-    logits = logits.float()
-    picked = torch.gather(logits, -1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    token_logp = picked - torch.logsumexp(logits, dim=-1)
+    token_logp = _TokenLogprob.apply(logits, labels.clamp(min=0), block)
     mask = mask.to(token_logp.dtype)
     return (token_logp * mask).sum(-1), mask.sum(-1)
+
+
+def _group_table(group: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Items laid out as groups x (largest group size): index table and valid mask.
+
+    ``table[g, k]`` is the k-th item of the g-th distinct group (0 where ``valid`` is false).
+    """
+    _, slot = torch.unique(group, return_inverse=True)
+    sizes = torch.bincount(slot)
+    order = torch.argsort(slot, stable=True)
+    starts = torch.cumsum(sizes, 0) - sizes
+    within = torch.arange(len(slot), device=slot.device) - starts[slot[order]]
+    table = torch.full((len(sizes), int(sizes.max())), -1, dtype=torch.long, device=slot.device)
+    table[slot[order], within] = order
+    return table.clamp(min=0), table >= 0
 
 
 def rank_loss(
@@ -44,15 +119,17 @@ def rank_loss(
 
     ``p`` are length-normalised log-probabilities, ``scores`` the quality scores r and
     ``group`` the question index of each completion. w_ij = σ(r_j − r_i) (or 1); f is the
-    hinge max(0, ·) (or the identity). Equal scores give no pair.
+    hinge max(0, ·) (or the identity). Equal scores give no pair. Vectorised over groups:
+    pairs are formed within each group (G x k x k), not over the whole batch (N x N).
     """
-    same = group.unsqueeze(0) == group.unsqueeze(1)
-    better = scores.unsqueeze(0) > scores.unsqueeze(1)  # [i, j]: r_j > r_i
-    pairs = same & better
-    margin = p.unsqueeze(1) - p.unsqueeze(0)  # [i, j]: p_i - p_j
+    table, valid = _group_table(group)
+    p, r = p[table], scores[table]
+    pairs = valid.unsqueeze(1) & valid.unsqueeze(2)
+    pairs = pairs & (r.unsqueeze(1) > r.unsqueeze(2))  # [g, i, j]: r_j > r_i
+    margin = p.unsqueeze(2) - p.unsqueeze(1)  # [g, i, j]: p_i - p_j
     if config.hinge:
         margin = margin.clamp(min=0)
-    gap = scores.unsqueeze(0) - scores.unsqueeze(1)  # [i, j]: r_j - r_i
+    gap = r.unsqueeze(1) - r.unsqueeze(2)  # [g, i, j]: r_j - r_i
     weight = torch.sigmoid(gap) if config.logistic_weight else torch.ones_like(gap)
     return (weight * margin * pairs).sum()
 
@@ -66,14 +143,18 @@ def sft_anchor(
     """−log π(y_best | x) as a masked mean over the best completion's tokens, per group.
 
     The best completion of each group is its highest score (the first on ties); groups are
-    averaged so each question counts once.
+    averaged so each question counts once. Vectorised over groups (no Python loop): a
+    per-group max by scatter, then the first index reaching it.
     """
-    losses = []
-    for g in torch.unique(group):
-        idx = torch.nonzero(group == g).squeeze(-1)
-        best = idx[torch.argmax(scores[idx])]
-        losses.append(-token_logp_sum[best] / token_count[best].clamp(min=1))
-    return torch.stack(losses).mean()
+    _, slot = torch.unique(group, return_inverse=True)
+    groups = int(slot.max()) + 1
+    top = torch.full((groups,), -torch.inf, dtype=scores.dtype, device=scores.device)
+    top = top.scatter_reduce(0, slot, scores, reduce="amax")
+    index = torch.arange(len(scores), device=scores.device)
+    candidates = torch.where(scores == top[slot], index, len(scores))
+    first = torch.full((groups,), len(scores), dtype=index.dtype, device=scores.device)
+    best = first.scatter_reduce(0, slot, candidates, reduce="amin")
+    return (-token_logp_sum[best] / token_count[best].clamp(min=1)).mean()
 
 
 def rrhf_loss(

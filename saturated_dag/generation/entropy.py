@@ -56,26 +56,65 @@ class EntropyTracker(LogitsProcessor):
 
 
 @torch.no_grad()
+def teacher_forced_mean_entropies(
+    model: torch.nn.Module,
+    prompts: Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    token_budget: int = 512,
+    chunk: int = 128,
+    pad_token_id: int = 0,
+) -> list[float]:
+    """Mean entropy over each completion's positions, for many (prompt, completion) pairs.
+
+    Why not one padded batch through ``model(...).logits``: that holds batch x length x
+    vocabulary floats (several copies, for the softmax and its log), which at a 49k vocabulary
+    dwarfs the model. Here sequences are sorted by length and packed into passes of at most
+    ``token_budget`` padded tokens; each pass keeps only hidden states, and the output head is
+    applied to completion positions alone, ``chunk`` of them at a time. Right padding with
+    causal attention leaves every real position exactly as in an unpadded pass.
+    """
+    if len(prompts) != len(completions):
+        raise ValueError("one completion per prompt")
+    for completion in completions:
+        if not completion:
+            raise ValueError("completion has no tokens: its mean entropy is undefined")
+    device = model.device
+    head = model.get_output_embeddings()
+    order = sorted(range(len(prompts)), key=lambda i: -(len(prompts[i]) + len(completions[i])))
+    totals = torch.zeros(len(prompts), dtype=torch.float64)
+    start = 0
+    while start < len(order):
+        width = len(prompts[order[start]]) + len(completions[order[start]])
+        rows = max(1, min(len(order) - start, token_budget // width))
+        batch = order[start : start + rows]
+        start += rows
+        ids = torch.full((rows, width), pad_token_id, dtype=torch.long)
+        owner, flat = [], []  # per completion position: its pair, and its index in ids
+        for r, i in enumerate(batch):
+            seq = list(prompts[i]) + list(completions[i])
+            ids[r, : len(seq)] = torch.tensor(seq)
+            # Position t predicts token t+1: completion tokens from len(prompt)-1 on.
+            first = r * width + len(prompts[i]) - 1
+            flat.extend(range(first, first + len(completions[i])))
+            owner.extend([i] * len(completions[i]))
+        hidden = model.model(input_ids=ids.to(device)).last_hidden_state
+        hidden = hidden.reshape(rows * width, -1)[torch.tensor(flat, device=device)]
+        del ids
+        owners = torch.tensor(owner)
+        for k in range(0, hidden.shape[0], chunk):
+            h = token_entropy(head(hidden[k : k + chunk])).double().cpu()
+            totals.index_add_(0, owners[k : k + chunk], h)
+    lengths = torch.tensor([len(c) for c in completions], dtype=torch.float64)
+    return (totals / lengths).tolist()
+
+
 def teacher_forced_mean_entropy(
     model: torch.nn.Module,
     prompt_ids: Sequence[int],
     completion_ids: Sequence[int],
     chunk: int = 256,
 ) -> float:
-    """Mean entropy over the completion's positions from one forward pass.
-
-    Only ``chunk`` positions' logits are turned into distributions at a time, so peak extra
-    memory is chunk x vocabulary rather than length x vocabulary.
-    """
+    """Mean entropy over one completion's positions (``teacher_forced_mean_entropies``)."""
     if not completion_ids:
         raise ValueError("completion has no tokens: its mean entropy is undefined")
-    ids = torch.tensor([list(prompt_ids) + list(completion_ids)], device=model.device)
-    hidden = model.model(input_ids=ids).last_hidden_state[0]
-    # Position t predicts token t+1: completion tokens are predicted from len(prompt)-1 on.
-    start = len(prompt_ids) - 1
-    positions = hidden[start : start + len(completion_ids)]
-    head = model.get_output_embeddings()
-    total = 0.0
-    for i in range(0, positions.shape[0], chunk):
-        total += token_entropy(head(positions[i : i + chunk])).double().sum().item()
-    return total / len(completion_ids)
+    return teacher_forced_mean_entropies(model, [prompt_ids], [completion_ids], chunk=chunk)[0]

@@ -72,8 +72,11 @@ class RrhfTrainer(Trainer):
                      return_outputs: bool = False, num_items_in_batch: Any = None) -> Any:
         logits = model(input_ids=inputs["input_ids"],
                        attention_mask=inputs["attention_mask"]).logits
-        sums, counts = sequence_logprobs(logits[:, :-1], inputs["input_ids"][:, 1:],
-                                         inputs["completion_mask"][:, 1:])
+        # Position t predicts token t+1. Shifting the labels (not slicing the logits) keeps
+        # the logits' gradient one tensor: a slice's backward would allocate a second one.
+        labels = torch.nn.functional.pad(inputs["input_ids"][:, 1:], (0, 1), value=0)
+        mask = torch.nn.functional.pad(inputs["completion_mask"][:, 1:], (0, 1), value=0)
+        sums, counts = sequence_logprobs(logits, labels, mask)
         loss, parts = rrhf_loss(sums, counts, inputs["scores"].to(sums.dtype),
                                 inputs["group"], self.loss_config)
         if not torch.isfinite(loss):
