@@ -7,7 +7,6 @@ re-run reproduces it. The mean token entropy comes from the same pass (``_genera
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -289,8 +288,12 @@ class TransformersBackend(ChatPrompting):
         kwargs: dict[str, Any] = {}
         base = self._prefix_cache(prefix)
         if base is not None:
-            cache = copy.deepcopy(base)
-            cache.batch_repeat_interleave(len(suffixes))
+            # The prefix's keys/values, repeated over the batch, in a cache that grows by
+            # doubling (not one concatenation, of the whole prefix too, per generated token).
+            cache = _growing_cache(self.model.config)
+            for layer, source in zip(cache.layers, base.layers, strict=True):
+                layer.update(source.keys.repeat_interleave(len(suffixes), dim=0),
+                             source.values.repeat_interleave(len(suffixes), dim=0))
             kwargs["past_key_values"] = cache
         start = len(prefix) + width
         criteria = [_TextStop(self.tokenizer, start, stop)] if stop is not None else None
