@@ -1,7 +1,7 @@
 """The one ``Definitions`` of the saturated-dag code location.
 
-The active profile comes from ``SATURATED_DAG_PROFILE`` (``demo`` by default; ``paper`` or a
-path to a YAML file) and is validated here, so a bad profile fails at load time, before any
+The active profile comes from ``SATURATED_DAG_PROFILE`` (``demo`` by default; ``paper``, ``ci``
+or a path to a YAML file) and is validated here, so a bad profile fails at load time, before any
 model is touched. Outputs go under ``SATURATED_DAG_OUTPUT_DIR`` (default ``outputs``).
 """
 
@@ -12,7 +12,16 @@ import os
 import dagster as dg
 
 from assets import ALL_ASSET_CHECKS, ALL_ASSETS, experiment_assets
-from jobs import demo_job, generation_jobs, pretrain_base_model
+from assets.automation import automation_sensor, with_lineage
+from jobs import (
+    demo_job,
+    eval_keys,
+    generation_jobs,
+    nightly_evaluation_job,
+    nightly_evaluation_schedule,
+    paper_jobs,
+    pretrain_base_model,
+)
 from resources import ExperimentResource, GenerationResource, JudgeResource, ParquetIOManager
 from saturated_dag.config import load_profile
 
@@ -20,11 +29,17 @@ PROFILE = os.environ.get("SATURATED_DAG_PROFILE", "demo")
 OUTPUT_DIR = os.environ.get("SATURATED_DAG_OUTPUT_DIR", "outputs")
 
 _profile = load_profile(PROFILE)
+_assets = with_lineage([*ALL_ASSETS, *experiment_assets(_profile)])
+_evals = eval_keys(_assets)
+_nightly = nightly_evaluation_job(_evals)
 
 defs = dg.Definitions(
-    assets=[*ALL_ASSETS, *experiment_assets(_profile)],
+    assets=_assets,
     asset_checks=ALL_ASSET_CHECKS,
-    jobs=[demo_job(_profile), *generation_jobs, pretrain_base_model],
+    jobs=[demo_job(_profile), *paper_jobs(_profile), *generation_jobs, _nightly,
+          pretrain_base_model],
+    schedules=[nightly_evaluation_schedule(_nightly, _evals)],
+    sensors=[automation_sensor],
     resources={
         "experiment": ExperimentResource(profile=PROFILE, output_dir=OUTPUT_DIR),
         "policy": GenerationResource.from_settings(_profile.policy, seed=_profile.sampling.seed),

@@ -9,10 +9,10 @@ from assets.eval_reports import eval_report_assets
 from assets.generation_pool import generation_pool_assets, generation_pool_checks
 from assets.preference_datasets import preference_dataset_assets
 from assets.quality_scores import quality_score_assets, quality_score_checks
-from assets.result_tables import results_table_asset
+from assets.result_tables import results_table_asset, sweep_table_asset
 from assets.scorer_agreement import scorer_agreement_assets
 from saturated_dag.config import Profile
-from saturated_dag.experiments import experiment_matrix
+from saturated_dag.experiments import experiment_matrix, sweeps
 from saturated_dag.tasks import TASKS
 
 ALL_ASSETS = [base_model, *generation_pool_assets, *difficulty_partitions_assets,
@@ -21,12 +21,12 @@ ALL_ASSET_CHECKS = [*generation_pool_checks, *difficulty_partitions_checks,
                     *quality_score_checks]
 
 
-
 def experiment_assets(profile: Profile) -> list[dg.AssetsDefinition]:
-    """Datasets, adapters, eval reports and result tables of the profile's experiment matrix.
+    """Datasets, adapters, eval reports, result tables and sweep tables of the profile.
 
-    The matrix (split x method x scorer) comes from the profile, so the asset graph shows
-    exactly the experiments it runs, and one cell, a row or all can be materialised.
+    The matrix (split x method x scorer, plus the sweeps) comes from the profile, so the asset
+    graph shows exactly the experiments it runs, and one cell, a row or all can be
+    materialised.
     """
     cells = experiment_matrix(profile.training)
     built: list[dg.AssetsDefinition] = []
@@ -34,7 +34,10 @@ def experiment_assets(profile: Profile) -> list[dg.AssetsDefinition]:
         built += preference_dataset_assets(task, cells)
         built += adapter_assets(task, cells)
         built += eval_report_assets(task, cells)
-        built.append(results_table_asset(task, cells))
+        main = [c for c in cells if not c.overrides]
+        built.append(results_table_asset(task, main))
+        for sweep, rows in sweeps(profile.training).items():
+            built.append(sweep_table_asset(task, sweep, rows))
     return built
 
 

@@ -14,7 +14,7 @@ from resources import ExperimentResource
 from saturated_dag import preference_data as pdata
 from saturated_dag.experiments import Experiment
 
-CODE_VERSION = "1"
+CODE_VERSION = "2"
 SCORER_ASSETS = {"self_judge": "self_judge_scores", "strong_judge": "strong_judge_scores",
                  "entropy": "entropy_scores", "random": "random_scores"}
 BUILDERS = {"dpo_pairs": pdata.dpo_pairs, "rrhf_groups": pdata.rrhf_groups,
@@ -44,7 +44,10 @@ def _scored_asset(task: str, split: str, kind: str, scorer: str) -> dg.AssetsDef
     def dataset(experiment: ExperimentResource, generation_pool: pd.DataFrame,
                 scores: pd.DataFrame) -> dg.Output[pd.DataFrame]:
         rows = _split_rows(scores, split)
-        rows = rows[rows["correct"].astype(bool)]
+        if split == "hard":  # all completions, correct ones ranked first (App. C.1)
+            rows = pdata.correct_first(rows)
+        else:  # quality among correct completions only (Sec. 3.2)
+            rows = rows[rows["correct"].astype(bool)]
         builder = BUILDERS[kind]
         if kind == "rrhf_groups":
             table, stats = builder(generation_pool, rows)

@@ -1,7 +1,9 @@
-"""``<task>/results_table``: the paper's method x scorer table (Tables 1, 2, 7) from the eval
-reports, as CSV and Markdown, with a bar chart.
+"""``<task>/results_table``: the paper's method x scorer table (Tables 1, 2, 3, 7) from the
+eval reports, and ``<task>/{rank_weight_ablation,rrhf_variants,dpo_beta_sweep}``: the sweeps
+(Figure 6, Tables 8, 9). CSV and Markdown on disk and in the UI, with a figure each.
 """
 
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -12,9 +14,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from assets._metadata import image
+from assets.adapters import adapter_dir
 from resources import ExperimentResource
-from saturated_dag.experiments import Experiment
-from saturated_dag.result_tables import results_table, to_markdown
+from saturated_dag.experiments import SWEEP_TITLES, Experiment, SweepRow
+from saturated_dag.result_tables import results_table, sweep_table, to_markdown
 
 CODE_VERSION = "1"
 
@@ -65,3 +68,83 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
         })
 
     return results
+
+
+SWEEP_ASSETS = {"rank_weight": "rank_weight_ablation", "rrhf_variants": "rrhf_variants",
+                "dpo_beta": "dpo_beta_sweep"}
+
+
+def _plot_lambda(frame: pd.DataFrame, k: int, path: Path, title: str) -> Path:
+    """Figure 6: pass@1 and pass@k against λ on a log axis, λ=0 drawn at the left edge."""
+    rows = frame[frame["split"] != "-"].sort_values("lambda")
+    positive = rows.loc[rows["lambda"] > 0, "lambda"]
+    zero_at = float(positive.min()) / 3 if len(positive) else 1e-3
+    xs = [v if v > 0 else zero_at for v in rows["lambda"]]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for ax, col, color in ((axes[0], "pass@1", "#2C7BB6"), (axes[1], f"pass@{k}", "#DD8452")):
+        ax.plot(xs, rows[col], marker="o", color=color)
+        ax.axhline(frame[col].iloc[0], color="gray", linestyle="--", label="base model")
+        ax.set_xscale("log")
+        ax.set_xticks(xs, [f"{v:g}" for v in rows["lambda"]])
+        ax.set_xlabel("rank loss weight λ")
+        ax.set_ylabel(f"{col} (%)")
+        ax.legend(loc="best", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _best_epoch(output_dir: str, task: str, exp: Experiment) -> int | None:
+    record = adapter_dir(output_dir, task, exp) / "training_config.json"
+    if not record.is_file():
+        return None
+    return json.loads(record.read_text()).get("best_epoch")
+
+
+def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow]) -> dg.AssetsDefinition:
+    """One sweep's table (and, for λ, Figure 6) from its adapters' eval reports."""
+    ins = {"base": dg.AssetIn(key=[task, "eval", "base"])}
+    ins.update({f"row_{i}": dg.AssetIn(key=[task, r.experiment.split, "eval",
+                                             r.experiment.name])
+                for i, r in enumerate(rows)})
+    name = SWEEP_ASSETS[sweep]
+    title = SWEEP_TITLES[sweep]
+
+    @dg.asset(key=[task, name], group_name=task, ins=ins, io_manager_key="parquet_io",
+              code_version=CODE_VERSION, kinds={"parquet"},
+              description=f"{task}: {title}, on the {rows[0].experiment.split} split.")
+    def table(context: dg.AssetExecutionContext, experiment: ExperimentResource,
+              **reports: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+        k = experiment.settings.sampling.n
+        split = rows[0].experiment.split
+        entries = []
+        for i, row in enumerate(rows):
+            settings = {**row.settings,
+                        "epochs": _best_epoch(experiment.output_dir, task, row.experiment),
+                        "adapter": row.experiment.name}
+            entries.append((row.label, settings, reports[f"row_{i}"]))
+        frame = sweep_table(reports["base"], split, entries, k=k)
+        out = Path(experiment.output_dir) / task
+        out.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(out / f"{name}.csv", index=False)
+        markdown = to_markdown(frame)
+        (out / f"{name}.md").write_text(f"{title}\n\n{markdown}\n")
+        context.log.info(f"{title}\n{markdown}")
+        metadata: dict[str, object] = {
+            "table": dg.MetadataValue.md(f"**{title}**\n\n{markdown}"),
+            "csv": dg.MetadataValue.path(str(out / f"{name}.csv")),
+        }
+        if sweep == "rank_weight":
+            png = _plot_lambda(frame, k, out / f"{name}.png", f"{task}: {title}")
+            metadata["figure"] = image(png, title)
+        else:
+            labels = [str(r) for r in frame["run"]]
+            metadata["figure"] = image(
+                _plot(frame.assign(method=labels, scorer=""), out / f"{name}.png",
+                      f"{task}: {title}"), title)
+        return dg.Output(frame, metadata=metadata)
+
+    return table

@@ -2,6 +2,9 @@
 
 from jobs.demo import demo_job
 from jobs.generation import generation_jobs
+from jobs.nightly import eval_keys, nightly_evaluation_job, nightly_evaluation_schedule
+from jobs.paper import paper_jobs
 from jobs.pretrain import pretrain_base_model
 
-__all__ = ["demo_job", "generation_jobs", "pretrain_base_model"]
+__all__ = ["demo_job", "eval_keys", "generation_jobs", "nightly_evaluation_job",
+           "nightly_evaluation_schedule", "paper_jobs", "pretrain_base_model"]

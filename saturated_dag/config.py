@@ -203,6 +203,58 @@ Scorer = Literal["self_judge", "strong_judge", "entropy", "random"]
 Method = Literal["dpo", "rrhf", "sft", "raft"]
 
 
+RrhfVariant = Literal["full", "no_sft", "no_hinge", "no_logistic"]
+
+
+class RankWeightSweep(_Strict):
+    """Figure 6 (App. C.2): σ-RRHF's rank-loss weight λ on one split; λ=0 is RAFT."""
+
+    split: TrainSplit = "hard"
+    scorer: Scorer = "self_judge"
+    values: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.1, 0.5, 1.0],
+                                min_length=1)
+
+    @model_validator(mode="after")
+    def _non_negative(self) -> RankWeightSweep:
+        if any(v < 0 for v in self.values):
+            raise ValueError(f"values: rank weights must be >= 0, got {self.values}")
+        return self
+
+
+class RrhfVariantSweep(_Strict):
+    """Table 8 (App. C.3): σ-RRHF without the SFT term, the hinge or the logistic weight."""
+
+    split: TrainSplit = "hard"
+    scorer: Scorer = "self_judge"
+    variants: list[RrhfVariant] = Field(
+        default_factory=lambda: ["full", "no_sft", "no_hinge", "no_logistic"], min_length=1)
+
+
+class DpoBetaSweep(_Strict):
+    """Table 9 (App. C.4): DPO's β x learning rate; each cell keeps its best epoch."""
+
+    split: TrainSplit = "strict_saturated"
+    scorer: Scorer = "self_judge"
+    betas: list[float] = Field(default_factory=lambda: [0.1, 0.3, 0.5, 2.0, 5.0], min_length=1)
+    learning_rates: list[float] = Field(default_factory=lambda: [5e-6, 1e-5, 5e-5],
+                                        min_length=1)
+
+    @model_validator(mode="after")
+    def _positive(self) -> DpoBetaSweep:
+        if any(v <= 0 for v in [*self.betas, *self.learning_rates]):
+            raise ValueError("betas and learning_rates must be > 0, got "
+                             f"{self.betas} and {self.learning_rates}")
+        return self
+
+
+class SweepSettings(_Strict):
+    """The paper's ablations, each off (null) unless configured."""
+
+    rank_weight: RankWeightSweep | None = None
+    rrhf_variants: RrhfVariantSweep | None = None
+    dpo_beta: DpoBetaSweep | None = None
+
+
 class TrainingSettings(_Strict):
     """LoRA training (App. B, Table 5). Defaults are the paper's for Qwen3-1.7B-Base."""
 
@@ -229,6 +281,9 @@ class TrainingSettings(_Strict):
     gsm8k_validation_questions: int = Field(100, ge=1)
     """GSM8K: the last lines of train.jsonl, held out of the generation pool."""
     seed: int = Field(0, ge=0)
+    isolate: bool = True
+    """Train each adapter in its own process (vLLM does not reliably free GPU memory)."""
+    sweeps: SweepSettings = SweepSettings()
 
     @model_validator(mode="after")
     def _batches(self) -> TrainingSettings:
@@ -265,6 +320,24 @@ class Profile(_Strict):
     scoring: ScoringSettings = ScoringSettings()
     training: TrainingSettings = TrainingSettings()
     stages: StageSettings = StageSettings()
+
+    @model_validator(mode="after")
+    def _trained_splits_are_scored(self) -> Profile:
+        """Scorer-ranked training on a split needs that split's completions scored."""
+        scored = {*self.scoring.correct_splits, *self.scoring.all_completion_splits}
+        t = self.training
+        ranked = set(t.methods) - {"sft"}
+        needs = {(s, "training.splits") for s in t.splits if ranked}
+        for name in ("rank_weight", "rrhf_variants", "dpo_beta"):
+            sweep = getattr(t.sweeps, name)
+            if sweep is not None:
+                needs.add((sweep.split, f"training.sweeps.{name}.split"))
+        for split, field in sorted(needs):
+            if split not in scored:
+                raise ValueError(f"{field}: split {split!r} is trained with scorer rankings "
+                                 f"but is not scored; add it to scoring.correct_splits or "
+                                 f"scoring.all_completion_splits (scored: {sorted(scored)})")
+        return self
 
 
 def available_profiles() -> list[str]:

@@ -104,6 +104,23 @@ def rrhf_groups(pool: pd.DataFrame, scores: pd.DataFrame) -> Built:
     return table.sort_values(KEY).reset_index(drop=True), stats
 
 
+def correct_first(scores: pd.DataFrame) -> pd.DataFrame:
+    """Scores over correct and incorrect completions (the hard split), shifted so that every
+    correct completion outranks every incorrect one and the scorer orders within each.
+
+    Questions without a correct completion are dropped (the paper filters pass@8 = 0).
+    """
+    if "correct" not in scores.columns:
+        raise ValueError("scores table lacks the 'correct' column")
+    correct = scores["correct"].astype(bool)
+    solved = scores.loc[correct, "question_id"].unique()
+    kept = scores[scores["question_id"].isin(solved)].copy()
+    values = kept["score"].astype(float)
+    span = float(values.max() - values.min()) if len(values) else 0.0
+    kept["score"] = values + kept["correct"].astype(bool) * (span + 1.0)
+    return kept
+
+
 def sft_set(pool: pd.DataFrame, question_ids: set[str]) -> Built:
     """Every correct completion of the split's questions (the paper's SFT baseline)."""
     stats = BuildStats(questions_in=len(question_ids))

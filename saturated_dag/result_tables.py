@@ -1,10 +1,12 @@
-"""Result tables in the shape of the paper's (Table 1/2/7): pass@1 and pass@8 per method and
-scorer, deltas to the base model, best per column marked. Built from per-question results.
+"""Result tables in the shape of the paper's: pass@1 and pass@8 per method and scorer (Tables
+1, 2, 3, 7) or per sweep value (Tables 8, 9, Figure 6), deltas to the base model, best per
+column marked. Built from per-question results, never from stored summaries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -43,14 +45,44 @@ def results_table(
     return frame
 
 
+def sweep_table(
+    base: pd.DataFrame,
+    split: str,
+    rows: Sequence[tuple[str, Mapping[str, Any], pd.DataFrame]],
+    k: int = 8,
+) -> pd.DataFrame:
+    """A sweep's table: the base model, then one row per (label, settings, eval report).
+
+    The settings (λ, β, learning rate, best epoch...) become columns, in the given order.
+    """
+    base_summary = summarise(base, ks=(1, k))
+    expected = set(base["question_id"])
+    records: list[dict[str, Any]] = [{"split": "-", "run": "Base model",
+                                      "pass@1": base_summary["pass@1"],
+                                      f"pass@{k}": base_summary[f"pass@{k}"]}]
+    for label, settings, table in rows:
+        if set(table["question_id"]) != expected:
+            raise ValueError(f"eval report of {label} covers different questions than the "
+                             "base model's")
+        summary = summarise(table, ks=(1, k))
+        records.append({"split": split, "run": label, **settings,
+                        "pass@1": summary["pass@1"], f"pass@{k}": summary[f"pass@{k}"]})
+    frame = pd.DataFrame(records)
+    metrics = ["pass@1", f"pass@{k}"]
+    frame = frame[[c for c in frame.columns if c not in metrics] + metrics]
+    for col in metrics:
+        frame[f"Δ {col}"] = frame[col] - base_summary[col]
+    return frame
+
+
 def to_markdown(frame: pd.DataFrame) -> str:
     """Values in %, deltas signed, the best value of each column (per split) in bold."""
     metric_cols = [c for c in frame.columns if c.startswith("pass@")]
-    shown = frame.copy()
+    shown = frame.copy().astype(object).where(frame.notna(), "")
     for col in metric_cols:
         shown[col] = frame[col].map(lambda v: f"{v:.2f}")
         shown[f"Δ {col}"] = frame[f"Δ {col}"].map(lambda v: f"{v:+.2f}")
         for _split, rows in frame[frame["split"] != "-"].groupby("split"):
             for i in rows.index[rows[col] == rows[col].max()]:
                 shown.loc[i, col] = f"**{frame.loc[i, col]:.2f}**"
-    return shown.to_markdown(index=False)
+    return shown.to_markdown(index=False, disable_numparse=True)

@@ -24,7 +24,8 @@ OVERRIDES = {
     "training": {"splits": ["saturated"], "scorers": ["entropy"],
                  "methods": ["dpo", "rrhf", "sft", "raft"], "epochs": 1, "batch_size": 2,
                  "per_device_batch_size": 2, "learning_rate": 1e-2, "max_length": 128,
-                 "lora_r": 4, "lora_alpha": 8, "validation_questions_per_cell": 2},
+                 "lora_r": 4, "lora_alpha": 8, "validation_questions_per_cell": 2,
+                 "isolate": False},
 }
 
 

@@ -1,25 +1,64 @@
-from saturated_dag.config import load_profile
-from saturated_dag.experiments import experiment_matrix
+import pytest
+
+from saturated_dag.config import ProfileError, load_profile
+from saturated_dag.experiments import experiment_matrix, main_matrix, sweeps
 
 
 def test_paper_matrix_covers_each_scorer_for_dpo_and_rrhf_plus_sft() -> None:
-    cells = experiment_matrix(load_profile("paper").training)
+    cells = main_matrix(load_profile("paper").training)
     names = {(c.split, c.name) for c in cells}
-    assert len(cells) == 2 * (4 * 2 + 1)
+    assert len(cells) == 2 * (4 * 2 + 1) + 4  # saturated and strict; hard (Table 7)
     assert ("saturated", "rrhf_entropy") in names and ("strict_saturated", "sft") in names
     rrhf = next(c for c in cells if c.name == "rrhf_self_judge")
     assert rrhf.dataset == ("saturated", "rrhf_groups", "self_judge")
 
 
-def test_hard_split_uses_correctness_pairs() -> None:
+def test_hard_split_uses_correctness_pairs_and_judge_ranked_rrhf() -> None:
     training = load_profile("paper", {"training": {"splits": ["hard"]}}).training
-    names = [c.name for c in experiment_matrix(training)]
-    assert names == ["dpo_correctness_random", "dpo_correctness_self_judge", "sft"]
+    cells = main_matrix(training)
+    assert [c.name for c in cells] == ["dpo_correctness_random", "dpo_correctness_self_judge",
+                                       "rrhf_self_judge", "sft"]
+    assert cells[0].dataset == ("hard", "correctness_pairs", "random")
 
 
 def test_raft_is_an_option_on_the_saturated_splits() -> None:
     training = load_profile("paper", {"training": {"methods": ["raft"], "scorers": ["entropy"],
-                                                   "splits": ["saturated", "hard"]}}).training
+                                                   "splits": ["saturated", "hard"],
+                                                   "sweeps": {"rank_weight": None,
+                                                              "rrhf_variants": None,
+                                                              "dpo_beta": None}}}).training
     cells = experiment_matrix(training)
     assert [(c.split, c.name, c.dataset) for c in cells] == [
         ("saturated", "raft_entropy", ("saturated", "raft_set", "entropy"))]
+
+
+def test_paper_sweeps_reuse_main_adapters_where_settings_coincide() -> None:
+    training = load_profile("paper").training
+    table = sweeps(training)
+    assert list(table) == ["rank_weight", "rrhf_variants", "dpo_beta"]
+    lam = {row.label: row.experiment.name for row in table["rank_weight"]}
+    # λ = 0.1 is the profile's own rank weight: the main hard σ-RRHF adapter, trained once
+    assert lam == {"λ=0": "rrhf_self_judge_lambda0", "λ=0.01": "rrhf_self_judge_lambda0.01",
+                   "λ=0.1": "rrhf_self_judge", "λ=0.5": "rrhf_self_judge_lambda0.5",
+                   "λ=1": "rrhf_self_judge_lambda1"}
+    variants = {row.label: row.experiment for row in table["rrhf_variants"]}
+    assert variants["full"].name == "rrhf_self_judge"
+    assert variants["no_sft"].training(training).rrhf_use_sft is False
+    assert variants["no_sft"].training(training).rrhf_hinge is True
+    beta = table["dpo_beta"]
+    assert len(beta) == 15 and beta[0].settings == {"beta": 0.1, "lr": 5e-6}
+    cell = next(r.experiment for r in beta if r.settings == {"beta": 5.0, "lr": 5e-5})
+    assert cell.name == "dpo_self_judge_beta5_lr5e-05"
+    assert cell.dataset == ("strict_saturated", "dpo_pairs", "self_judge")
+    assert cell.training(training).dpo_beta == 5.0
+    assert cell.training(training).learning_rate == 5e-5
+    cells = experiment_matrix(training)
+    assert len(cells) == len({(c.split, c.name) for c in cells}) == 22 + 4 + 3 + 14
+
+
+def test_a_sweep_on_an_unscored_split_names_the_field() -> None:
+    with pytest.raises(ProfileError, match=r"sweeps.rank_weight.split: split 'hard'"):
+        load_profile("demo", {"scoring": {"all_completion_splits": []},
+                              "training": {"sweeps": {"rank_weight": {"split": "hard"}}}})
+    with pytest.raises(ProfileError, match=r"rank weights must be >= 0"):
+        load_profile("paper", {"training": {"sweeps": {"rank_weight": {"values": [-1]}}}})

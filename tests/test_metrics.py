@@ -39,3 +39,22 @@ def test_summary_is_built_from_per_question_counts() -> None:
     assert summary["pass@8"] == pytest.approx(100 * 2 / 3)
     with pytest.raises(ValueError, match="at least 9 samples"):
         summarise(table, ks=(9,))
+
+
+def test_sweep_table_is_built_from_per_question_results() -> None:
+    import pandas as pd
+
+    from saturated_dag.result_tables import sweep_table, to_markdown
+
+    base = pd.DataFrame({"question_id": ["a", "b"], "n": [8, 8], "correct": [4, 0]})
+    better = pd.DataFrame({"question_id": ["a", "b"], "n": [8, 8], "correct": [8, 1]})
+    frame = sweep_table(base, "hard", [("λ=0", {"lambda": 0.0}, better),
+                                       ("λ=1", {"lambda": 1.0}, base)])
+    assert list(frame["run"]) == ["Base model", "λ=0", "λ=1"]
+    assert frame.loc[1, "pass@1"] == pytest.approx(100 * (1 + 1 / 8) / 2)
+    assert frame.loc[1, "pass@8"] == 100.0 and frame.loc[1, "Δ pass@8"] == 50.0
+    markdown = to_markdown(frame)
+    assert "**56.25**" in markdown and "+50.00" in markdown
+    other = pd.DataFrame({"question_id": ["a", "c"], "n": [8, 8], "correct": [1, 1]})
+    with pytest.raises(ValueError, match="covers different questions"):
+        sweep_table(base, "hard", [("x", {}, other)])

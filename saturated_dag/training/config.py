@@ -7,6 +7,10 @@ its small model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from saturated_dag.config import TrainingSettings
 
 
 @dataclass
@@ -59,3 +63,24 @@ class RrhfSettings(TrainSettings):
 @dataclass
 class SftSettings(TrainSettings):
     pass
+
+
+SETTINGS_OF_METHOD: dict[str, type[TrainSettings]] = {
+    "dpo": DpoSettings, "rrhf": RrhfSettings, "sft": SftSettings, "raft": SftSettings}
+
+
+def settings_for(method: str, training: TrainingSettings) -> TrainSettings:
+    """The trainer config of ``method`` from a profile's (or sweep cell's) training section."""
+    t = training
+    common = {"epochs": t.epochs, "batch_size": t.batch_size,
+              "per_device_batch_size": t.per_device_batch_size,
+              "learning_rate": t.learning_rate, "max_length": t.max_length, "seed": t.seed,
+              "lora": LoraSettings(r=t.lora_r, alpha=t.lora_alpha, dropout=t.lora_dropout)}
+    if method == "dpo":
+        return DpoSettings(**common, beta=t.dpo_beta)
+    if method == "rrhf":
+        return RrhfSettings(**common, rank_weight=t.rrhf_rank_weight, use_sft=t.rrhf_use_sft,
+                            hinge=t.rrhf_hinge, logistic_weight=t.rrhf_logistic_weight)
+    if method in SETTINGS_OF_METHOD:
+        return SftSettings(**common)
+    raise ValueError(f"unknown training method {method!r}; known: {sorted(SETTINGS_OF_METHOD)}")

@@ -22,7 +22,12 @@ from transformers import TrainerCallback
 
 from saturated_dag.generation.models import load_model
 from saturated_dag.losses import RrhfLossConfig
-from saturated_dag.training.config import DpoSettings, RrhfSettings, SftSettings, TrainSettings
+from saturated_dag.training.config import (
+    SETTINGS_OF_METHOD,
+    DpoSettings,
+    RrhfSettings,
+    TrainSettings,
+)
 from saturated_dag.training.rrhf_trainer import GroupCollator, RrhfTrainer
 
 METHODS = ("dpo", "rrhf", "sft", "raft")
@@ -176,7 +181,6 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
     raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
 
 
-SETTINGS = {"dpo": DpoSettings, "rrhf": RrhfSettings, "sft": SftSettings, "raft": SftSettings}
 
 
 def train_adapter(
@@ -187,12 +191,16 @@ def train_adapter(
     out_dir: str | Path,
     eval_fn: EvalFn | None = None,
     log: LogFn | None = None,
+    record: dict[str, Any] | None = None,
 ) -> TrainResult:
-    """Train ``method`` on ``data`` and save the best epoch's adapter at ``out_dir``."""
+    """Train ``method`` on ``data`` and save the best epoch's adapter at ``out_dir``.
+
+    ``record`` is added to the adapter's ``training_config.json`` (e.g. its cache key).
+    """
     if method not in METHODS:
         raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
-    if not isinstance(settings, SETTINGS[method]):
-        raise TypeError(f"{method} needs {SETTINGS[method].__name__}, "
+    if not isinstance(settings, SETTINGS_OF_METHOD[method]):
+        raise TypeError(f"{method} needs {SETTINGS_OF_METHOD[method].__name__}, "
                         f"got {type(settings).__name__}")
     say = log or (lambda _msg: None)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # trainers otherwise try a telemetry call
@@ -213,9 +221,9 @@ def train_adapter(
         final = work / "adapter"
         shutil.copytree(work / "epochs" / f"epoch_{best}", final)
         tokenizer.save_pretrained(final)
-        record = {"method": method, "base_model": base_model, "best_epoch": best,
-                  "epochs": selector.epochs, "settings": asdict(settings)}
-        (final / "training_config.json").write_text(json.dumps(record, indent=1))
+        written = {**(record or {}), "method": method, "base_model": base_model,
+                   "best_epoch": best, "epochs": selector.epochs, "settings": asdict(settings)}
+        (final / "training_config.json").write_text(json.dumps(written, indent=1))
         if out.exists():  # swap by renames: the old adapter is never half-replaced
             os.replace(out, work / "previous")
         os.replace(final, out)

@@ -1,0 +1,27 @@
+"""``paper_chain_sum`` and ``paper_gsm8k``: every asset of one task, as in the paper.
+
+They run the loaded profile (``SATURATED_DAG_PROFILE=paper`` for the paper's models and
+sizes): chain sum gives Tables 1, 7, 8, 9 and Figure 6; GSM8K Table 2 (and Table 3 with the
+``paper_instruct`` profile). One process, so the policy loads once for sampling, judging,
+entropy and evaluation; training runs in its own subprocess (``assets/adapters.py``).
+"""
+
+import dagster as dg
+
+from saturated_dag.config import Profile
+from saturated_dag.tasks import TASKS
+
+
+def paper_job(task: str, profile: Profile):
+    return dg.define_asset_job(
+        name=f"paper_{task}",
+        selection=dg.AssetSelection.assets("base_model") | dg.AssetSelection.key_prefixes([task]),
+        executor_def=dg.in_process_executor,
+        tags={"saturated_dag/profile": profile.name, "saturated_dag/task": task},
+        description=f"Every {task} asset of profile {profile.name!r}: pool, partitions, scores, "
+        "datasets, adapters, eval reports and tables.",
+    )
+
+
+def paper_jobs(profile: Profile) -> list:
+    return [paper_job(task, profile) for task in TASKS]

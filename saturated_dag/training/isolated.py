@@ -1,0 +1,96 @@
+"""Training in its own process: ``python -m saturated_dag.training.isolated SPEC.json``.
+
+vLLM does not reliably free GPU memory inside a process, and a crashed or OOM-killed trainer
+should not take the orchestrating process with it, so each adapter trains in a child process.
+The parent streams the child's output line by line (the Dagster run log shows progress) and
+reads the result from a JSON file the child writes last; a non-zero exit is an error that
+carries the child's last lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+LogFn = Callable[[str], None]
+
+
+class TrainingProcessError(RuntimeError):
+    """The training child process failed; the message holds its exit code and last lines."""
+
+
+def run_isolated(spec: dict[str, Any], work_dir: Path, log: LogFn | None = None,
+                 tail_lines: int = 40) -> dict[str, Any]:
+    """Run one training spec in a child process and return its result record."""
+    say = log or (lambda _msg: None)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    spec_path, result_path = work_dir / "spec.json", work_dir / "result.json"
+    result_path.unlink(missing_ok=True)
+    spec_path.write_text(json.dumps({**spec, "result": str(result_path)}))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    tail: deque[str] = deque(maxlen=tail_lines)
+    with subprocess.Popen(
+        [sys.executable, "-m", "saturated_dag.training.isolated", str(spec_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    ) as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            line = line.rstrip()
+            tail.append(line)
+            if line.startswith("[train] "):
+                say(line[len("[train] "):])
+        code = child.wait()
+    if code != 0 or not result_path.is_file():
+        raise TrainingProcessError(
+            f"training process exited with code {code}; its last lines:\n" + "\n".join(tail))
+    return json.loads(result_path.read_text())
+
+
+def train_from_spec(spec: dict[str, Any], log: LogFn | None = None) -> Any:
+    """Train the adapter a spec describes (in whichever process calls this)."""
+    from saturated_dag.config import parse_profile
+    from saturated_dag.evaluation import evaluate, summarise
+    from saturated_dag.generation.transformers_backend import TransformersBackend
+    from saturated_dag.tasks import validation_questions
+    from saturated_dag.training.config import settings_for
+    from saturated_dag.training.train import train_adapter
+
+    profile = parse_profile(spec["profile"], "training spec")
+    training = profile.training.model_copy(update=spec.get("training_overrides", {}))
+    policy = profile.policy
+    questions = validation_questions(profile, spec["task"])
+    params = profile.sampling.params()
+
+    def validation_pass_at_1(model: Any, tokenizer: Any) -> float:
+        backend = TransformersBackend(model, tokenizer,
+                                      batch_size=spec.get("batch_size", policy.batch_size),
+                                      chat_template=spec.get("chat_template",
+                                                             policy.chat_template))
+        table, _ = evaluate(questions, backend, params)
+        return summarise(table, ks=(1,))["pass@1"] / 100
+
+    return train_adapter(spec["method"], spec["base_model"], pd.read_parquet(spec["data"]),
+                         settings_for(spec["method"], training), spec["out_dir"],
+                         eval_fn=validation_pass_at_1, log=log, record=spec.get("record"))
+
+
+def _main(spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    result = train_from_spec(spec, log=lambda m: print(f"[train] {m}", flush=True))
+    out = Path(spec["result"])
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(result), default=float))
+    os.replace(tmp, out)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1])
