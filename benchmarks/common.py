@@ -55,13 +55,15 @@ class PeakTensorMemory(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0]
+                  if isinstance(t, torch.Tensor) and t.device.type != "meta"}
         for value in tree_flatten(out)[0]:
             if not isinstance(value, torch.Tensor) or value.device.type == "meta":
                 continue
             storage = value.untyped_storage()
             key, size = storage.data_ptr(), storage.nbytes()
-            if size == 0 or key in self._sizes:
-                continue  # a view or an in-place result: no new memory
+            if size == 0 or key in self._sizes or key in inputs:
+                continue  # a view or an in-place result (of any tensor): no new memory
             self._sizes[key] = size
             self.live += size
             self.peak = max(self.peak, self.live)
