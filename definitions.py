@@ -11,7 +11,7 @@ import os
 
 import dagster as dg
 
-from assets import ALL_ASSET_CHECKS, ALL_ASSETS, experiment_assets
+from assets import ALL_ASSET_CHECKS, ALL_ASSETS, experiment_assets, experiment_checks
 from assets.automation import automation_sensor, with_lineage
 from jobs import (
     demo_job,
@@ -35,7 +35,7 @@ _nightly = nightly_evaluation_job(_evals)
 
 defs = dg.Definitions(
     assets=_assets,
-    asset_checks=ALL_ASSET_CHECKS,
+    asset_checks=[*ALL_ASSET_CHECKS, *experiment_checks(_profile)],
     jobs=[demo_job(_profile), *paper_jobs(_profile), *generation_jobs, _nightly,
           pretrain_base_model],
     schedules=[nightly_evaluation_schedule(_nightly, _evals)],

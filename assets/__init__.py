@@ -2,12 +2,12 @@
 
 import dagster as dg
 
-from assets.adapters import adapter_assets
+from assets.adapters import adapter_assets, adapter_checks
 from assets.base_model import base_model
 from assets.difficulty_partitions import difficulty_partitions_assets, difficulty_partitions_checks
 from assets.eval_reports import eval_report_assets
 from assets.generation_pool import generation_pool_assets, generation_pool_checks
-from assets.preference_datasets import preference_dataset_assets
+from assets.preference_datasets import preference_dataset_assets, preference_dataset_checks
 from assets.quality_scores import quality_score_assets, quality_score_checks
 from assets.result_tables import results_table_asset, sweep_table_asset
 from assets.scorer_agreement import scorer_agreement_assets
@@ -41,4 +41,14 @@ def experiment_assets(profile: Profile) -> list[dg.AssetsDefinition]:
     return built
 
 
-__all__ = ["ALL_ASSETS", "ALL_ASSET_CHECKS", "experiment_assets"]
+def experiment_checks(profile: Profile) -> list[dg.AssetChecksDefinition]:
+    """Checks beside the experiment assets: DPO pairs differ; adapters load and generate."""
+    cells = experiment_matrix(profile.training)
+    checks: list[dg.AssetChecksDefinition] = []
+    for task in TASKS:
+        checks += preference_dataset_checks(preference_dataset_assets(task, cells))
+        checks += adapter_checks(task, cells)
+    return checks
+
+
+__all__ = ["ALL_ASSETS", "ALL_ASSET_CHECKS", "experiment_assets", "experiment_checks"]

@@ -104,3 +104,42 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
 
 def adapter_assets(task: str, experiments: list[Experiment]) -> list[dg.AssetsDefinition]:
     return [_adapter_asset(task, exp) for exp in experiments]
+
+
+def _loads_check(task: str, exp: Experiment) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=dg.AssetKey([task, exp.split, "adapter", exp.name]), name="loads_and_generates", blocking=True,
+                    description="The adapter loads on the base model and generates text "
+                    "for a validation question (greedy, 32 tokens).")
+    def check(experiment: ExperimentResource, policy: GenerationResource
+              ) -> dg.AssetCheckResult:
+        from saturated_dag.evaluation import adapter_backends
+        from saturated_dag.generation.base import SamplingParams
+        from saturated_dag.tasks import validation_questions
+
+        settings = policy.settings()
+        folder = adapter_dir(experiment.output_dir, task, exp)
+        question = validation_questions(experiment.settings, task)[0]
+        backend = None
+        try:
+            backend = adapter_backends(policy.get_backend(), {exp.name: folder},
+                                       base_model=settings.model, dtype=settings.dtype,
+                                       device=settings.device)[exp.name]
+            prompt = backend.render(question.prompt_text)
+            (sample,) = backend.sample([prompt], SamplingParams(n=1, temperature=0.0,
+                                                                max_new_tokens=32))[0]
+        except Exception as err:  # the check reports any failure to load or generate
+            return dg.AssetCheckResult(passed=False, metadata={
+                "adapter_dir": str(folder), "error": f"{type(err).__name__}: {err}"})
+        finally:
+            if backend is not None:
+                backend.close()  # a merged copy on transformers; a no-op view on vLLM
+        return dg.AssetCheckResult(
+            passed=sample.num_tokens > 0,
+            metadata={"adapter_dir": str(folder), "question": question.question_id,
+                      "generated_tokens": sample.num_tokens, "text": sample.text[:200]})
+
+    return check
+
+
+def adapter_checks(task: str, experiments: list[Experiment]) -> list[dg.AssetChecksDefinition]:
+    return [_loads_check(task, exp) for exp in experiments]

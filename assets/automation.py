@@ -16,7 +16,8 @@ import dagster as dg
 
 CORE = Path(__file__).resolve().parent.parent / "saturated_dag"
 GENERATION = ["generation/base.py", "generation/transformers_backend.py",
-              "generation/vllm_backend.py", "generation/models.py", "tasks", "verification.py"]
+              "generation/vllm_backend.py", "generation/models.py", "tasks", "verification.py",
+              "shards.py"]
 JUDGING = ["scorers/tournament.py", "scorers/judges.py", "scorers/judge_prompts.py"]
 
 # The core modules each asset kind runs, by the last part of its key (or its dataset kind).
@@ -24,7 +25,7 @@ LOGIC: dict[str, list[str]] = {
     "base_model": ["generation/models.py"],
     "generation_pool": ["pool.py", *GENERATION],
     "difficulty_partitions": ["partitions.py", "plots.py"],
-    "entropy_scores": ["scorers/entropy_scores.py", "generation/entropy.py"],
+    "entropy_scores": ["scorers/entropy_scores.py", "generation/entropy.py", "shards.py"],
     "self_judge_scores": [*JUDGING, *GENERATION],
     "strong_judge_scores": [*JUDGING, "scorers/rubric.py", *GENERATION],
     "random_scores": ["scorers/random_scores.py"],

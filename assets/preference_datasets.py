@@ -6,11 +6,13 @@ changed scorer marks exactly its datasets stale. Each is a Parquet file that
 ``datasets.load_dataset("parquet", data_files=...)`` reads.
 """
 
+from pathlib import Path
+
 import dagster as dg
 import pandas as pd
 
 from assets._metadata import markdown_table
-from resources import ExperimentResource
+from resources import ExperimentResource, ParquetIOManager
 from saturated_dag import preference_data as pdata
 from saturated_dag.experiments import Experiment
 
@@ -129,3 +131,32 @@ def preference_dataset_assets(
         else:
             built[exp.dataset] = _scored_asset(task, split, kind, rest[0])
     return list(built.values())
+
+
+def _pairs_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    key = asset.key
+
+    @dg.asset_check(asset=asset, name="chosen_differs_from_rejected", blocking=True,
+                    description="Every DPO pair has two different completions.",
+                    required_resource_keys={"parquet_io"})
+    def check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        store: ParquetIOManager = context.resources.parquet_io
+        table = pd.read_parquet(Path(store.base_dir).joinpath(*key.path).with_suffix(".parquet"))
+        same = table["chosen"] == table["rejected"]
+        same_sample = table["chosen_sample"] == table["rejected_sample"]
+        bad = table[same | same_sample]
+        return dg.AssetCheckResult(
+            passed=bad.empty,
+            metadata={"pairs": len(table), "identical_pairs": len(bad),
+                      "first_identical": str(bad["question_id"].iloc[0]) if len(bad) else ""},
+        )
+
+    return check
+
+
+def preference_dataset_checks(
+    datasets: list[dg.AssetsDefinition],
+) -> list[dg.AssetChecksDefinition]:
+    """A chosen != rejected check beside every DPO pairs / correctness pairs asset."""
+    return [_pairs_check(a) for a in datasets
+            if {"dpo_pairs", "correctness_pairs"} & set(a.key.path)]

@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from assets import ALL_ASSETS, experiment_assets
+from assets import ALL_ASSETS, experiment_assets, experiment_checks
 from resources import ExperimentResource, GenerationResource, JudgeResource, ParquetIOManager
 from resources.parquet_io import atomic_write_parquet
 from saturated_dag.config import load_profile
@@ -48,8 +48,14 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
         "strong_judge": JudgeResource(kind="rubric"),
         "parquet_io": ParquetIOManager(base_dir=str(store)),
     }
-    result = dg.materialize(everything, selection=wanted, resources=resources)
-    assert result.success
+    result = dg.materialize([*everything, *experiment_checks(profile)], selection=wanted,
+                            resources=resources, raise_on_error=False)
+    evaluations = result.get_asset_check_evaluations()
+    assert result.success, [(e.asset_key, e.metadata) for e in evaluations if not e.passed]
+    checks = {(e.asset_key.path[-1], e.check_name): e.passed for e in evaluations}
+    assert checks[("sft", "loads_and_generates")] and checks[("dpo_entropy", "loads_and_generates")]
+    assert checks[("entropy", "chosen_differs_from_rejected")]
+    assert all(checks.values()) and len(checks) >= 5
     for name in ("dpo_entropy", "rrhf_entropy", "sft", "raft_entropy"):
         adapter = tmp_path / "out" / "adapters" / "chain_sum" / "saturated" / name
         assert (adapter / "adapter_config.json").is_file()
