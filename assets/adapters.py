@@ -107,7 +107,8 @@ def adapter_assets(task: str, experiments: list[Experiment]) -> list[dg.AssetsDe
 
 
 def _loads_check(task: str, exp: Experiment) -> dg.AssetChecksDefinition:
-    @dg.asset_check(asset=dg.AssetKey([task, exp.split, "adapter", exp.name]), name="loads_and_generates", blocking=True,
+    @dg.asset_check(asset=dg.AssetKey([task, exp.split, "adapter", exp.name]),
+                    name="loads_and_generates", blocking=True,
                     description="The adapter loads on the base model and generates text "
                     "for a validation question (greedy, 32 tokens).")
     def check(experiment: ExperimentResource, policy: GenerationResource
