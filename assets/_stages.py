@@ -5,11 +5,14 @@ and say the same thing in the run log and metadata ("cache hit: ..."), so a re-r
 reuses stored work is visible in the UI, not silent.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
 
 from resources import ExperimentResource
+from saturated_dag.atomic import OutputWriteError
 from saturated_dag.config import PolicySettings
 from saturated_dag.shards import ShardStats, ShardStore, model_fingerprint, stage_key
 
@@ -39,3 +42,13 @@ def cache_metadata(context: dg.AssetExecutionContext, stage: str, key: str,
     stats: ShardStats = store.last_stats
     context.log.info(stats.message(stage))
     return {**stats.metadata(), "shards_dir": dg.MetadataValue.path(str(store.root))}
+
+
+@contextmanager
+def write_errors_reported() -> Iterator[None]:
+    """A failed atomic write (full disk, read-only folder) fails the step with its own words:
+    which file, why, and that the previous file was left intact."""
+    try:
+        yield
+    except OutputWriteError as err:
+        raise dg.Failure(description=str(err), metadata={"errno": err.errno or -1}) from err

@@ -13,7 +13,7 @@ import dagster as dg
 import pandas as pd
 
 from assets._metadata import markdown_table
-from assets._stages import cache_metadata, open_store, policy_identity
+from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from assets.adapters import adapter_dir
 from resources import ExperimentResource, GenerationResource
 from saturated_dag.evaluation import adapter_backends, evaluate
@@ -38,9 +38,10 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
         config["adapter"] = file_fingerprint(adapter)
     store, key = open_store(experiment, stage, CODE_VERSION, config,
                             {"questions": questions_digest(questions)})
-    table, summary = evaluate(questions, backend, profile.sampling.params(),
-                              profile.verify_workers, log=context.log.info, store=store,
-                              shard_size=profile.stages.shard_questions)
+    with write_errors_reported():
+        table, summary = evaluate(questions, backend, profile.sampling.params(),
+                                  profile.verify_workers, log=context.log.info, store=store,
+                                  shard_size=profile.stages.shard_questions)
     by_cell = table.groupby("cell")["correct"].sum() / table.groupby("cell")["n"].sum()
     return dg.Output(table, metadata={
         **{k: float(v) for k, v in summary.items()},

@@ -8,7 +8,7 @@ import dagster as dg
 import pandas as pd
 
 from assets._metadata import markdown_table
-from assets._stages import cache_metadata, open_store, policy_identity
+from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from resources import ExperimentResource, GenerationResource
 from saturated_dag.pool import generate_pool
 from saturated_dag.shards import questions_digest
@@ -43,15 +43,16 @@ def _pool_asset(task: str) -> dg.AssetsDefinition:
             experiment, stage, CODE_VERSION,
             {"policy": policy_identity(settings), "sampling": profile.sampling.model_dump()},
             {"questions": questions_digest(questions)})
-        pool = generate_pool(
-            questions,
-            lambda: policy.get_backend(context.log),  # loaded only if a shard is missing
-            profile.sampling.params(),
-            verify_workers=profile.verify_workers,
-            log=context.log.info,
-            store=store,
-            shard_size=profile.stages.shard_questions,
-        )
+        with write_errors_reported():
+            pool = generate_pool(
+                questions,
+                lambda: policy.get_backend(context.log),  # loaded only if a shard is missing
+                profile.sampling.params(),
+                verify_workers=profile.verify_workers,
+                log=context.log.info,
+                store=store,
+                shard_size=profile.stages.shard_questions,
+            )
         by_cell = (
             pool.groupby(["pool", "cell"], dropna=False)["correct"].mean().reset_index()
             .rename(columns={"correct": "pass@1"})

@@ -13,7 +13,7 @@ import dagster as dg
 import pandas as pd
 
 from assets._metadata import markdown_table
-from assets._stages import cache_metadata, open_store, policy_identity
+from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from resources import ExperimentResource, GenerationResource, JudgeResource
 from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import Profile
@@ -117,8 +117,10 @@ def _entropy_asset(task: str) -> dg.AssetsDefinition:
             config["policy"] = policy_identity(policy.settings())
         store, key = open_store(experiment, stage, CODE_VERSIONS["entropy_scores"], config,
                                 {"selection": selection.rows})
-        scores, routes = entropy_scores(selection, profile.scoring.epsilon, teacher,
-                                        store=store, shard_size=profile.stages.shard_questions)
+        with write_errors_reported():
+            scores, routes = entropy_scores(selection, profile.scoring.epsilon, teacher,
+                                            store=store,
+                                            shard_size=profile.stages.shard_questions)
         meta = _common_metadata(selection, scores)
         meta.update(cache_metadata(context, stage, key, store))
         meta.update({f"route_{k}": v for k, v in routes.items()})
@@ -159,9 +161,11 @@ def _tournament(context: dg.AssetExecutionContext, experiment: ExperimentResourc
          "judge_batch_size": scoring.judge_batch_size},
         {"selection": selection.rows[["question_id", "split", "sample_index", "task", "problem",
                                       "completion"]]})
-    result = run_tournament(selection, judge, scorer, scoring.both_orders, log=context.log.info,
-                            store=store, shard_size=experiment.settings.stages.shard_questions)
-    path = _save_comparisons(result, experiment.output_dir, task, scorer)
+    with write_errors_reported():
+        result = run_tournament(selection, judge, scorer, scoring.both_orders,
+                                log=context.log.info, store=store,
+                                shard_size=experiment.settings.stages.shard_questions)
+        path = _save_comparisons(result, experiment.output_dir, task, scorer)
     metadata = {**_tournament_metadata(result, selection, path, label),
                 **cache_metadata(context, stage, key, store), **(extra or {})}
     return dg.Output(result.scores, metadata=metadata)

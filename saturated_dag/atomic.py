@@ -32,6 +32,9 @@ _HINTS = {
 class OutputWriteError(OSError):
     """A write that failed and left the previous file (if any) as it was."""
 
+    def __str__(self) -> str:
+        return str(self.strerror)
+
 
 def describe_os_error(err: OSError, path: Path) -> str:
     """A one-line account of a failed write: path, cause, and that nothing was replaced."""

@@ -125,10 +125,9 @@ def finish(proc: subprocess.Popen, timeout: float = 600) -> str:
 
 def reference(tmp: Path, profile: Path, names: list[str], out: Path) -> None:
     """An uninterrupted materialisation in this process, with the same definitions."""
+    from assets import ALL_ASSETS
     from resources import ExperimentResource, GenerationResource, JudgeResource, ParquetIOManager
     from saturated_dag.config import load_profile
-
-    from assets import ALL_ASSETS
 
     settings = load_profile(str(profile))
     keys = [dg.AssetKey(["chain_sum", n]) for n in names]

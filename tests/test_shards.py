@@ -1,4 +1,4 @@
-"""Shard stores, stage keys and atomic writes (``saturated_dag.shards``, ``saturated_dag.atomic``)."""
+"""Shard stores, stage keys and atomic writes (``saturated_dag.shards``, ``.atomic``)."""
 
 import errno
 import os
