@@ -12,8 +12,8 @@ from assets.quality_scores import quality_score_assets, quality_score_checks
 from assets.result_tables import results_table_asset, sweep_table_asset
 from assets.scorer_agreement import scorer_agreement_assets
 from saturated_dag.config import Profile
-from saturated_dag.experiments import experiment_matrix, sweeps
-from saturated_dag.tasks import TASKS
+from saturated_dag.experiments import Experiment, SweepRow, experiment_matrix, sweeps
+from saturated_dag.tasks import TASKS, has_strict_pool
 
 ALL_ASSETS = [base_model, *generation_pool_assets, *difficulty_partitions_assets,
               *quality_score_assets, *scorer_agreement_assets]
@@ -28,24 +28,37 @@ def experiment_assets(profile: Profile) -> list[dg.AssetsDefinition]:
     graph shows exactly the experiments it runs, and one cell, a row or all can be
     materialised.
     """
-    cells = experiment_matrix(profile.training)
     built: list[dg.AssetsDefinition] = []
     for task in TASKS:
+        cells = task_cells(profile, task)
         built += preference_dataset_assets(task, cells)
         built += adapter_assets(task, cells)
         built += eval_report_assets(task, cells)
-        main = [c for c in cells if not c.overrides]
-        built.append(results_table_asset(task, main))
-        for sweep, rows in sweeps(profile.training).items():
+        built.append(results_table_asset(task, [c for c in cells if not c.overrides]))
+        for sweep, rows in task_sweeps(profile, task).items():
             built.append(sweep_table_asset(task, sweep, rows))
     return built
 
 
+def _trainable(profile: Profile, task: str, split: str) -> bool:
+    return split != "strict_saturated" or has_strict_pool(profile, task)
+
+
+def task_cells(profile: Profile, task: str) -> list[Experiment]:
+    """The matrix cells a task can train: GSM8K has no strictly easier pool D'."""
+    return [c for c in experiment_matrix(profile.training) if _trainable(profile, task, c.split)]
+
+
+def task_sweeps(profile: Profile, task: str) -> dict[str, list[SweepRow]]:
+    return {name: rows for name, rows in sweeps(profile.training).items()
+            if _trainable(profile, task, rows[0].experiment.split)}
+
+
 def experiment_checks(profile: Profile) -> list[dg.AssetChecksDefinition]:
     """Checks beside the experiment assets: DPO pairs differ; adapters load and generate."""
-    cells = experiment_matrix(profile.training)
     checks: list[dg.AssetChecksDefinition] = []
     for task in TASKS:
+        cells = task_cells(profile, task)
         checks += preference_dataset_checks(preference_dataset_assets(task, cells))
         checks += adapter_checks(task, cells)
     return checks

@@ -61,8 +61,10 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
         (out / "results_table.md").write_text(markdown + "\n")
         png = _plot(frame, out / "results_table.png", f"{task}: pass@1 by method and scorer")
         context.log.info("\n" + markdown)
+        profile = experiment.settings
         return dg.Output(frame, metadata={
             "table": dg.MetadataValue.md(markdown),
+            "policy": profile.policy.model, "profile": profile.name,
             "csv": dg.MetadataValue.path(str(out / "results_table.csv")),
             "figure": image(png, "pass@1 by method and scorer"),
         })

@@ -76,3 +76,9 @@ def eval_questions(profile: Profile, task: str) -> list[Question]:
 
 
 __all__ = ["TASKS", "Question", "eval_questions", "training_questions"]
+
+
+def has_strict_pool(profile: Profile, task: str) -> bool:
+    """Whether the task has a strictly easier pool D' (only chain sum, when configured)."""
+    _check_task(task)
+    return task == "chain_sum" and profile.chain_sum.strict_grid is not None
