@@ -13,6 +13,7 @@ import pandas as pd
 from assets._metadata import image, markdown_table
 from assets.quality_scores import SCORERS, selection_for
 from resources import ExperimentResource
+from saturated_dag.atomic import atomic_write_csv
 from saturated_dag.scorers import agreement
 from saturated_dag.tasks import TASKS
 
@@ -49,7 +50,7 @@ def _agreement_asset(task: str) -> dg.AssetsDefinition:
         out_dir = Path(experiment.output_dir) / task
         out_dir.mkdir(parents=True, exist_ok=True)
         csv_path = out_dir / "scorer_agreement.csv"
-        summary.to_csv(csv_path, index=False)
+        atomic_write_csv(summary, csv_path)
         png = agreement.rho_figure(per_question, out_dir / "scorer_agreement_rho.png", title)
         context.log.info("\n" + agreement.summary_markdown(summary, title))
         return dg.Output(per_question, metadata={

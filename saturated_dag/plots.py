@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from saturated_dag.atomic import atomic_save_figure
+
 
 def pass_at_1_heatmap(grids: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
     """Side-by-side pass@1 heatmaps (one per pool), like the paper's Table 6."""
@@ -30,8 +32,7 @@ def pass_at_1_heatmap(grids: dict[str, pd.DataFrame], path: Path, title: str) ->
         fig.colorbar(image, ax=ax, label="pass@1 (%)")
     fig.suptitle(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    atomic_save_figure(fig, path, dpi=110)  # never a half-written PNG
     plt.close(fig)
     return path
 
@@ -56,7 +57,6 @@ def training_curves(
         ax.set_ylabel("reward margin r(y_w) - r(y_l)")
     fig.suptitle(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    atomic_save_figure(fig, path, dpi=110)  # never a half-written PNG
     plt.close(fig)
     return path

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from saturated_dag.atomic import atomic_save_figure
 from saturated_dag.scorers.judges import chain_sum_expression, load_rubric_score
 from saturated_dag.scorers.selection import Selection, score_frame
 
@@ -131,7 +132,6 @@ def rho_figure(per_question: pd.DataFrame, path: Path, title: str) -> Path:
         ax.set_ylabel("within-question Spearman rho")
     fig.suptitle(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    atomic_save_figure(fig, path, dpi=100)  # never a half-written PNG
     plt.close(fig)
     return path
