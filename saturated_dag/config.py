@@ -357,8 +357,11 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 def _describe(err: ValidationError, source: str) -> str:
     lines = [f"invalid profile {source}:"]
     for item in err.errors():
-        field = ".".join(str(p) for p in item["loc"]) or "<root>"
-        lines.append(f"  {field}: {item['msg']} (got {item.get('input')!r})")
+        field = ".".join(str(p) for p in item["loc"])
+        if field:
+            lines.append(f"  {field}: {item['msg']} (got {item.get('input')!r})")
+        else:  # a whole-profile rule: its message names the fields involved
+            lines.append(f"  {item['msg']}")
     return "\n".join(lines)
 
 

@@ -59,6 +59,7 @@ def test_paper_sweeps_reuse_main_adapters_where_settings_coincide() -> None:
 def test_a_sweep_on_an_unscored_split_names_the_field() -> None:
     with pytest.raises(ProfileError, match=r"sweeps.rank_weight.split: split 'hard'"):
         load_profile("demo", {"scoring": {"all_completion_splits": []},
-                              "training": {"sweeps": {"rank_weight": {"split": "hard"}}}})
+                              "training": {"splits": ["saturated"],
+                                           "sweeps": {"rank_weight": {"split": "hard"}}}})
     with pytest.raises(ProfileError, match=r"rank weights must be >= 0"):
         load_profile("paper", {"training": {"sweeps": {"rank_weight": {"values": [-1]}}}})
