@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# `dagster job execute` of the `demo` job on the CI-sized profile (every asset kind at tiny
+# sizes) against a fresh DAGSTER_HOME; exits non-zero unless the run and its checks succeed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DAGSTER_HOME="${DAGSTER_HOME_CI:-$PWD/.ci_dagster_home}"
+export SATURATED_DAG_PROFILE=ci SATURATED_DAG_OUTPUT_DIR="${CI_OUTPUT_DIR:-$PWD/.ci_outputs}"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+rm -rf "$DAGSTER_HOME" "$SATURATED_DAG_OUTPUT_DIR"
+mkdir -p "$DAGSTER_HOME" && cp dagster.yaml "$DAGSTER_HOME/"
+start=$(date +%s)
+.venv/bin/dagster job execute -f definitions.py -j demo > "$DAGSTER_HOME/run.log" 2>&1 || {
+  tail -50 "$DAGSTER_HOME/run.log"; echo "CI job failed"; exit 1; }
+.venv/bin/python - <<'PY'
+import dagster as dg
+
+instance = dg.DagsterInstance.get()
+(run,) = instance.get_runs(limit=1)
+assert run.job_name == "demo", run.job_name
+if run.status != dg.DagsterRunStatus.SUCCESS:
+    raise SystemExit(f"CI job run {run.run_id} ended {run.status}")
+events = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION).records
+failed = [e.event_log_entry.dagster_event.event_specific_data.asset_check_evaluation
+          for e in events
+          if not e.event_log_entry.dagster_event.event_specific_data.asset_check_evaluation.passed]
+print(f"run {run.run_id}: {run.status.value}, {len(events)} asset checks, {len(failed)} failed")
+if failed:
+    raise SystemExit("failed checks: " + ", ".join(f"{c.asset_key.to_user_string()}:{c.check_name}" for c in failed))
+PY
+echo "CI job: $(grep -c STEP_SUCCESS "$DAGSTER_HOME/run.log") steps in $(( $(date +%s) - start )) s; tables in $SATURATED_DAG_OUTPUT_DIR/chain_sum/"
