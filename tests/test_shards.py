@@ -126,3 +126,43 @@ def test_atomic_write_failure_keeps_previous_file_and_names_the_cause(
     monkeypatch.undo()
     atomic_write_text(tmp_path / "x.md", "hello")
     assert (tmp_path / "x.md").read_text() == "hello"
+
+
+def test_unchanged_eval_report_is_a_cache_hit_and_covers_every_question(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    """Issue 7.2: the second materialisation reuses every shard, says so, loads no model."""
+    import json
+
+    import dagster as dg
+
+    from assets.eval_reports import eval_report_assets, eval_report_checks
+    from resources import ExperimentResource, GenerationResource, ParquetIOManager
+
+    overrides = {"chain_sum": {"grid": {"terms": [2, 3], "digits": [1, 1]},
+                               "questions_per_cell": 2, "eval_questions_per_cell": 2,
+                               "strict_grid": {"terms": [2, 2], "digits": [1, 1]},
+                               "strict_questions_per_cell": 2},
+                 "sampling": {"n": 2, "max_new_tokens": 6}, "stages": {"shard_questions": 3}}
+    assets = eval_report_assets("chain_sum", [])
+    resources = {
+        "experiment": ExperimentResource(profile="demo", overrides_json=json.dumps(overrides),
+                                         output_dir=str(tmp_path / "out")),
+        "policy": GenerationResource(model=str(tiny_model_dir), batch_size=8),
+        "parquet_io": ParquetIOManager(base_dir=str(tmp_path / "assets")),
+    }
+
+    def run() -> tuple[dict, list]:
+        result = dg.materialize([*assets, *eval_report_checks(assets)], resources=resources)
+        meta = result.asset_materializations_for_node("chain_sum__eval__base")[0].metadata
+        return {k: v.value for k, v in meta.items()}, result.get_asset_check_evaluations()
+
+    first, checks = run()
+    assert (first["cache"], first["shards_total"], first["shards_computed"]) == ("miss", 2, 2)
+    assert len(checks) == 1 and checks[0].passed
+    assert checks[0].metadata["expected_questions"].value == 4
+    GenerationResource._loaded.clear()  # a hit must not need the model: none is cached
+    second, checks = run()
+    assert second["cache"] == "hit" and second["shards_reused"] == 2
+    assert second["shards_computed"] == 0 and second["cache_key"] == first["cache_key"]
+    assert second["pass@1"] == first["pass@1"] and checks[0].passed
+    assert not GenerationResource._loaded
