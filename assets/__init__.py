@@ -12,7 +12,13 @@ from assets.quality_scores import quality_score_assets, quality_score_checks
 from assets.result_tables import results_table_asset, sweep_table_asset
 from assets.scorer_agreement import scorer_agreement_assets
 from saturated_dag.config import Profile
-from saturated_dag.experiments import Experiment, SweepRow, experiment_matrix, sweeps
+from saturated_dag.experiments import (
+    Experiment,
+    SweepRow,
+    experiment_matrix,
+    main_matrix,
+    sweeps,
+)
 from saturated_dag.tasks import TASKS, has_strict_pool
 
 ALL_ASSETS = [base_model, *generation_pool_assets, *difficulty_partitions_assets,
@@ -34,7 +40,8 @@ def experiment_assets(profile: Profile) -> list[dg.AssetsDefinition]:
         built += preference_dataset_assets(task, cells)
         built += adapter_assets(task, cells)
         built += eval_report_assets(task, cells)
-        built.append(results_table_asset(task, [c for c in cells if not c.overrides]))
+        main = [c for c in main_matrix(profile.training) if _trainable(profile, task, c.split)]
+        built.append(results_table_asset(task, main))
         for sweep, rows in task_sweeps(profile, task).items():
             built.append(sweep_table_asset(task, sweep, rows))
     return built

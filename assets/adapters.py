@@ -5,6 +5,7 @@ own process by default (``training.isolate``). The per-epoch curve and, for DPO,
 margins per step are in the metadata.
 """
 
+import json
 import shutil
 from pathlib import Path
 
@@ -12,9 +13,14 @@ import dagster as dg
 import pandas as pd
 
 from assets._metadata import image
+from assets._stages import policy_identity
 from resources import ExperimentResource, GenerationResource
+from saturated_dag.atomic import atomic_write_text
+from saturated_dag.config import Profile
 from saturated_dag.experiments import Experiment
 from saturated_dag.plots import training_curves
+from saturated_dag.shards import frame_digest, questions_digest, stage_key
+from saturated_dag.tasks import validation_questions
 from saturated_dag.training.isolated import TrainingProcessError, run_isolated
 
 CODE_VERSION = "2"
@@ -47,6 +53,29 @@ def _train(context: dg.AssetExecutionContext, spec: dict, work: Path, isolate: b
     return asdict(train_from_spec(spec, log=context.log.info))
 
 
+def training_key(profile: Profile, task: str, exp: Experiment, code_version: str,
+                 policy: dict, data: pd.DataFrame) -> str:
+    """What the adapter is a function of: data, training and sampling settings, base model,
+    validation set (epoch selection) and code. Where it runs (``isolate``) is not part of it."""
+    training = exp.training(profile.training).model_dump(mode="json",
+                                                         exclude={"isolate", "sweeps"})
+    config = {"method": exp.method, "training": training, "policy": policy,
+              "sampling": profile.sampling.model_dump(mode="json"),
+              "validation": questions_digest(validation_questions(profile, task))}
+    return stage_key("adapter", code_version, config, {"data": frame_digest(data)})
+
+
+def _cached_result(out: Path, key: str) -> dict | None:
+    """The stored result of an adapter trained under ``key``, if it is whole and current."""
+    record, result = out / "training_config.json", out / "result.json"
+    if not (record.is_file() and result.is_file() and (out / "adapter_config.json").is_file()):
+        return None
+    if json.loads(record.read_text()).get("cache_key") != key:
+        return None
+    stored = json.loads(result.read_text())
+    return stored if stored.get("cache_key") == key else None
+
+
 def _description(exp: Experiment) -> str:
     text = f"LoRA adapter: {exp.method} on the {exp.split} split"
     if exp.scorer:
@@ -69,16 +98,25 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
         settings = policy.settings()
         out = adapter_dir(experiment.output_dir, task, exp)
         work = out.parent / f".{exp.name}-run"
-        work.mkdir(parents=True, exist_ok=True)
-        data_path = work / "data.parquet"
-        data.to_parquet(data_path)
-        spec = {"profile": profile.model_dump(mode="json"), "task": task,
-                "method": exp.method, "training_overrides": dict(exp.overrides),
-                "base_model": settings.model, "batch_size": settings.batch_size,
-                "chat_template": settings.chat_template, "data": str(data_path),
-                "out_dir": str(out)}
-        result = _train(context, spec, work, profile.training.isolate)
-        shutil.rmtree(work, ignore_errors=True)  # kept only when training fails, to inspect
+        code_version = context.assets_def.code_versions_by_key.get(context.asset_key) or ""
+        key = training_key(profile, task, exp, code_version, policy_identity(settings), data)
+        result = _cached_result(out, key) if profile.stages.cache else None
+        hit = result is not None
+        if result is not None:
+            context.log.info(f"cache hit: adapter {exp.name} {key[:12]} reused from {out}")
+        else:
+            work.mkdir(parents=True, exist_ok=True)
+            data_path = work / "data.parquet"
+            data.to_parquet(data_path)  # a scratch copy for the child process
+            spec = {"profile": profile.model_dump(mode="json"), "task": task,
+                    "method": exp.method, "training_overrides": dict(exp.overrides),
+                    "base_model": settings.model, "batch_size": settings.batch_size,
+                    "chat_template": settings.chat_template, "data": str(data_path),
+                    "out_dir": str(out), "record": {"cache_key": key}}
+            result = _train(context, spec, work, profile.training.isolate)
+            atomic_write_text(out / "result.json",
+                              json.dumps({**result, "cache_key": key}, default=float))
+            shutil.rmtree(work, ignore_errors=True)  # kept only when training fails
         history = result["log_history"]
         margins = [h["rewards/margins"] for h in history if "rewards/margins" in h]
         losses = [h["loss"] for h in history if "loss" in h]
@@ -88,6 +126,7 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
             "settings": dg.MetadataValue.json(dict(exp.overrides)),
             "training_rows": len(data), "best_epoch": result["best_epoch"],
             "isolated_process": profile.training.isolate,
+            "cache": "hit" if hit else "miss", "cache_key": key,
             "validation curve": dg.MetadataValue.md(_curve_markdown(result["epochs"])),
             "final_train_loss": losses[-1] if losses else None,
         }

@@ -72,3 +72,12 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
     assert list(table["method"]) == ["Base model", "DPO", "σ-RRHF", "SFT", "RAFT"]
     assert table[["pass@1", "pass@2"]].notna().all().all()
     assert table.loc[0, "Δ pass@1"] == 0.0
+
+    # unchanged data, settings and code: the adapter is reused, and the metadata says so
+    sft = dg.AssetKey(["chain_sum", "saturated", "adapter", "sft"])
+    again = dg.materialize(everything, selection=[sft], resources=resources)
+    (event,) = again.get_asset_materialization_events()
+    assert event.materialization.metadata["cache"].value == "hit"
+    first = result.asset_materializations_for_node("chain_sum__saturated__adapter__sft")[0]
+    assert first.metadata["cache"].value == "miss"
+    assert first.metadata["cache_key"] == event.materialization.metadata["cache_key"]
