@@ -1,5 +1,6 @@
 """The code location as a researcher uses it: validate, then `dagster job execute`."""
 
+import json
 import os
 import subprocess
 import sys
@@ -60,3 +61,26 @@ def test_job_execute_records_run_in_instance(tmp_path: Path, tiny_model_dir: Pat
          "runs = i.get_runs(); print(len(runs), runs[0].job_name, runs[0].status.value)"],
         env=env, capture_output=True, text=True, timeout=120)
     assert check.stdout.split() == ["1", "chain_sum_generation", "SUCCESS"], check.stderr
+
+
+def test_every_profile_loads_with_its_jobs_schedule_and_sensor(tmp_path: Path) -> None:
+    """What `dagster definitions validate` loads, per shipped profile: the jobs by name."""
+    script = """
+import importlib, json, os
+import definitions
+for profile in ("demo", "ci", "paper", "paper_instruct"):
+    os.environ["SATURATED_DAG_PROFILE"] = profile
+    repo = importlib.reload(definitions).defs.get_repository_def()
+    print(json.dumps([profile, sorted(repo.job_names),
+                      sorted(s.name for s in repo.schedule_defs),
+                      sorted(s.name for s in repo.sensor_defs)]))
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, text=True,
+                         capture_output=True, env=_env(tmp_path, "demo"), timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    loaded = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
+    assert [p for p, *_ in loaded] == ["demo", "ci", "paper", "paper_instruct"]
+    for profile, jobs, schedules, sensors in loaded:
+        assert {"demo", "paper_chain_sum", "paper_gsm8k", "nightly_evaluation",
+                "chain_sum_generation", "pretrain_base_model"} <= set(jobs), profile
+        assert schedules == ["nightly_evaluation"] and sensors == ["automation"]
