@@ -1,0 +1,306 @@
+"""The web UI as users see it: the webserver on a small materialised instance, driven by Chromium.
+
+Each fixture materialises a job on the CI-sized profile into a temporary DAGSTER_HOME, starts
+`dagster-webserver` with no host option (so the default binding is what is tested) and drives
+headless Chromium through Playwright to the asset graph and to asset metadata. Screenshots go to
+``$SATURATED_DAG_SCREENSHOTS`` (default ``outputs/screenshots``). The fast fixture materialises
+only ``chain_sum_generation``; the slow one runs the whole ``demo`` job for the results table.
+Skipped, with the reason, where Playwright or a Chromium binary is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+BIN = Path(sys.executable).parent
+SCREENSHOTS = Path(os.environ.get("SATURATED_DAG_SCREENSHOTS",
+                                  REPO_ROOT / "outputs" / "screenshots"))
+REPO = "__repository__@saturated_dag"  # the UI's address of the code location's Definitions
+WORKSPACE_QUERY = ("{ workspaceOrError { __typename ... on Workspace { locationEntries { name "
+                   "loadStatus locationOrLoadError { __typename ... on PythonError { message } "
+                   "} } } } }")
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    port: int
+    outputs: Path
+    log: Path
+
+
+def _chromium() -> str | None:
+    """A Chromium binary: $SATURATED_DAG_CHROMIUM, Debian's `chromium`, or Playwright's own."""
+    for candidate in (os.environ.get("SATURATED_DAG_CHROMIUM"), shutil.which("chromium"),
+                      shutil.which("chromium-browser"), shutil.which("google-chrome")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            path = p.chromium.executable_path
+        return path if os.access(path, os.X_OK) else None
+    except Exception:
+        return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _listening_hosts(port: int) -> set[str]:
+    """Addresses a socket LISTENs on for ``port``, from /proc/net/tcp{,6} (Linux)."""
+    hosts: set[str] = set()
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        if not os.path.exists(table):
+            continue
+        with open(table) as handle:
+            next(handle)
+            for line in handle:
+                local, state = line.split()[1], line.split()[3]
+                address, port_hex = local.split(":")
+                if state != "0A" or int(port_hex, 16) != port:  # 0A: LISTEN
+                    continue
+                raw = bytes.fromhex(address)
+                if width == 8:
+                    hosts.add(socket.inet_ntop(socket.AF_INET, raw[::-1]))
+                else:  # four little-endian 32-bit words
+                    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+                    hosts.add(socket.inet_ntop(socket.AF_INET6, words))
+    return hosts
+
+
+def _graphql(url: str, query: str) -> dict[str, Any]:
+    request = urllib.request.Request(f"{url}/graphql", data=json.dumps({"query": query}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def _wait_loaded(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    """Until the code location has loaded (not only until the port answers)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"the webserver exited: {log.read_text()[-3000:]}")
+        try:
+            entries = _graphql(url, WORKSPACE_QUERY)["data"]["workspaceOrError"]["locationEntries"]
+        except (urllib.error.URLError, ConnectionError, KeyError, TypeError):
+            entries = []
+        if entries and all(e["loadStatus"] == "LOADED" for e in entries):
+            errors = [e["locationOrLoadError"] for e in entries
+                      if e["locationOrLoadError"]["__typename"] == "PythonError"]
+            assert not errors, errors
+            return
+        time.sleep(1)
+    pytest.fail(f"the code location did not load in {timeout:.0f} s: {log.read_text()[-3000:]}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """End the webserver and its code server: the session it was started in."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=30)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed "
+                        "(pip install -e '.[test]')")
+    path = _chromium()
+    if path is None:
+        pytest.skip("no Chromium binary: install Debian's `chromium` (apt-get install chromium) "
+                    "or set SATURATED_DAG_CHROMIUM")
+    return path
+
+
+def _serve(tmp: Path, job: str) -> Iterator[Server]:
+    """Serve a fresh instance and materialise ``job`` on the CI profile into it.
+
+    The webserver starts first: it loads the code location while the job runs.
+    """
+    home = tmp / "dagster_home"
+    home.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "SATURATED_DAG_PROFILE": "ci",
+           "SATURATED_DAG_OUTPUT_DIR": str(tmp / "outputs"),
+           "SATURATED_DAG_CACHE": str(tmp / "cache")}
+    env.pop("DAGSTER_WEBSERVER_HOST", None)  # the default binding is under test
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)):  # create the SQLite storage before two
+        pass                                          # processes race to
+    port = _free_port()
+    log = tmp / "webserver.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen([str(BIN / "dagster-webserver"), "-p", str(port),
+                                    "-w", "workspace.yaml"], cwd=REPO_ROOT, env=env,
+                                   stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        out = subprocess.run([str(BIN / "dagster"), "job", "execute", "-f", "definitions.py",
+                              "-j", job], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                             timeout=1500, check=False)
+        assert out.returncode == 0, out.stderr[-3000:]
+        _wait_loaded(url, process, log, timeout=300)
+        yield Server(url=url, port=port, outputs=tmp / "outputs", log=log)
+    finally:
+        _stop(process)
+
+
+@pytest.fixture(scope="module")
+def generation_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from _serve(tmp_path_factory.mktemp("ui_generation"), "chain_sum_generation")
+
+
+@pytest.fixture(scope="module")
+def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from _serve(tmp_path_factory.mktemp("ui_demo"), "demo")
+
+
+class Browser:
+    """One headless Chromium page, with the UI's steps a user takes."""
+
+    def __init__(self, executable: str) -> None:
+        from playwright.sync_api import sync_playwright
+
+        self._manager = sync_playwright()
+        playwright = self._manager.__enter__()
+        self._browser = playwright.chromium.launch(
+            executable_path=executable, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        self.page = self._browser.new_page(viewport={"width": 1600, "height": 1000})
+        self.page.set_default_timeout(90_000)
+
+    def open(self, url: str) -> None:
+        self.page.goto(url, wait_until="networkidle")
+        skip = self.page.get_by_role("button", name="Skip")  # first-visit newsletter dialog
+        if skip.count():
+            skip.click()
+
+    def shot(self, name: str) -> Path:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        self.page.screenshot(path=str(path))
+        return path
+
+    def markdown_table(self, key: str) -> Any:
+        """The table a Markdown metadata entry renders to: inline when short, else in the dialog
+        behind its "[Show Markdown]" link."""
+        row = self.page.locator("tr", has=self.page.get_by_text(key, exact=True)).first
+        row.wait_for()
+        inline = row.locator("table")
+        if inline.count():
+            return inline.first
+        row.get_by_text("[Show Markdown]").first.click()
+        table = self.page.get_by_role("dialog").locator("table").first
+        table.wait_for()
+        return table
+
+    def close(self) -> None:
+        self._browser.close()
+        self._manager.__exit__(None, None, None)
+
+
+@pytest.fixture
+def browser(chromium: str) -> Iterator[Browser]:
+    session = Browser(chromium)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def _visible(browser: Browser, text: str, exact: bool = True) -> None:
+    """Wait until ``text`` shows; on failure keep a screenshot of what did."""
+    try:
+        browser.page.get_by_text(text, exact=exact).filter(visible=True).first.wait_for()
+    except Exception:
+        browser.shot(f"failed_waiting_for_{text.replace(' / ', '__')}")
+        raise
+
+
+def _check_graph(browser: Browser, server: Server, prefix: str) -> None:
+    """The asset graph: the generation job's assets as graph nodes, the groups in the global
+    lineage, and the chain_sum group's assets by name."""
+    browser.open(f"{server.url}/locations/{REPO}/jobs/chain_sum_generation")
+    _visible(browser, "model")  # collapsed groups first, placed wherever the layout puts them
+    browser.page.locator("body").click(position={"x": 600, "y": 300})  # focus the graph
+    browser.page.keyboard.press("Alt+e")  # the UI's shortcut: expand all groups (and refit)
+    for name in ("chain_sum", "base_model", "generation_pool"):
+        _visible(browser, name)
+    browser.shot(f"{prefix}_generation_job_graph")
+
+    browser.open(f"{server.url}/asset-groups")
+    for group in ("model", "chain_sum", "chain_sum_saturated"):
+        _visible(browser, group)
+    browser.shot(f"{prefix}_lineage")
+
+    browser.open(f"{server.url}/locations/{REPO}/asset-groups/chain_sum/list")
+    for name in ("generation_pool", "difficulty_partitions", "entropy_scores",
+                 "scorer_agreement", "results_table"):
+        _visible(browser, f"chain_sum / {name}", exact=False)
+    browser.shot(f"{prefix}_chain_sum_assets")
+
+
+def test_webserver_binds_loopback_by_default(generation_server: Server) -> None:
+    """Started with no host option, the webserver listens on 127.0.0.1 only."""
+    if not os.path.exists("/proc/net/tcp"):
+        pytest.skip("no /proc/net/tcp to read listening sockets from")
+    assert _listening_hosts(generation_server.port) == {"127.0.0.1"}
+
+
+def test_asset_graph_and_pool_metadata_in_browser(generation_server: Server,
+                                                  browser: Browser) -> None:
+    _check_graph(browser, generation_server, "generation")
+    browser.open(f"{generation_server.url}/assets/chain_sum/generation_pool")
+    _visible(browser, "Metadata")
+    table = browser.markdown_table("pass@1 by cell")
+    headers = [h.strip() for h in table.locator("th").all_inner_texts()]
+    assert headers == ["pool", "cell", "pass@1"], headers
+    assert table.locator("tbody tr").count() >= 1
+    browser.shot("generation_pool_pass_at_1_by_cell")
+
+
+@pytest.mark.slow
+def test_results_table_in_browser(demo_server: Server, browser: Browser) -> None:
+    """After the whole demo job: the results asset's Markdown table, as rendered by the UI."""
+    _check_graph(browser, demo_server, "demo")
+    browser.open(f"{demo_server.url}/assets/chain_sum/results_table")
+    _visible(browser, "Metadata")
+    browser.shot("results_table_asset")
+    table = browser.markdown_table("table")
+    headers = [h.strip() for h in table.locator("th").all_inner_texts()]
+    assert {"method", "scorer", "pass@1", "pass@8"} <= set(headers), headers
+    body = table.inner_text()
+    assert "Base model" in body and "DPO" in body, body[:500]
+    expected = (demo_server.outputs / "chain_sum" / "results_table.md").read_text()
+    rows = table.locator("tbody tr").count()
+    assert rows == len(expected.strip().splitlines()) - 2  # minus header and rule lines
+    browser.shot("results_table_markdown")
