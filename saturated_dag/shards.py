@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
@@ -302,8 +301,3 @@ def run_shards(store: ShardStore | None, items: Sequence[T], shard_size: int | N
     result = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     return result, stats
 
-
-def env_flag(name: str, default: bool = True) -> bool:
-    """A boolean environment switch (``0``/``false``/``no`` turn it off)."""
-    value = os.environ.get(name)
-    return default if value is None else value.strip().lower() not in {"0", "false", "no", ""}

@@ -184,7 +184,8 @@ def test_sigkill_during_self_judging_resumes_from_shards(tmp_path: Path,
     _, ref_out = upstream
     # judge the saturated split only (a few questions), two questions per shard
     profile = write_profile(tmp_path / "profile.yaml", shard_questions=2, scoring={
-        "correct_splits": ["saturated"], "all_completion_splits": []})
+        "correct_splits": ["saturated"], "all_completion_splits": [],
+        "judge_max_new_tokens": 48})
     # the same upstream tables in the reference folder and in the one whose run is killed
     home, out = dagster_home(tmp_path), tmp_path / "out"
     shutil.copytree(ref_out / "assets", out / "assets")
