@@ -5,7 +5,7 @@ import dagster as dg
 from assets.adapters import adapter_assets, adapter_checks
 from assets.base_model import base_model
 from assets.difficulty_partitions import difficulty_partitions_assets, difficulty_partitions_checks
-from assets.eval_reports import eval_report_assets
+from assets.eval_reports import eval_report_assets, eval_report_checks
 from assets.generation_pool import generation_pool_assets, generation_pool_checks
 from assets.preference_datasets import preference_dataset_assets, preference_dataset_checks
 from assets.quality_scores import quality_score_assets, quality_score_checks
@@ -62,12 +62,14 @@ def task_sweeps(profile: Profile, task: str) -> dict[str, list[SweepRow]]:
 
 
 def experiment_checks(profile: Profile) -> list[dg.AssetChecksDefinition]:
-    """Checks beside the experiment assets: DPO pairs differ; adapters load and generate."""
+    """Checks beside the experiment assets: DPO pairs differ, adapters load and generate,
+    eval reports cover every question."""
     checks: list[dg.AssetChecksDefinition] = []
     for task in TASKS:
         cells = task_cells(profile, task)
         checks += preference_dataset_checks(preference_dataset_assets(task, cells))
         checks += adapter_checks(task, cells)
+        checks += eval_report_checks(eval_report_assets(task, cells))
     return checks
 
 

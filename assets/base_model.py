@@ -12,20 +12,9 @@ import dagster as dg
 
 from resources import GenerationResource
 from saturated_dag.generation.models import resolve
+from saturated_dag.shards import file_fingerprint
 
 CODE_VERSION = "1"
-
-
-def _fingerprint(location: Path) -> str:
-    digest = hashlib.sha256()
-    files = [location] if location.is_file() else sorted(p for p in location.iterdir()
-                                                         if p.is_file())
-    for path in files:
-        digest.update(path.name.encode())
-        with path.open("rb") as handle:
-            for block in iter(lambda h=handle: h.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:16]
 
 
 @dg.asset(
@@ -47,7 +36,7 @@ def base_model(
         version = hashlib.sha256(settings.model.encode()).hexdigest()[:16]
     else:
         location = Path(source.location)
-        version = _fingerprint(location)
+        version = file_fingerprint(location)  # the same hash the stage cache keys use
         provenance = (location if location.is_dir() else location.parent) / "PROVENANCE.json"
         if provenance.is_file():
             record = json.loads(provenance.read_text())

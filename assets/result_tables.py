@@ -16,6 +16,7 @@ import pandas as pd
 from assets._metadata import image
 from assets.adapters import adapter_dir
 from resources import ExperimentResource
+from saturated_dag.atomic import atomic_save_figure, atomic_write_csv, atomic_write_text
 from saturated_dag.experiments import SWEEP_TITLES, Experiment, SweepRow
 from saturated_dag.result_tables import results_table, sweep_table, to_markdown
 
@@ -35,7 +36,7 @@ def _plot(frame: pd.DataFrame, path: Path, title: str) -> Path:
     ax.legend(loc="lower right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    atomic_save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -56,9 +57,9 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
         frame = results_table(reports["base"], runs, k=k)
         out = Path(experiment.output_dir) / task
         out.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(out / "results_table.csv", index=False)
+        atomic_write_csv(frame, out / "results_table.csv", index=False)
         markdown = to_markdown(frame)
-        (out / "results_table.md").write_text(markdown + "\n")
+        atomic_write_text(out / "results_table.md", markdown + "\n")
         png = _plot(frame, out / "results_table.png", f"{task}: pass@1 by method and scorer")
         context.log.info("\n" + markdown)
         profile = experiment.settings
@@ -94,7 +95,7 @@ def _plot_lambda(frame: pd.DataFrame, k: int, path: Path, title: str) -> Path:
     fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    atomic_save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -131,9 +132,9 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow]) -> dg.AssetsD
         frame = sweep_table(reports["base"], split, entries, k=k)
         out = Path(experiment.output_dir) / task
         out.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(out / f"{name}.csv", index=False)
+        atomic_write_csv(frame, out / f"{name}.csv", index=False)
         markdown = to_markdown(frame)
-        (out / f"{name}.md").write_text(f"{title}\n\n{markdown}\n")
+        atomic_write_text(out / f"{name}.md", f"{title}\n\n{markdown}\n")
         context.log.info(f"{title}\n{markdown}")
         metadata: dict[str, object] = {
             "table": dg.MetadataValue.md(f"**{title}**\n\n{markdown}"),

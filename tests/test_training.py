@@ -95,7 +95,10 @@ def test_nan_loss_stops_and_keeps_previous_adapter(tiny_model_dir: Path, tmp_pat
         train_adapter("rrhf", str(broken), _rrhf_data(), RrhfSettings(**FAST), out)
     after = _lora_tensors(out)
     assert all(torch.equal(before[k], after[k]) for k in before)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken_model", "rrhf"]  # no debris
+    names = sorted(p.name for p in tmp_path.iterdir())
+    live = [n for n in names if n.startswith(".rrhf@")]  # the folder the `rrhf` link names
+    assert len(live) == 1 and (tmp_path / "rrhf").resolve().name == live[0]
+    assert [n for n in names if n not in live] == ["broken_model", "rrhf"]  # no debris
     # TRL's trainers are guarded too: the logged loss is checked at every logging step
     dpo = pd.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 2)
     with pytest.raises(FloatingPointError, match="training loss is nan"):
@@ -109,3 +112,21 @@ def test_empty_training_set_is_a_clear_error(tiny_model_dir: Path, tmp_path: Pat
                       tmp_path / "x")
     with pytest.raises(ValueError, match="unknown training method 'ppo'"):
         train_adapter("ppo", str(tiny_model_dir), pd.DataFrame(), SftSettings(), tmp_path / "x")
+
+
+def test_swap_in_replaces_an_adapter_in_one_rename(tmp_path: Path) -> None:
+    from saturated_dag.training.train import swap_in
+
+    out = tmp_path / "adapters" / "sft"
+    out.mkdir(parents=True)
+    (out / "weights").write_text("old")  # a plain folder from an older version
+    for text in ("new", "newer"):
+        folder = tmp_path / "adapters" / f"build-{text}"
+        folder.mkdir()
+        (folder / "weights").write_text(text)
+        scratch = tmp_path / f"scratch-{text}"
+        scratch.mkdir()
+        swap_in(folder, out, scratch)
+        assert out.is_symlink() and (out / "weights").read_text() == text
+    hidden = sorted(p.name for p in out.parent.iterdir() if p.name.startswith(".sft@"))
+    assert len(hidden) == 1  # the replaced version was removed, the live one kept

@@ -2,7 +2,8 @@
 
 The base model is loaded once in float32; LoRA wraps it, so the reference model of DPO is the
 adapter-disabled base (no second copy). The final adapter folder is written beside its
-destination and renamed into place, so a crash or a NaN loss never replaces a previous one.
+destination and swapped in by one atomic symlink rename (``swap_in``), so a crash or a NaN
+loss never replaces a previous one and a reader never finds the adapter missing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 import pandas as pd
 from transformers import TrainerCallback
 
+from saturated_dag.atomic import fsync_dir
 from saturated_dag.generation.models import load_model
 from saturated_dag.losses import RrhfLossConfig
 from saturated_dag.training.config import (
@@ -183,6 +186,27 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
 
 
 
+def swap_in(folder: Path, out: Path, scratch: Path) -> None:
+    """Make ``out`` the finished adapter ``folder`` in one atomic step.
+
+    ``out`` is a symlink to a sibling ``.<name>@<time>`` folder; replacing the link is a
+    single rename, so a reader (or a crash) sees the old adapter or the new one, never
+    neither. A plain folder left by an older version is moved aside first, once.
+    """
+    target = out.parent / f".{out.name}@{time.time_ns()}"
+    os.replace(folder, target)
+    previous = out.resolve() if out.is_symlink() else None
+    if out.exists() and not out.is_symlink():
+        os.replace(out, scratch / "previous")
+    link = out.parent / f".{out.name}.link-{os.getpid()}"
+    link.unlink(missing_ok=True)
+    os.symlink(target.name, link)
+    os.replace(link, out)
+    fsync_dir(out.parent)
+    if previous is not None and previous != target and previous.parent == out.parent:
+        shutil.rmtree(previous, ignore_errors=True)
+
+
 def train_adapter(
     method: str,
     base_model: str,
@@ -224,9 +248,7 @@ def train_adapter(
         written = {**(record or {}), "method": method, "base_model": base_model,
                    "best_epoch": best, "epochs": selector.epochs, "settings": asdict(settings)}
         (final / "training_config.json").write_text(json.dumps(written, indent=1))
-        if out.exists():  # swap by renames: the old adapter is never half-replaced
-            os.replace(out, work / "previous")
-        os.replace(final, out)
+        swap_in(final, out, work)
         return TrainResult(str(out), best, selector.epochs,
                            [dict(h) for h in trainer.state.log_history])
     finally:
