@@ -68,6 +68,10 @@ def sweep_table(
         records.append({"split": split, "run": label, **settings,
                         "pass@1": summary["pass@1"], f"pass@{k}": summary[f"pass@{k}"]})
     frame = pd.DataFrame(records)
+    for col in frame.columns:  # integer settings (best epoch) stay integers beside the base row
+        values = frame[col].dropna()
+        if len(values) and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            frame[col] = frame[col].astype("Int64")
     metrics = ["pass@1", f"pass@{k}"]
     frame = frame[[c for c in frame.columns if c not in metrics] + metrics]
     for col in metrics:
