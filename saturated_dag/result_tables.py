@@ -68,9 +68,9 @@ def sweep_table(
         records.append({"split": split, "run": label, **settings,
                         "pass@1": summary["pass@1"], f"pass@{k}": summary[f"pass@{k}"]})
     frame = pd.DataFrame(records)
-    for col in frame.columns:  # integer settings (best epoch) stay integers beside the base row
-        values = frame[col].dropna()
-        if len(values) and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+    given = [v for _, settings, _ in rows for v in settings.items() if v[1] is not None]
+    for col in {key for key, _ in given}:  # integer settings (best epoch) stay integers
+        if all(isinstance(v, int) and not isinstance(v, bool) for key, v in given if key == col):
             frame[col] = frame[col].astype("Int64")
     metrics = ["pass@1", f"pass@{k}"]
     frame = frame[[c for c in frame.columns if c not in metrics] + metrics]
