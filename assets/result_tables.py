@@ -89,6 +89,7 @@ def _plot_lambda(frame: pd.DataFrame, k: int, path: Path, title: str) -> Path:
         ax.axhline(frame[col].iloc[0], color="gray", linestyle="--", label="base model")
         ax.set_xscale("log")
         ax.set_xticks(xs, [f"{v:g}" for v in rows["lambda"]])
+        ax.minorticks_off()
         ax.set_xlabel("rank loss weight λ")
         ax.set_ylabel(f"{col} (%)")
         ax.legend(loc="best", fontsize=8)
