@@ -68,6 +68,9 @@ def _pool_asset(task: str) -> dg.AssetsDefinition:
                 "samples_per_question": profile.sampling.n,
                 "pass@1": float(pool["correct"].mean()),
                 "truncated_completions": int((pool["finish_reason"] == "length").sum()),
+                # no \boxed{} answer: counted incorrect, and counted here
+                "completions_without_answer": int(pool["answer"].isna().sum()
+                                                  + (pool["answer"] == "").sum()),
                 "mean_tokens": float(pool["num_tokens"].mean()),
                 "pass@1 by cell": markdown_table(by_cell, max_rows=100),
                 "preview": markdown_table(

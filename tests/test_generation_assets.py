@@ -61,6 +61,10 @@ def test_materialize_pool_and_partitions(tmp_path: Path, tiny_model_dir: Path) -
     assert (splits.loc[splits["pool"] == "D", "split"] == "hard").all()
     checks = result.get_asset_check_evaluations()
     assert len(checks) == 2 and all(c.passed for c in checks)
+    pool_meta = result.asset_materializations_for_node("chain_sum__generation_pool")[0].metadata
+    unanswered = int(pool["answer"].isna().sum() + (pool["answer"] == "").sum())
+    assert pool_meta["completions_without_answer"].value == unanswered > 0
+    assert not pool.loc[pool["answer"].isna(), "correct"].any()
     meta = result.asset_materializations_for_node("chain_sum__difficulty_partitions")[0].metadata
     assert meta["count_hard"].value == 4
     assert "pass@1 heatmap" in meta and (tmp_path / "out" / "chain_sum"

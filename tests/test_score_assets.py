@@ -115,3 +115,23 @@ def test_nothing_to_score_gives_empty_tables_not_errors(tmp_path: Path,
     meta = result.asset_materializations_for_node("chain_sum__scorer_agreement")[0].metadata
     assert "nan" not in meta["agreement table"].value.lower()
     assert all(c.passed for c in result.get_asset_check_evaluations())
+
+
+def test_empty_split_fails_the_dataset_with_its_reason_and_writes_nothing(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    from assets import experiment_assets
+    from saturated_dag.config import load_profile
+
+    _write_upstream(tmp_path / "assets", "chain_sum", make_pool().assign(correct=False))
+    profile = load_profile("demo", {"training": {"splits": ["saturated"],
+                                                 "scorers": ["entropy"], "methods": ["dpo"]}})
+    assets = [*ALL_ASSETS, *experiment_assets(profile)]
+    keys = [dg.AssetKey(["chain_sum", "entropy_scores"]),
+            dg.AssetKey(["chain_sum", "saturated", "dpo_pairs", "entropy"])]
+    result = dg.materialize(assets, selection=keys, raise_on_error=False,
+                            resources=_resources(tmp_path, str(tiny_model_dir),
+                                                 JudgeResource(kind="rubric")))
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert "no usable questions in split 'saturated'" in str(failure.step_failure_data.error)
+    assert not (tmp_path / "assets" / "chain_sum" / "saturated" / "dpo_pairs").exists()
