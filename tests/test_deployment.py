@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -59,16 +62,16 @@ def test_executor_config_validates_and_targets_gpu_steps(k8s_module: ModuleType)
     import dagster as dg
     from dagster_k8s import k8s_job_executor
 
-    config = k8s_module.executor_config(k8s_module.repository_defs)
+    config = k8s_module.executor_config(k8s_module.repository.defs)
     probe = dg.Definitions(
-        assets=k8s_module.repository_defs.assets, resources=k8s_module.repository_defs.resources,
+        assets=k8s_module.repository.defs.assets, resources=k8s_module.repository.defs.resources,
         jobs=[dg.define_asset_job("k8s_probe", selection=["base_model"],
                                   executor_def=k8s_job_executor)])
     dg.validate_run_config(probe.resolve_job_def("k8s_probe"), {"execution": {"config": config}})
 
     per_step = config["per_step_k8s_config"]
     assert "chain_sum__generation_pool" in per_step
-    gpu_ops = {assets.node_def.name for assets in k8s_module.repository_defs.assets
+    gpu_ops = {assets.node_def.name for assets in k8s_module.repository.defs.assets
                if isinstance(assets, dg.AssetsDefinition) and assets.node_def.pool == "gpu"}
     assert set(per_step) == gpu_ops
     assert "chain_sum__difficulty_partitions" not in per_step
@@ -85,7 +88,7 @@ def test_kubernetes_definitions(k8s_module: ModuleType) -> None:
         job = defs.resolve_job_def(name)
         assert job.executor_def.name == "in_process"  # the model still loads once per run
         assert _gpu_limit(get_user_defined_k8s_config(job.run_tags)) == "1"
-    repository = k8s_module.repository_defs
+    repository = k8s_module.repository.defs
     assert ({job.name for job in repository.jobs} ==
             {job.name for job in defs.jobs})
 
@@ -126,3 +129,14 @@ def test_helm_run_pod_config_is_valid(values: dict[str, Any]) -> None:
         {"container_config": run_k8s.get("containerConfig", {}),
          "pod_spec_config": run_k8s.get("podSpecConfig", {})})
     assert _gpu_limit(config) is None  # run pods of k8s-executor runs only orchestrate
+
+
+def test_kubernetes_code_location_validates() -> None:
+    """Loaded the way the user-code deployment loads it (a file, the repository as working dir)."""
+    pytest.importorskip("dagster_k8s", reason="dagster-k8s is not installed")
+    dagster = str(Path(sys.executable).parent / "dagster")
+    out = subprocess.run([dagster, "definitions", "validate", "-f",
+                          "deploy/k8s/k8s_definitions.py", "-d", "."], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert "All code locations passed validation" in out.stdout + out.stderr

@@ -21,7 +21,7 @@ import dagster as dg
 import yaml
 from dagster_k8s import k8s_job_executor
 
-from definitions import defs as repository_defs
+import definitions as repository  # the module, not its Definitions: one Definitions per file
 
 HERE = Path(__file__).resolve().parent
 K8S_CONFIG_TAG = "dagster-k8s/config"
@@ -85,4 +85,4 @@ def for_kubernetes(defs: dg.Definitions) -> dg.Definitions:
     )
 
 
-defs = for_kubernetes(repository_defs)
+defs = for_kubernetes(repository.defs)
