@@ -4,7 +4,8 @@ Each fixture materialises a job on the CI-sized profile into a temporary DAGSTER
 `dagster-webserver` with no host option (so the default binding is what is tested) and drives
 headless Chromium through Playwright to the asset graph and to asset metadata. Screenshots go to
 ``$SATURATED_DAG_SCREENSHOTS`` (default ``outputs/screenshots``). The fast fixture materialises
-only ``chain_sum_generation``; the slow one runs the whole ``demo`` job for the results table.
+only ``chain_sum_generation``; the slow one runs the whole ``demo`` job for the results table
+(or serves a copy of ``$SATURATED_DAG_UI_DAGSTER_HOME``, an instance where it already ran).
 Skipped, with the reason, where Playwright or a Chromium binary is missing.
 """
 
