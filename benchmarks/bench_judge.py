@@ -37,6 +37,14 @@ def _stop(text: str) -> bool:
     return _FOUND.search(text) is not None
 
 
+def _until_eos(row: list[int], eos_ids: Any) -> list[int]:
+    """Generated tokens up to and including the first end-of-sequence token."""
+    for i, token in enumerate(row):
+        if token in eos_ids:
+            return row[: i + 1]
+    return row
+
+
 @torch.no_grad()
 def plain_judging(backend: Any, prompts: list[str], max_new_tokens: int) -> list[list[int]]:
     """One fresh ``generate`` per pair on the full prompt."""
@@ -48,12 +56,7 @@ def plain_judging(backend: Any, prompts: list[str], max_new_tokens: int) -> list
         out = backend.model.generate(
             input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config,
             stopping_criteria=[_TextStop(backend.tokenizer, ids.shape[1], _stop)])
-        row = out[0, ids.shape[1]:].tolist()
-        for i, token in enumerate(row):
-            if token in backend.eos_ids:
-                row = row[: i + 1]
-                break
-        outputs.append(row)
+        outputs.append(_until_eos(out[0, ids.shape[1]:].tolist(), backend.eos_ids))
     return outputs
 
 
@@ -73,12 +76,7 @@ def batched_no_cache(backend: Any, prompts: list[str], max_new_tokens: int,
         out = backend.model.generate(
             input_ids=ids, attention_mask=mask, generation_config=config,
             stopping_criteria=[_TextStop(backend.tokenizer, width, _stop)])
-        for row in out[:, width:].tolist():
-            for i, token in enumerate(row):
-                if token in backend.eos_ids:
-                    row = row[: i + 1]
-                    break
-            outputs.append(row)
+        outputs += [_until_eos(row, backend.eos_ids) for row in out[:, width:].tolist()]
     return outputs
 
 

@@ -164,16 +164,21 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return profile, tmp / "out"
 
 
+def kill_and_resume(select: str, stage: str, profile: Path, out: Path, home: Path) -> None:
+    """SIGKILL the step after its first shard, recover the run, re-run, check the resume."""
+    before = kill_after_first_shard(cli(select, profile, out, home), out, stage)
+    assert not (out / "assets" / Path(*select.split("/"))).with_suffix(".parquet").exists()
+    assert fail_dead_runs(home) == 1
+    log = finish(cli(select, profile, out, home))
+    check_resumed(log, select, before, shards(out, stage))
+
+
 def test_sigkill_during_generation_resumes_from_shards(tmp_path: Path,
                                                        upstream: tuple[Path, Path]) -> None:
     profile, ref_out = upstream
     home, out = dagster_home(tmp_path), tmp_path / "out"
     select, stage = "chain_sum/generation_pool", "chain_sum__generation_pool"
-    before = kill_after_first_shard(cli(select, profile, out, home), out, stage)
-    assert not (out / "assets" / "chain_sum" / "generation_pool.parquet").exists()
-    assert fail_dead_runs(home) == 1
-    log = finish(cli(select, profile, out, home))
-    check_resumed(log, "chain_sum/generation_pool", before, shards(out, stage))
+    kill_and_resume(select, stage, profile, out, home)
     resumed = pd.read_parquet(out / "assets" / "chain_sum" / "generation_pool.parquet")
     expected = pd.read_parquet(ref_out / "assets" / "chain_sum" / "generation_pool.parquet")
     pd.testing.assert_frame_equal(resumed, expected)
@@ -194,11 +199,7 @@ def test_sigkill_during_self_judging_resumes_from_shards(tmp_path: Path,
     reference(tmp_path, profile, ["self_judge_scores"], judge_ref)
 
     select, stage = "chain_sum/self_judge_scores", "chain_sum__self_judge_scores"
-    before = kill_after_first_shard(cli(select, profile, out, home), out, stage)
-    assert not (out / "assets" / "chain_sum" / "self_judge_scores.parquet").exists()
-    assert fail_dead_runs(home) == 1
-    log = finish(cli(select, profile, out, home))
-    check_resumed(log, "chain_sum/self_judge_scores", before, shards(out, stage))
+    kill_and_resume(select, stage, profile, out, home)
     for rel in ["assets/chain_sum/self_judge_scores.parquet",
                 "chain_sum/self_judge_comparisons.parquet"]:
         pd.testing.assert_frame_equal(pd.read_parquet(out / rel),
