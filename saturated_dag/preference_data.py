@@ -23,14 +23,20 @@ class BuildStats:
     questions_in: int = 0
     rows_out: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    adjusted: dict[str, int] = field(default_factory=dict)
     seed: int | None = None
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
+    def adjust(self, reason: str) -> None:
+        """A row kept, but built differently from the plain rule (counted, never hidden)."""
+        self.adjusted[reason] = self.adjusted.get(reason, 0) + 1
+
     def as_metadata(self) -> dict[str, object]:
         out: dict[str, object] = {"questions_in": self.questions_in, "rows_out": self.rows_out}
         out.update({f"skipped_{k}": v for k, v in sorted(self.skipped.items())})
+        out.update({f"adjusted_{k}": v for k, v in sorted(self.adjusted.items())})
         if self.seed is not None:
             out["tie_break_seed"] = self.seed
         return out
@@ -64,7 +70,13 @@ def _record(prompt: str, chosen: pd.Series, rejected: pd.Series | None = None) -
 
 
 def dpo_pairs(pool: pd.DataFrame, scores: pd.DataFrame, seed: int = 0) -> Built:
-    """y_w = argmax, y_l = argmin of the scores; ties broken at random; all-equal skipped."""
+    """y_w = argmax, y_l = argmin of the scores; ties broken at random; all-equal skipped.
+
+    Two samples can have the same text (a small model's bare-answer style); a pair of equal
+    texts carries no preference, so y_l is the lowest-scored completion whose text differs
+    from y_w (counted as ``adjusted_rejected_text_equal_to_chosen`` when that is not the
+    argmin), and a question whose completions all share y_w's text is skipped.
+    """
     rng = random.Random(seed)
     stats = BuildStats(seed=seed)
     rows = []
@@ -78,8 +90,18 @@ def dpo_pairs(pool: pd.DataFrame, scores: pd.DataFrame, seed: int = 0) -> Built:
             stats.skip("all_scores_equal")
             continue
         best = group[group["score"] == top].sort_values("sample_index")
-        worst = group[group["score"] == bottom].sort_values("sample_index")
         chosen = best.iloc[rng.randrange(len(best))]
+        others = group[group["completion"] != chosen["completion"]]
+        if others.empty:
+            stats.skip("all_completions_same_text")
+            continue
+        lowest = others["score"].min()
+        if lowest == top:
+            stats.skip("all_scores_equal")
+            continue
+        if lowest != bottom:
+            stats.adjust("rejected_text_equal_to_chosen")
+        worst = others[others["score"] == lowest].sort_values("sample_index")
         rejected = worst.iloc[rng.randrange(len(worst))]
         rows.append(_record(chosen["prompt"], chosen, rejected))
     stats.rows_out = len(rows)

@@ -75,3 +75,22 @@ def test_correctness_pairs_random_and_judged() -> None:
     judged, _ = pdata.correctness_pairs(
         pool, {"h1"}, scores=_scores({"h1": [0.2, 0.9, 0.1, 0.7]}))
     assert (judged.iloc[0]["chosen_sample"], judged.iloc[0]["rejected_sample"]) == (3, 2)
+
+
+def test_dpo_pair_never_has_the_same_text_on_both_sides() -> None:
+    import pandas as pd
+
+    from saturated_dag.preference_data import dpo_pairs
+
+    texts = ["\\boxed{5}", "\\boxed{5}", "2 + 3 = 5 \\boxed{5}", "\\boxed{5}"]
+    pool = pd.DataFrame({"question_id": "q", "sample_index": range(4), "prompt": "p",
+                         "completion": texts, "correct": True})
+    # the argmin (sample 1) has the argmax's text: the next lowest different text is y_l
+    scores = pd.DataFrame({"question_id": "q", "sample_index": range(4),
+                           "score": [0.9, 0.1, 0.5, 0.3]})
+    table, stats = dpo_pairs(pool, scores)
+    assert table.loc[0, "chosen_sample"] == 0 and table.loc[0, "rejected_sample"] == 2
+    assert stats.as_metadata()["adjusted_rejected_text_equal_to_chosen"] == 1
+    same = pool.assign(completion="\\boxed{5}")
+    table, stats = dpo_pairs(same, scores)
+    assert table.empty and stats.skipped == {"all_completions_same_text": 1}
