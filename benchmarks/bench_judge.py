@@ -27,6 +27,7 @@ from benchmarks.common import (
     chain_sum_prompts,
     load_backend,
     median,
+    until_eos,
 )
 from saturated_dag.generation.base import SamplingParams
 from saturated_dag.generation.transformers_backend import _TextStop
@@ -36,13 +37,6 @@ from saturated_dag.scorers.judges import _FOUND, JudgeRequest, LlmJudge
 def _stop(text: str) -> bool:
     return _FOUND.search(text) is not None
 
-
-def _until_eos(row: list[int], eos_ids: Any) -> list[int]:
-    """Generated tokens up to and including the first end-of-sequence token."""
-    for i, token in enumerate(row):
-        if token in eos_ids:
-            return row[: i + 1]
-    return row
 
 
 @torch.no_grad()
@@ -56,7 +50,7 @@ def plain_judging(backend: Any, prompts: list[str], max_new_tokens: int) -> list
         out = backend.model.generate(
             input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config,
             stopping_criteria=[_TextStop(backend.tokenizer, ids.shape[1], _stop)])
-        outputs.append(_until_eos(out[0, ids.shape[1]:].tolist(), backend.eos_ids))
+        outputs.append(until_eos(out[0, ids.shape[1]:].tolist(), backend.eos_ids))
     return outputs
 
 
@@ -76,7 +70,7 @@ def batched_no_cache(backend: Any, prompts: list[str], max_new_tokens: int,
         out = backend.model.generate(
             input_ids=ids, attention_mask=mask, generation_config=config,
             stopping_criteria=[_TextStop(backend.tokenizer, width, _stop)])
-        outputs += [_until_eos(row, backend.eos_ids) for row in out[:, width:].tolist()]
+        outputs += [until_eos(row, backend.eos_ids) for row in out[:, width:].tolist()]
     return outputs
 
 

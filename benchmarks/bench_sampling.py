@@ -26,15 +26,9 @@ from benchmarks.common import (
     chain_sum_prompts,
     load_backend,
     median,
+    until_eos,
 )
 from saturated_dag.generation.base import SamplingParams
-
-
-def _until_eos(row: list[int], eos: list[int]) -> list[int]:
-    for i, token in enumerate(row):
-        if token in eos:
-            return row[: i + 1]
-    return row
 
 
 @torch.no_grad()
@@ -49,7 +43,7 @@ def plain_sampling(backend: Any, prompts: list[str], params: SamplingParams) -> 
         torch.manual_seed(params.seed * 1_000_003 + i)
         out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
                              generation_config=config)
-        completions += [_until_eos(row, eos) for row in out[:, ids.shape[1]:].tolist()]
+        completions += [until_eos(row, eos) for row in out[:, ids.shape[1]:].tolist()]
     return completions
 
 

@@ -189,3 +189,11 @@ def chain_sum_prompts(backend: Any, count: int, seed: int = 1234) -> tuple[list[
     questions = [pool[c * per_cell + k] for k in range(per_cell) for c in range(len(cells))]
     questions = questions[:count]
     return [backend.render(q.prompt_text) for q in questions], questions
+
+
+def until_eos(row: list[int], eos_ids: Any) -> list[int]:
+    """Generated tokens up to and including the first end-of-sequence token."""
+    for i, token in enumerate(row):
+        if token in eos_ids:
+            return row[: i + 1]
+    return row
