@@ -58,6 +58,10 @@ class ChainSumSettings(_Strict):
     strict_questions_per_cell: int = Field(3000, ge=1, le=_MAX_PER_CELL)
     eval_grid: Grid | None = None  # None: the grid of D
     eval_questions_per_cell: int = Field(8, ge=1, le=_MAX_PER_CELL)
+    eval_source: str | None = None
+    """The paper's fixed eval set instead of a generated one: a hub id
+    (``hannoh/chainsum_eval``, 200 questions), a ``datasets``-loadable folder or a JSONL file
+    with the same columns. None: ``eval_questions_per_cell`` questions drawn per eval cell."""
     seed: int = Field(0, ge=0)
 
     @model_validator(mode="after")
@@ -101,6 +105,9 @@ class PolicySettings(_Strict):
     device: str = "cpu"
     batch_size: int = Field(64, ge=1)
     chat_template: Literal["auto", "always", "never"] = "auto"
+    enable_thinking: bool | None = None
+    """Passed to chat templates that know it (Qwen3 hybrid models): False samples without a
+    ``<think>`` block. None: the template's own default. Ignored without a chat template."""
     trust_remote_code: bool = False
     vllm: VllmSettings = VllmSettings()
 
@@ -265,9 +272,23 @@ class TrainingSettings(_Strict):
     """raft (SFT on each scorer's argmax, App. C.2's λ=0) is available but off by default."""
     epochs: int = Field(4, ge=1, le=4)
     batch_size: int = Field(8, ge=1)
+    """Training examples per optimizer step, as the paper's Table 5 counts them: completions
+    (sequences) for SFT, RAFT and σ-RRHF (a question contributes its scored completions),
+    preference pairs for DPO (TRL's convention). Reached by gradient accumulation."""
     per_device_batch_size: int = Field(8, ge=1)
+    """Examples per forward pass. σ-RRHF packs whole questions, so it must be at least
+    ``sampling.n`` (App. B: all completions of a question in the same batch)."""
     learning_rate: float = Field(1e-5, gt=0)
     max_length: int = Field(2048, ge=16)
+    """Prompt plus completion tokens (Table 5: L = 2048)."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Training precision: auto is bfloat16 where the device supports it (CUDA), else float32."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in backward (long sequences on a GPU); off on the small CPU model."""
+    dpo_distinct_texts: bool = False
+    """Not in the paper: when y_l's text equals y_w's, take the lowest-scored completion with a
+    different text instead (a pair of equal texts has zero DPO gradient). Off: the paper's
+    y_w = argmax, y_l = argmin with random tie-breaks."""
     lora_r: int = Field(32, ge=1)
     lora_alpha: int = Field(64, ge=1)
     lora_dropout: float = Field(0.05, ge=0, lt=1)
@@ -316,10 +337,26 @@ class Profile(_Strict):
     sampling: SamplingSettings = SamplingSettings()
     partitions: PartitionSettings = PartitionSettings()
     verify_workers: int = Field(1, ge=1)
+    answer_check: Literal["math_verify", "last_boxed"] = "math_verify"
+    """How a completion's answer is read (App. B): ``math_verify`` is Math-Verify's own
+    extraction (the last ``\\boxed{}`` first, else a final stated answer), as in the paper;
+    ``last_boxed`` accepts only the last ``\\boxed{}`` (a completion without one is wrong)."""
     judges: JudgeSettings = JudgeSettings()
     scoring: ScoringSettings = ScoringSettings()
     training: TrainingSettings = TrainingSettings()
     stages: StageSettings = StageSettings()
+
+    @model_validator(mode="after")
+    def _rrhf_batches_hold_questions(self) -> Profile:
+        """σ-RRHF compares the completions of a question within one forward pass (App. B)."""
+        t, n = self.training, self.sampling.n
+        trains_rrhf = ("rrhf" in t.methods or t.sweeps.rank_weight is not None
+                       or t.sweeps.rrhf_variants is not None)
+        if trains_rrhf and t.per_device_batch_size < n:
+            raise ValueError(f"training.per_device_batch_size ({t.per_device_batch_size}) must "
+                             f"be at least sampling.n ({n}) when rrhf is trained: all "
+                             "completions of a question go through the same forward pass")
+        return self
 
     @model_validator(mode="after")
     def _trained_splits_are_scored(self) -> Profile:
