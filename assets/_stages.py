@@ -22,15 +22,31 @@ def policy_identity(settings: PolicySettings) -> dict[str, Any]:
     return {**settings.model_dump(mode="json"), "fingerprint": model_fingerprint(settings.model)}
 
 
+def stage_folder(stage: str) -> str:
+    """The folder of a stage under ``<output_dir>/stages/``: its name, ``/`` written ``__``.
+
+    Every asset that opens a store names its stage by its own asset key
+    (``chain_sum/hard/eval/rrhf_self_judge_lambda0.01`` ->
+    ``chain_sum__hard__eval__rrhf_self_judge_lambda0.01``); nothing is cut at a dot. The key
+    folder below it hashes the full stage name too (``stage_key``), so even two stage names
+    that wrote the same folder would never share a key folder.
+    """
+    return stage.replace("/", "__")
+
+
 def open_store(experiment: ExperimentResource, stage: str, code_version: str,
                config: dict[str, Any], inputs: dict[str, Any]) -> tuple[ShardStore | None, str]:
-    """The stage's shard store (``None`` when ``stages.cache`` is off) and its key."""
+    """The stage's shard store (``None`` when ``stages.cache`` is off) and its key.
+
+    ``stage`` is the calling asset's key joined by ``/``: the store lives in
+    ``<output_dir>/stages/<stage_folder(stage)>/<key>/``.
+    """
     stages = experiment.settings.stages
     key = stage_key(stage, code_version, {**config, "shard_questions": stages.shard_questions},
                     inputs)
     if not stages.cache:
         return None, key
-    return ShardStore.for_stage(experiment.output_dir, stage.replace("/", "__"), key), key
+    return ShardStore.for_stage(experiment.output_dir, stage_folder(stage), key), key
 
 
 def cache_metadata(context: dg.AssetExecutionContext, stage: str, key: str,

@@ -21,13 +21,28 @@ from saturated_dag.experiments import Experiment
 from saturated_dag.plots import training_curves
 from saturated_dag.shards import frame_digest, questions_digest, stage_key
 from saturated_dag.tasks import validation_questions
+from saturated_dag.training.config import resolve_dtype
 from saturated_dag.training.isolated import TrainingProcessError, run_isolated
 
 CODE_VERSION = "2"
 
 
 def adapter_dir(output_dir: str, task: str, exp: Experiment) -> Path:
+    """``<output_dir>/adapters/<task>/<split>/<name>``: the whole name is the folder, dots and
+    all, so ``lambda0.01`` and ``lambda0.5`` never share one."""
     return Path(output_dir) / "adapters" / task / exp.split / exp.name
+
+
+def adapter_work_dir(output_dir: str, task: str, exp: Experiment) -> Path:
+    """Scratch folder of a training run beside the adapter (kept only when training fails)."""
+    out = adapter_dir(output_dir, task, exp)
+    return out.parent / f".{exp.name}-run"
+
+
+def adapter_curves_png(output_dir: str, task: str, exp: Experiment) -> Path:
+    """The adapter's training-curve figure, beside its folder."""
+    out = adapter_dir(output_dir, task, exp)
+    return out.parent / f"{exp.name}_curves.png"
 
 
 def _curve_markdown(epochs: list[dict]) -> str:
@@ -59,8 +74,10 @@ def training_key(profile: Profile, task: str, exp: Experiment, code_version: str
     validation set (epoch selection) and code. Where it runs (``isolate``) is not part of it."""
     training = exp.training(profile.training).model_dump(mode="json",
                                                          exclude={"isolate", "sweeps"})
+    training["dtype"] = resolve_dtype(training["dtype"])  # auto: what it means on this machine
     config = {"method": exp.method, "training": training, "policy": policy,
               "sampling": profile.sampling.model_dump(mode="json"),
+              "answer_check": profile.answer_check,  # epoch selection's validation pass@1
               "validation": questions_digest(validation_questions(profile, task))}
     return stage_key("adapter", code_version, config, {"data": frame_digest(data)})
 
@@ -97,7 +114,7 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
         profile = experiment.settings
         settings = policy.settings()
         out = adapter_dir(experiment.output_dir, task, exp)
-        work = out.parent / f".{exp.name}-run"
+        work = adapter_work_dir(experiment.output_dir, task, exp)
         code_version = context.assets_def.code_versions_by_key.get(context.asset_key) or ""
         key = training_key(profile, task, exp, code_version, policy_identity(settings), data)
         result = _cached_result(out, key) if profile.stages.cache else None
@@ -111,7 +128,8 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
             spec = {"profile": profile.model_dump(mode="json"), "task": task,
                     "method": exp.method, "training_overrides": dict(exp.overrides),
                     "base_model": settings.model, "batch_size": settings.batch_size,
-                    "chat_template": settings.chat_template, "data": str(data_path),
+                    "chat_template": settings.chat_template,
+                    "enable_thinking": settings.enable_thinking, "data": str(data_path),
                     "out_dir": str(out), "record": {"cache_key": key}}
             result = _train(context, spec, work, profile.training.isolate)
             atomic_write_text(out / "result.json",
@@ -133,7 +151,8 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
         if margins:
             metadata["dpo_reward_margins"] = dg.MetadataValue.json(
                 {"step": list(range(1, len(margins) + 1)), "margin": margins})
-        png = training_curves(result["epochs"], margins, out.parent / f"{exp.name}_curves.png",
+        png = training_curves(result["epochs"], margins,
+                              adapter_curves_png(experiment.output_dir, task, exp),
                               f"{task} {exp.split}: {exp.name}")
         metadata["training curves"] = image(png, "validation pass@1 and reward margins")
         return dg.MaterializeResult(metadata=metadata)

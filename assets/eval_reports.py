@@ -1,9 +1,9 @@
 """``<task>/eval/base`` and ``<task>/<split>/eval/<adapter>``: pass@1 and pass@k on the
 held-out eval set (App. B.1), one row per question so a report can be recomputed.
 
-Sampled in resumable shards keyed by the eval questions, the sampling settings, the model's
-files and the adapter's files (``assets/_stages.py``): an unchanged re-run is a cache hit that
-loads no model.
+Sampled in resumable shards keyed by the eval questions, the sampling settings, the answer
+check, the model's files and the adapter's files (``assets/_stages.py``): an unchanged re-run
+is a cache hit that loads no model.
 """
 
 from collections.abc import Callable
@@ -22,7 +22,7 @@ from saturated_dag.generation.base import GenerationBackend
 from saturated_dag.shards import file_fingerprint, questions_digest
 from saturated_dag.tasks import eval_questions
 
-CODE_VERSION = "2"  # 2: sampled in cached shards, each with its own seed
+CODE_VERSION = "3"  # 2: sampled in cached shards, each with its own seed; 3: answer_check
 
 
 def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
@@ -33,7 +33,8 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     context.log.info(f"evaluating {label} on {len(questions)} {task} questions")
     stage = "/".join(context.asset_key.path)
     config: dict[str, object] = {"policy": policy_identity(policy.settings()),
-                                 "sampling": profile.sampling.model_dump()}
+                                 "sampling": profile.sampling.model_dump(),
+                                 "answer_check": profile.answer_check}
     if adapter is not None:
         config["adapter"] = file_fingerprint(adapter)
     store, key = open_store(experiment, stage, CODE_VERSION, config,
@@ -41,12 +42,14 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     with write_errors_reported():
         table, summary = evaluate(questions, backend, profile.sampling.params(),
                                   profile.verify_workers, log=context.log.info, store=store,
-                                  shard_size=profile.stages.shard_questions)
+                                  shard_size=profile.stages.shard_questions,
+                                  answer_check=profile.answer_check)
     by_cell = table.groupby("cell")["correct"].sum() / table.groupby("cell")["n"].sum()
     return dg.Output(table, metadata={
         **{k: float(v) for k, v in summary.items()},
         **cache_metadata(context, stage, key, store),
         "samples_per_question": profile.sampling.n,
+        "answer_check": profile.answer_check,
         "pass@1 by cell (%)": dg.MetadataValue.json(
             {str(k): round(100 * float(v), 2) for k, v in by_cell.items()}),
         "preview": markdown_table(table, max_rows=10),

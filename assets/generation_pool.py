@@ -1,7 +1,8 @@
-"""``<task>/generation_pool``: n sampled completions per training question, verified.
+"""``<task>/generation_pool``: n sampled completions per training question, verified under
+the profile's ``answer_check``.
 
-Sampled in resumable shards keyed by the questions, sampling settings and the model's files
-(``assets/_stages.py``): a killed run resumes, an unchanged re-run is a cache hit.
+Sampled in resumable shards keyed by the questions, sampling settings, answer check and the
+model's files (``assets/_stages.py``): a killed run resumes, an unchanged re-run is a cache hit.
 """
 
 import dagster as dg
@@ -14,7 +15,7 @@ from saturated_dag.pool import generate_pool
 from saturated_dag.shards import questions_digest
 from saturated_dag.tasks import TASKS, training_questions
 
-CODE_VERSION = "2"  # 2: sampled in shards, each with its own seed
+CODE_VERSION = "3"  # 2: sampled in shards, each with its own seed; 3: answer_check
 
 
 def _pool_asset(task: str) -> dg.AssetsDefinition:
@@ -41,7 +42,8 @@ def _pool_asset(task: str) -> dg.AssetsDefinition:
         stage = f"{task}/generation_pool"
         store, key = open_store(
             experiment, stage, CODE_VERSION,
-            {"policy": policy_identity(settings), "sampling": profile.sampling.model_dump()},
+            {"policy": policy_identity(settings), "sampling": profile.sampling.model_dump(),
+             "answer_check": profile.answer_check},
             {"questions": questions_digest(questions)})
         with write_errors_reported():
             pool = generate_pool(
@@ -52,6 +54,7 @@ def _pool_asset(task: str) -> dg.AssetsDefinition:
                 log=context.log.info,
                 store=store,
                 shard_size=profile.stages.shard_questions,
+                answer_check=profile.answer_check,
             )
         by_cell = (
             pool.groupby(["pool", "cell"], dropna=False)["correct"].mean().reset_index()
@@ -66,9 +69,10 @@ def _pool_asset(task: str) -> dg.AssetsDefinition:
                 "questions": len(questions),
                 "completions": len(pool),
                 "samples_per_question": profile.sampling.n,
+                "answer_check": profile.answer_check,
                 "pass@1": float(pool["correct"].mean()),
                 "truncated_completions": int((pool["finish_reason"] == "length").sum()),
-                # no \boxed{} answer: counted incorrect, and counted here
+                # no answer found (none stated, or an empty box): incorrect, and counted here
                 "completions_without_answer": int(pool["answer"].isna().sum()
                                                   + (pool["answer"] == "").sum()),
                 "mean_tokens": float(pool["num_tokens"].mean()),

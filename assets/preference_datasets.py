@@ -16,23 +16,33 @@ from resources import ExperimentResource, ParquetIOManager
 from saturated_dag import preference_data as pdata
 from saturated_dag.experiments import Experiment
 
-CODE_VERSION = "2"
+CODE_VERSION = "3"  # 3: DPO pairs by the paper's rule unless dpo_distinct_texts
 SCORER_ASSETS = {"self_judge": "self_judge_scores", "strong_judge": "strong_judge_scores",
                  "entropy": "entropy_scores", "random": "random_scores"}
-BUILDERS = {"dpo_pairs": pdata.dpo_pairs, "rrhf_groups": pdata.rrhf_groups,
-            "raft_set": pdata.raft_set}
 
 
 def _split_rows(frame: pd.DataFrame, split: str) -> pd.DataFrame:
     return frame[frame["split"] == split]
 
 
-def _output(table: pd.DataFrame, stats: pdata.BuildStats, split: str) -> dg.Output:
+PAIR_RULES = {False: "paper: y_w = argmax, y_l = argmin (random ties)",
+              True: "dpo_distinct_texts: y_l = lowest-scored text different from y_w"}
+
+
+def _output(table: pd.DataFrame, stats: pdata.BuildStats, split: str,
+            extra: dict[str, object] | None = None) -> dg.Output:
     if table.empty:
         raise dg.Failure(f"no usable questions in split {split!r}: "
                          f"{stats.as_metadata()} (nothing was written)")
-    return dg.Output(table, metadata={**stats.as_metadata(),
+    return dg.Output(table, metadata={**stats.as_metadata(), **(extra or {}),
                                       "preview": markdown_table(table, max_rows=5)})
+
+
+def equal_text_pairs(table: pd.DataFrame) -> int:
+    """Pairs whose two completions have the same text (zero DPO gradient)."""
+    if table.empty:
+        return 0
+    return int((table["chosen"] == table["rejected"]).sum())
 
 
 def _scored_asset(task: str, split: str, kind: str, scorer: str) -> dg.AssetsDefinition:
@@ -50,13 +60,19 @@ def _scored_asset(task: str, split: str, kind: str, scorer: str) -> dg.AssetsDef
             rows = pdata.correct_first(rows)
         else:  # quality among correct completions only (Sec. 3.2)
             rows = rows[rows["correct"].astype(bool)]
-        builder = BUILDERS[kind]
+        training = experiment.settings.training
+        extra: dict[str, object] = {}
         if kind == "rrhf_groups":
-            table, stats = builder(generation_pool, rows)
+            table, stats = pdata.rrhf_groups(generation_pool, rows)
+        elif kind == "dpo_pairs":
+            distinct = training.dpo_distinct_texts
+            table, stats = pdata.dpo_pairs(generation_pool, rows, seed=training.seed,
+                                           distinct_texts=distinct)
+            extra = {"pair_rule": PAIR_RULES[distinct], "dpo_distinct_texts": distinct,
+                     "equal_text_pairs": equal_text_pairs(table)}
         else:
-            table, stats = builder(generation_pool, rows,
-                                   seed=experiment.settings.training.seed)
-        return _output(table, stats, split)
+            table, stats = pdata.raft_set(generation_pool, rows, seed=training.seed)
+        return _output(table, stats, split, extra)
 
     return dataset
 
@@ -133,23 +149,48 @@ def preference_dataset_assets(
     return list(built.values())
 
 
+def pairs_verdict(table: pd.DataFrame, equal_texts_allowed: bool) -> dg.AssetCheckResult:
+    """Two different completions in every pair.
+
+    The same sample on both sides is always an error. Equal texts from two samples are
+    legitimate under the paper's DPO rule (they carry zero gradient): the check passes, with
+    their count and WARN severity; with ``dpo_distinct_texts`` or for correctness pairs (a
+    correct against an incorrect completion) they are an error.
+    """
+    same_sample = table["chosen_sample"] == table["rejected_sample"]
+    same_text = (table["chosen"] == table["rejected"]) & ~same_sample
+    bad = table[same_sample | (same_text & (not equal_texts_allowed))]
+    equal = int(same_text.sum())
+    warn = equal_texts_allowed and equal > 0 and bad.empty
+    return dg.AssetCheckResult(
+        passed=bad.empty,
+        severity=dg.AssetCheckSeverity.WARN if warn else dg.AssetCheckSeverity.ERROR,
+        description=(f"{equal} of {len(table)} pairs have the same text on both sides (the "
+                     "paper's argmax/argmin rule; zero DPO gradient)") if warn else None,
+        metadata={"pairs": len(table), "same_sample_pairs": int(same_sample.sum()),
+                  "equal_text_pairs": equal, "equal_texts_allowed": equal_texts_allowed,
+                  "identical_pairs": len(bad),
+                  "first_identical": str(bad["question_id"].iloc[0]) if len(bad) else ""},
+    )
+
+
 def _pairs_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
     key = asset.key
 
     @dg.asset_check(asset=asset, name="chosen_differs_from_rejected", blocking=True,
-                    description="Every DPO pair has two different completions.",
-                    required_resource_keys={"parquet_io"})
+                    description="Every pair has two different completions (equal texts are "
+                    "counted and allowed in DPO pairs under the paper's rule).",
+                    required_resource_keys={"parquet_io", "experiment"})
     def check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         store: ParquetIOManager = context.resources.parquet_io
+        experiment: ExperimentResource = context.resources.experiment
         table = pd.read_parquet(Path(store.base_dir).joinpath(*key.path).with_suffix(".parquet"))
-        same = table["chosen"] == table["rejected"]
-        same_sample = table["chosen_sample"] == table["rejected_sample"]
-        bad = table[same | same_sample]
-        return dg.AssetCheckResult(
-            passed=bad.empty,
-            metadata={"pairs": len(table), "identical_pairs": len(bad),
-                      "first_identical": str(bad["question_id"].iloc[0]) if len(bad) else ""},
-        )
+        allowed = ("dpo_pairs" in key.path
+                   and not experiment.settings.training.dpo_distinct_texts)
+        result = pairs_verdict(table, allowed)
+        if result.description:
+            context.log.warning(f"{key.to_user_string()}: {result.description}")
+        return result
 
     return check
 

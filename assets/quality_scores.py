@@ -26,7 +26,7 @@ from saturated_dag.shards import model_fingerprint
 from saturated_dag.tasks import TASKS
 
 # 2: judged / teacher-forced in cached shards (same scores, comparisons' choice is nullable Int64)
-CODE_VERSIONS = {"entropy_scores": "2", "self_judge_scores": "2", "strong_judge_scores": "2",
+CODE_VERSIONS = {"entropy_scores": "2", "self_judge_scores": "3", "strong_judge_scores": "3",
                  "random_scores": "1"}
 SCORERS = tuple(CODE_VERSIONS)
 
@@ -78,12 +78,13 @@ class _LazyTeacher:
         return self._teacher(prompt, completion, finish_reason)
 
 
-def _teacher_forced(policy: GenerationResource, log) -> TeacherForcedEntropy:
+def _teacher_forced(policy: GenerationResource, log,
+                    include_eos: bool = True) -> TeacherForcedEntropy:
     """The policy under transformers: its loaded backend, or a transformers copy when the
     policy is served by vLLM (which exposes no full distributions)."""
     backend = policy.get_backend(log)
     if hasattr(backend, "model") and hasattr(backend, "encode_prompt"):
-        return TeacherForcedEntropy.from_backend(backend)
+        return TeacherForcedEntropy.from_backend(backend, include_eos=include_eos)
     from saturated_dag.generation.transformers_backend import TransformersBackend
 
     settings = policy.settings()
@@ -91,7 +92,7 @@ def _teacher_forced(policy: GenerationResource, log) -> TeacherForcedEntropy:
     tf = TransformersBackend.load(settings.model, settings.dtype, settings.device,
                                   chat_template=settings.chat_template,
                                   trust_remote_code=settings.trust_remote_code)
-    return TeacherForcedEntropy.from_backend(tf)
+    return TeacherForcedEntropy.from_backend(tf, include_eos=include_eos)
 
 
 def _entropy_asset(task: str) -> dg.AssetsDefinition:
@@ -109,10 +110,14 @@ def _entropy_asset(task: str) -> dg.AssetsDefinition:
     ) -> dg.Output[pd.DataFrame]:
         profile = experiment.settings
         selection = selection_for(profile, generation_pool, difficulty_partitions)
-        needs_tf = bool(selection.rows["mean_entropy"].isna().any())
-        teacher = _LazyTeacher(lambda: _teacher_forced(policy, context.log)) if needs_tf else None
+        include_eos = profile.scoring.entropy_include_eos
+        needs_tf = bool(selection.rows["mean_entropy"].isna().any()) or not include_eos
+        teacher = (_LazyTeacher(lambda: _teacher_forced(policy, context.log, include_eos))
+                   if needs_tf else None)
         stage = f"{task}/entropy_scores"
         config: dict[str, object] = {"epsilon": profile.scoring.epsilon}
+        if not include_eos:
+            config["include_eos"] = False  # absent when true: earlier caches stay valid
         if needs_tf:
             config["policy"] = policy_identity(policy.settings())
         store, key = open_store(experiment, stage, CODE_VERSIONS["entropy_scores"], config,
@@ -120,11 +125,13 @@ def _entropy_asset(task: str) -> dg.AssetsDefinition:
         with write_errors_reported():
             scores, routes = entropy_scores(selection, profile.scoring.epsilon, teacher,
                                             store=store,
-                                            shard_size=profile.stages.shard_questions)
+                                            shard_size=profile.stages.shard_questions,
+                                            include_eos=include_eos)
         meta = _common_metadata(selection, scores)
         meta.update(cache_metadata(context, stage, key, store))
         meta.update({f"route_{k}": v for k, v in routes.items()})
         meta["epsilon"] = profile.scoring.epsilon
+        meta["entropy_include_eos"] = include_eos
         return dg.Output(scores, metadata=meta)
 
     return entropy_scores_asset

@@ -1,6 +1,8 @@
 """``<task>/results_table``: the paper's method x scorer table (Tables 1, 2, 3, 7) from the
 eval reports, and ``<task>/{rank_weight_ablation,rrhf_variants,dpo_beta_sweep}``: the sweeps
-(Figure 6, Tables 8, 9). CSV and Markdown on disk and in the UI, with a figure each.
+(Figure 6, Tables 8, 9). CSV and Markdown on disk and in the UI, with a figure each; each
+names its eval set (CSV column ``eval_set``, the Markdown file's first line, metadata
+``eval_set``), since tables over different eval sets are not comparable.
 """
 
 import json
@@ -18,9 +20,10 @@ from assets.adapters import adapter_dir
 from resources import ExperimentResource
 from saturated_dag.atomic import atomic_save_figure, atomic_write_csv, atomic_write_text
 from saturated_dag.experiments import SWEEP_TITLES, Experiment, SweepRow
-from saturated_dag.result_tables import results_table, sweep_table, to_markdown
+from saturated_dag.result_tables import eval_set_caption, results_table, sweep_table, to_markdown
+from saturated_dag.tasks import eval_set_name
 
-CODE_VERSION = "1"
+CODE_VERSION = "2"  # 2: the eval set is named
 
 
 def _plot(frame: pd.DataFrame, path: Path, title: str) -> Path:
@@ -51,20 +54,23 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
               description=f"{task}: pass@1 / pass@8 of every adapter against the base model.")
     def results(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                 **reports: pd.DataFrame) -> dg.Output[pd.DataFrame]:
-        k = experiment.settings.sampling.n
+        profile = experiment.settings
+        k = profile.sampling.n
         runs = {(e.split, e.method, e.scorer): reports[f"run_{i}"]
                 for i, e in enumerate(experiments)}
-        frame = results_table(reports["base"], runs, k=k)
+        eval_set = eval_set_name(profile, task, len(reports["base"]))
+        frame = results_table(reports["base"], runs, k=k, eval_set=eval_set)
         out = Path(experiment.output_dir) / task
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_csv(frame, out / "results_table.csv", index=False)
         markdown = to_markdown(frame)
-        atomic_write_text(out / "results_table.md", markdown + "\n")
+        caption = eval_set_caption(frame)
+        atomic_write_text(out / "results_table.md", f"{caption}\n\n{markdown}\n")
         png = _plot(frame, out / "results_table.png", f"{task}: pass@1 by method and scorer")
-        context.log.info("\n" + markdown)
-        profile = experiment.settings
+        context.log.info(f"{caption}\n{markdown}")
         return dg.Output(frame, metadata={
             "table": dg.MetadataValue.md(markdown),
+            "eval_set": eval_set,
             "policy": profile.policy.model, "profile": profile.name,
             "csv": dg.MetadataValue.path(str(out / "results_table.csv")),
             "figure": image(png, "pass@1 by method and scorer"),
@@ -122,23 +128,27 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow]) -> dg.AssetsD
               description=f"{task}: {title}, on the {rows[0].experiment.split} split.")
     def table(context: dg.AssetExecutionContext, experiment: ExperimentResource,
               **reports: pd.DataFrame) -> dg.Output[pd.DataFrame]:
-        k = experiment.settings.sampling.n
+        profile = experiment.settings
+        k = profile.sampling.n
         split = rows[0].experiment.split
+        eval_set = eval_set_name(profile, task, len(reports["base"]))
         entries = []
         for i, row in enumerate(rows):
             settings = {**row.settings,
                         "epochs": _best_epoch(experiment.output_dir, task, row.experiment),
                         "adapter": row.experiment.name}
             entries.append((row.label, settings, reports[f"row_{i}"]))
-        frame = sweep_table(reports["base"], split, entries, k=k)
+        frame = sweep_table(reports["base"], split, entries, k=k, eval_set=eval_set)
         out = Path(experiment.output_dir) / task
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_csv(frame, out / f"{name}.csv", index=False)
         markdown = to_markdown(frame)
-        atomic_write_text(out / f"{name}.md", f"{title}\n\n{markdown}\n")
-        context.log.info(f"{title}\n{markdown}")
+        caption = eval_set_caption(frame)
+        atomic_write_text(out / f"{name}.md", f"{title}\n{caption}\n\n{markdown}\n")
+        context.log.info(f"{title}\n{caption}\n{markdown}")
         metadata: dict[str, object] = {
-            "table": dg.MetadataValue.md(f"**{title}**\n\n{markdown}"),
+            "table": dg.MetadataValue.md(f"**{title}** ({caption})\n\n{markdown}"),
+            "eval_set": eval_set,
             "csv": dg.MetadataValue.path(str(out / f"{name}.csv")),
         }
         if sweep == "rank_weight":

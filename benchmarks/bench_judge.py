@@ -31,11 +31,10 @@ from benchmarks.common import (
 )
 from saturated_dag.generation.base import SamplingParams
 from saturated_dag.generation.transformers_backend import _TextStop
-from saturated_dag.scorers.judges import _FOUND, JudgeRequest, LlmJudge
+from saturated_dag.scorers.judges import JudgeRequest, LlmJudge, judgment_stop
 
-
-def _stop(text: str) -> bool:
-    return _FOUND.search(text) is not None
+_stop = judgment_stop(1)
+"""The judge's own stop rule for a pairwise comparison: a complete, valid ``Judgment: [N]``."""
 
 
 

@@ -37,8 +37,8 @@ from saturated_dag.losses import RrhfLossConfig, rrhf_loss, sequence_logprobs
 
 def loop_rrhf_loss(sums: torch.Tensor, counts: torch.Tensor, scores: torch.Tensor,
                    group: torch.Tensor, config: RrhfLossConfig) -> torch.Tensor:
-    """λ·L_rank + L_ft with one iteration per group (the plain implementation)."""
-    rank = sums.new_zeros(())
+    """mean over groups of λ·L_rank + L_ft, one iteration per group (the plain way)."""
+    rank = []
     sft = []
     for g in torch.unique(group).tolist():
         idx = torch.nonzero(group == g).squeeze(-1)
@@ -49,11 +49,11 @@ def loop_rrhf_loss(sums: torch.Tensor, counts: torch.Tensor, scores: torch.Tenso
             margin = margin.clamp(min=0)
         gap = r.unsqueeze(0) - r.unsqueeze(1)
         weight = torch.sigmoid(gap) if config.logistic_weight else torch.ones_like(gap)
-        rank = rank + (weight * margin * (gap > 0)).sum()
+        rank.append((weight * margin * (gap > 0)).sum())
         best = int(torch.argmax(r))
         sft.append(-sums[idx][best] / counts[idx][best].clamp(min=1))
-    l_ft = torch.stack(sft).mean()
-    return config.rank_weight * rank + (l_ft if config.use_sft else 0.0)
+    l_rank, l_ft = torch.stack(rank).mean(), torch.stack(sft).mean()
+    return config.rank_weight * l_rank + (l_ft if config.use_sft else 0.0)
 
 
 def plain_sequence_logprobs(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--groups", type=int, default=64, help="groups of the loss-only run")
     parser.add_argument("--n", type=int, default=8, help="completions per group")
     parser.add_argument("--step-groups", type=int, default=4,
-                        help="groups per device batch (the demo's per_device_batch_size)")
+                        help="questions per device batch (per_device_batch_size // n)")
     parser.add_argument("--max-new-tokens", type=int, default=256)
     args = parser.parse_args(argv)
     if args.toy:

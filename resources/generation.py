@@ -12,6 +12,7 @@ from pydantic import Field
 from resources.vllm_fields import VllmEngineResource
 from saturated_dag.config import PolicySettings
 from saturated_dag.generation import GenerationBackend, open_backend
+from saturated_dag.generation.base import ChatPrompting
 from saturated_dag.generation.models import resolve as resolve_model
 
 
@@ -24,6 +25,9 @@ class GenerationResource(VllmEngineResource):
     device: str = "cpu"
     batch_size: int = 64
     chat_template: str = Field("auto", description="auto, always or never")
+    enable_thinking: bool | None = Field(
+        None, description="passed to chat templates that read it (Qwen3: false samples without "
+        "a <think> block); null: the template's default")
     trust_remote_code: bool = False
     seed: int = 0
 
@@ -55,7 +59,7 @@ class GenerationResource(VllmEngineResource):
         if key not in self._loaded:
             if log is not None:
                 log.info(f"loading {settings.model} on {settings.backend} ({settings.device})")
-            self._loaded[key] = open_backend(
+            self._loaded[key] = backend = open_backend(
                 settings.backend,
                 settings.model,
                 dtype=settings.dtype,
@@ -66,6 +70,8 @@ class GenerationResource(VllmEngineResource):
                 seed=self.seed,
                 vllm_options=settings.vllm.model_dump(),
             )
+            if isinstance(backend, ChatPrompting):
+                backend.enable_thinking = settings.enable_thinking
         return self._loaded[key]
 
     @classmethod

@@ -62,6 +62,8 @@ class ChainSumSettings(_Strict):
     """The paper's fixed eval set instead of a generated one: a hub id
     (``hannoh/chainsum_eval``, 200 questions), a ``datasets``-loadable folder or a JSONL file
     with the same columns. None: ``eval_questions_per_cell`` questions drawn per eval cell."""
+    eval_limit: int | None = Field(None, ge=1)
+    """With ``eval_source``: evaluate its first ``eval_limit`` rows (the paper: 200)."""
     seed: int = Field(0, ge=0)
 
     @model_validator(mode="after")
@@ -189,6 +191,10 @@ class ScoringSettings(_Strict):
     """Splits whose every completion (correct or not) is scored, for questions with p-hat > 0."""
     epsilon: float = Field(1e-8, gt=0)
     """Entropy score r = 1 / max(H-bar, epsilon)."""
+    entropy_include_eos: bool = True
+    """H-bar averages over the generated tokens including the EOS that ended the completion
+    (the EOS is a sampled token). False: the completion's text tokens only, computed
+    teacher-forced under the policy (the generation pass records only the mean with EOS)."""
     both_orders: bool = False
     """Judge each pair in both orders and average (cancels position bias; off in the paper)."""
     random_seed: int = Field(0, ge=0)

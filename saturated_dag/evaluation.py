@@ -1,6 +1,6 @@
 """Eval reports (App. B.1): n samples per question, pass@1 and pass@k by the unbiased
-estimator, answers checked with Math-Verify. Per-question counts are kept so any report can be
-recomputed or compared without sampling again.
+estimator, answers checked with Math-Verify (the profile's ``answer_check``). Per-question
+counts are kept so any report can be recomputed or compared without sampling again.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from saturated_dag.metrics import pass_at_k
 from saturated_dag.pool import BackendSource, LogFn, generate_pool
 from saturated_dag.shards import ShardStore
 from saturated_dag.tasks.base import Question
+from saturated_dag.verification import AnswerCheck
 
 
 def per_question_results(completions: pd.DataFrame) -> pd.DataFrame:
@@ -50,14 +51,18 @@ def evaluate(
     log: LogFn | None = None,
     store: ShardStore | None = None,
     shard_size: int | None = None,
+    answer_check: AnswerCheck = "math_verify",
 ) -> tuple[pd.DataFrame, dict[str, float]]:
     """Sample and score ``questions``: (per-question results, summary).
+
+    ``answer_check``: the profile's rule for reading answers (the paper's Math-Verify
+    extraction by default); a store's key must include it.
 
     With ``store``/``shard_size`` the completions are sampled in resumable, cached shards
     (``generate_pool``); ``backend`` may then be a loader called only if a shard is missing.
     """
     completions = generate_pool(questions, backend, params, verify_workers, log,
-                                store=store, shard_size=shard_size)
+                                store=store, shard_size=shard_size, answer_check=answer_check)
     table = per_question_results(completions)
     return table, summarise(table, ks=sorted({1, params.n}))
 
@@ -69,8 +74,12 @@ def adapter_backend(
     chat_template: str = "auto",
     dtype: str = "float32",
     device: str = "cpu",
+    enable_thinking: bool | None = None,
 ) -> GenerationBackend:
-    """The base model with a LoRA adapter merged in, on the transformers backend."""
+    """The base model with a LoRA adapter merged in, on the transformers backend.
+
+    ``chat_template`` and ``enable_thinking`` are the base backend's: an adapter is evaluated
+    on exactly the prompts the base model saw."""
     from peft import PeftModel
 
     from saturated_dag.generation.models import load_model
@@ -79,8 +88,10 @@ def adapter_backend(
     model, tokenizer = load_model(base_model, dtype, device)
     merged = PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
     merged.eval()
-    return TransformersBackend(merged, tokenizer, batch_size=batch_size,
-                               chat_template=chat_template)  # type: ignore[arg-type]
+    backend = TransformersBackend(merged, tokenizer, batch_size=batch_size,
+                                  chat_template=chat_template)  # type: ignore[arg-type]
+    backend.enable_thinking = enable_thinking
+    return backend
 
 
 def adapter_backends(
@@ -109,6 +120,7 @@ def adapter_backends(
         if base_model is None:
             raise ValueError("merging adapters on transformers needs base_model (the model spec)")
         return {name: adapter_backend(base_model, str(folder), base_backend.batch_size,
-                                      base_backend.chat_template, dtype, device)
+                                      base_backend.chat_template, dtype, device,
+                                      base_backend.enable_thinking)
                 for name, folder in named.items()}
     raise TypeError(f"no adapter support for the {type(base_backend).__name__} backend")

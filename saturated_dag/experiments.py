@@ -32,7 +32,14 @@ SWITCHES = {"rrhf_use_sft": "sft", "rrhf_hinge": "hinge", "rrhf_logistic_weight"
 
 
 def _number(value: float) -> str:
-    return f"{value:g}"
+    """The number as it appears in names and labels: short (``0.01``, ``5e-06``) and exact.
+
+    ``:g`` keeps six significant digits, so ``1.2345678e-05`` and ``1.2345671e-05`` would name
+    one adapter; where ``:g`` does not read back as ``value``, the exact ``repr`` is used, so
+    distinct settings always give distinct names and ``float(text) == value``.
+    """
+    text = f"{value:g}"
+    return text if float(text) == value else repr(float(value))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """σ-RRHF (Sec. 3.4, App. C.3): the rank loss with its ablations, and the SFT anchor.
 
+The loss is per question, L(q) = λ·L_rank(q) + L_ft(q), and a batch's loss is its mean over
+questions, so λ means the same whatever the batch size.
+
 Everything works on per-completion quantities already reduced over tokens, so the same
 functions serve a trainer (batched groups) and hand-checked unit tests.
 """
@@ -112,15 +115,16 @@ def _group_table(group: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return table.clamp(min=0), table >= 0
 
 
-def rank_loss(
+def rank_loss_per_question(
     p: torch.Tensor, scores: torch.Tensor, group: torch.Tensor, config: RrhfLossConfig
 ) -> torch.Tensor:
-    """Σ over ALL pairs (i, j) of the same group with r_i < r_j of w_ij · f(p_i − p_j).
+    """L_rank(q) = Σ over the pairs (i, j) of question q with r_i < r_j of w_ij · f(p_i − p_j).
 
-    ``p`` are length-normalised log-probabilities, ``scores`` the quality scores r and
-    ``group`` the question index of each completion. w_ij = σ(r_j − r_i) (or 1); f is the
-    hinge max(0, ·) (or the identity). Equal scores give no pair. Vectorised over groups:
-    pairs are formed within each group (G x k x k), not over the whole batch (N x N).
+    One value per distinct ``group`` (in sorted group order). ``p`` are length-normalised
+    log-probabilities, ``scores`` the quality scores r and ``group`` the question index of
+    each completion. w_ij = σ(r_j − r_i) (or 1); f is the hinge max(0, ·) (or the identity).
+    Equal scores give no pair. Vectorised over groups: pairs are formed within each group
+    (G x k x k), not over the whole batch (N x N).
     """
     table, valid = _group_table(group)
     p, r = p[table], scores[table]
@@ -131,20 +135,31 @@ def rank_loss(
         margin = margin.clamp(min=0)
     gap = r.unsqueeze(1) - r.unsqueeze(2)  # [g, i, j]: r_j - r_i
     weight = torch.sigmoid(gap) if config.logistic_weight else torch.ones_like(gap)
-    return (weight * margin * pairs).sum()
+    return (weight * margin * pairs).sum((1, 2))
 
 
-def sft_anchor(
+def rank_loss(
+    p: torch.Tensor, scores: torch.Tensor, group: torch.Tensor, config: RrhfLossConfig
+) -> torch.Tensor:
+    """The per-question rank loss (``rank_loss_per_question``) averaged over the questions.
+
+    A mean, not a sum: the loss of a batch must not grow with how many questions share it
+    (the paper's L is per question; Sec. 3.4).
+    """
+    return rank_loss_per_question(p, scores, group, config).mean()
+
+
+def sft_anchor_per_question(
     token_logp_sum: torch.Tensor,
     token_count: torch.Tensor,
     scores: torch.Tensor,
     group: torch.Tensor,
 ) -> torch.Tensor:
-    """−log π(y_best | x) as a masked mean over the best completion's tokens, per group.
+    """L_ft(q) = −log π(y_best | x) as a masked mean over the best completion's tokens.
 
-    The best completion of each group is its highest score (the first on ties); groups are
-    averaged so each question counts once. Vectorised over groups (no Python loop): a
-    per-group max by scatter, then the first index reaching it.
+    One value per distinct ``group`` (sorted, as ``rank_loss_per_question``). The best
+    completion of each group is its highest score (the first on ties). Vectorised over
+    groups (no Python loop): a per-group max by scatter, then the first index reaching it.
     """
     _, slot = torch.unique(group, return_inverse=True)
     groups = int(slot.max()) + 1
@@ -154,7 +169,17 @@ def sft_anchor(
     candidates = torch.where(scores == top[slot], index, len(scores))
     first = torch.full((groups,), len(scores), dtype=index.dtype, device=scores.device)
     best = first.scatter_reduce(0, slot, candidates, reduce="amin")
-    return (-token_logp_sum[best] / token_count[best].clamp(min=1)).mean()
+    return -token_logp_sum[best] / token_count[best].clamp(min=1)
+
+
+def sft_anchor(
+    token_logp_sum: torch.Tensor,
+    token_count: torch.Tensor,
+    scores: torch.Tensor,
+    group: torch.Tensor,
+) -> torch.Tensor:
+    """L_ft averaged over the questions, so each question counts once."""
+    return sft_anchor_per_question(token_logp_sum, token_count, scores, group).mean()
 
 
 def rrhf_loss(
@@ -163,12 +188,25 @@ def rrhf_loss(
     scores: torch.Tensor,
     group: torch.Tensor,
     config: RrhfLossConfig,
+    questions: float | torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """λ·L_rank + L_ft (or L_rank alone without the SFT term), with both parts for logging."""
+    """Σ_q [λ·L_rank(q) + L_ft(q)] / ``questions``, with both parts' per-question means.
+
+    ``questions`` defaults to the number of questions here, which makes the loss the MEAN
+    over questions of the paper's per-question loss L = λ·L_rank^σ + L_ft (Sec. 3.4): it does
+    not depend on how many questions share a batch. A trainer that accumulates gradients
+    over micro-batches passes the question count of the whole optimizer step instead, so
+    the summed micro-batch losses are that step's mean exactly (micro-batches may hold
+    different numbers of questions). Without the SFT term (``use_sft=False``) it is
+    λ·L_rank alone. The logged parts are means over this batch's questions.
+    """
     if not torch.isfinite(scores).all():
         raise ValueError("σ-RRHF scores must be finite")
     p = token_logp_sum / token_count.clamp(min=1)
-    l_rank = rank_loss(p, scores, group, config)
-    l_ft = sft_anchor(token_logp_sum, token_count, scores, group)
-    total = config.rank_weight * l_rank + (l_ft if config.use_sft else 0.0)
-    return total, {"rank_loss": float(l_rank.detach()), "sft_loss": float(l_ft.detach())}
+    l_rank = rank_loss_per_question(p, scores, group, config)
+    l_ft = sft_anchor_per_question(token_logp_sum, token_count, scores, group)
+    per_question = config.rank_weight * l_rank + (l_ft if config.use_sft else 0.0)
+    divisor = len(l_rank) if questions is None else questions
+    total = per_question.sum() / divisor
+    return total, {"rank_loss": float(l_rank.detach().mean()),
+                   "sft_loss": float(l_ft.detach().mean())}

@@ -15,7 +15,7 @@ import pandas as pd
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.shards import ShardStore, run_shards, shard_seed
 from saturated_dag.tasks.base import Question
-from saturated_dag.verification import verify_many
+from saturated_dag.verification import AnswerCheck, verify_many
 
 POOL_COLUMNS = [
     "question_id", "task", "pool", "cell", "terms", "digits", "problem", "prompt", "gold",
@@ -41,8 +41,12 @@ def generate_pool(
     progress_every: int = 10,
     store: ShardStore | None = None,
     shard_size: int | None = None,
+    answer_check: AnswerCheck = "math_verify",
 ) -> pd.DataFrame:
     """Sample ``params.n`` completions for every question and check each answer.
+
+    ``answer_check``: how answers are read (``saturated_dag.verification``); a store's key
+    must include it, since it decides the stored ``correct`` column.
 
     ``shard_size``: questions per shard, each sampled with ``shard_seed(params.seed, i)``;
     ``None`` samples everything at once with ``params.seed`` (no store allowed then).
@@ -55,7 +59,7 @@ def generate_pool(
         if store is not None:
             raise ValueError("a shard store needs a shard_size")
         return _sample_and_verify(questions, _backend(backend), params, verify_workers, log,
-                                  progress_every)
+                                  progress_every, answer_check)
     loaded: list[GenerationBackend] = []
 
     def compute(index: int, part: Sequence[Question]) -> pd.DataFrame:
@@ -63,7 +67,7 @@ def generate_pool(
             loaded.append(_backend(backend))
         shard_params = replace(params, seed=shard_seed(params.seed, index))
         return _sample_and_verify(part, loaded[0], shard_params, verify_workers, log,
-                                  progress_every)
+                                  progress_every, answer_check)
 
     frame, _stats = run_shards(store, list(questions), shard_size, compute, log)
     return frame
@@ -76,6 +80,7 @@ def _sample_and_verify(
     verify_workers: int,
     log: LogFn | None,
     progress_every: int,
+    answer_check: AnswerCheck,
 ) -> pd.DataFrame:
     say = log or (lambda _msg: None)
     prompts = [backend.render(q.prompt_text) for q in questions]
@@ -115,9 +120,9 @@ def _sample_and_verify(
                 "finish_reason": sample.finish_reason,
                 "mean_entropy": sample.mean_entropy,
             })
-    say(f"verifying {len(rows)} completions with Math-Verify")
+    say(f"verifying {len(rows)} completions with Math-Verify ({answer_check})")
     verdicts = verify_many([r["completion"] for r in rows], [r["gold"] for r in rows],
-                           workers=verify_workers)
+                           workers=verify_workers, mode=answer_check)
     for row, verdict in zip(rows, verdicts, strict=True):
         row["answer"] = verdict.answer
         row["correct"] = verdict.correct

@@ -69,13 +69,24 @@ def _record(prompt: str, chosen: pd.Series, rejected: pd.Series | None = None) -
     return row
 
 
-def dpo_pairs(pool: pd.DataFrame, scores: pd.DataFrame, seed: int = 0) -> Built:
-    """y_w = argmax, y_l = argmin of the scores; ties broken at random; all-equal skipped.
+def dpo_pairs(
+    pool: pd.DataFrame, scores: pd.DataFrame, seed: int = 0, distinct_texts: bool = False
+) -> Built:
+    """y_w = argmax, y_l = argmin of the scores, ties broken at random (Sec. 3.3).
 
-    Two samples can have the same text (a small model's bare-answer style); a pair of equal
-    texts carries no preference, so y_l is the lowest-scored completion whose text differs
-    from y_w (counted as ``adjusted_rejected_text_equal_to_chosen`` when that is not the
-    argmin), and a question whose completions all share y_w's text is skipped.
+    The paper's rule (the default): a question is skipped only when it has fewer than two
+    completions or all its scores are equal. Two samples can have the same text (a small
+    model's bare-answer style); such a pair is kept, it carries zero DPO gradient.
+
+    ``distinct_texts`` (not in the paper; ``training.dpo_distinct_texts``): a pair never puts
+    the same text on both sides. y_w is still a top-scored completion, drawn among those with
+    a different text scored below the top, preferring those whose lowest different text is
+    scored lowest (counted as ``adjusted_chosen_tie_restricted_to_distinct_text`` when that
+    narrows the ties); y_l is the lowest-scored completion whose text differs from y_w's
+    (counted as ``adjusted_rejected_text_equal_to_chosen`` when it is not an argmin). A pair
+    with different texts is found whenever one exists with y_w at the top score; otherwise
+    every completion has the same text and the question is skipped
+    (``skipped_all_completions_same_text``).
     """
     rng = random.Random(seed)
     stats = BuildStats(seed=seed)
@@ -85,27 +96,57 @@ def dpo_pairs(pool: pd.DataFrame, scores: pd.DataFrame, seed: int = 0) -> Built:
         if len(group) < 2:
             stats.skip("fewer_than_two_completions")
             continue
-        top, bottom = group["score"].max(), group["score"].min()
-        if top == bottom:
+        group = group.sort_values("sample_index")
+        if group["score"].max() == group["score"].min():
             stats.skip("all_scores_equal")
             continue
-        best = group[group["score"] == top].sort_values("sample_index")
-        chosen = best.iloc[rng.randrange(len(best))]
-        others = group[group["completion"] != chosen["completion"]]
-        if others.empty:
+        pair = (_distinct_text_pair(group, rng, stats) if distinct_texts
+                else _argmax_argmin_pair(group, rng))
+        if pair is None:
             stats.skip("all_completions_same_text")
             continue
-        lowest = others["score"].min()
-        if lowest == top:
-            stats.skip("all_scores_equal")
-            continue
-        if lowest != bottom:
-            stats.adjust("rejected_text_equal_to_chosen")
-        worst = others[others["score"] == lowest].sort_values("sample_index")
-        rejected = worst.iloc[rng.randrange(len(worst))]
+        chosen, rejected = pair
         rows.append(_record(chosen["prompt"], chosen, rejected))
     stats.rows_out = len(rows)
     return pd.DataFrame(rows), stats
+
+
+Pair = tuple[pd.Series, pd.Series]
+
+
+def _pick(rows: pd.DataFrame, rng: random.Random) -> pd.Series:
+    """One row uniformly at random (rows in sample order, so the draw is reproducible)."""
+    return rows.iloc[rng.randrange(len(rows))]
+
+
+def _argmax_argmin_pair(group: pd.DataFrame, rng: random.Random) -> Pair:
+    """The paper's pair: a random argmax against a random argmin."""
+    scores = group["score"]
+    chosen = _pick(group[scores == scores.max()], rng)
+    return chosen, _pick(group[scores == scores.min()], rng)
+
+
+def _distinct_text_pair(group: pd.DataFrame, rng: random.Random,
+                        stats: BuildStats) -> Pair | None:
+    """A top-scored y_w and the lowest-scored y_l with a different text (None: no such pair)."""
+    scores, texts = group["score"], group["completion"]
+    top = scores.max()
+    below = group[scores < top]
+    best = group[scores == top]
+    # for each top-scored candidate, the lowest score among lower-scored different texts
+    lowest = pd.Series({i: below.loc[below["completion"] != texts[i], "score"].min()
+                        for i in best.index}).dropna()
+    if lowest.empty:
+        return None
+    floor = lowest.min()
+    candidates = best.loc[lowest.index[lowest == floor]]
+    if len(candidates) < len(best):
+        stats.adjust("chosen_tie_restricted_to_distinct_text")
+    chosen = _pick(candidates, rng)
+    if floor != scores.min():
+        stats.adjust("rejected_text_equal_to_chosen")
+    worst = below[(below["completion"] != chosen["completion"]) & (below["score"] == floor)]
+    return chosen, _pick(worst, rng)
 
 
 def rrhf_groups(pool: pd.DataFrame, scores: pd.DataFrame) -> Built:

@@ -1,10 +1,20 @@
-"""Answer checking with Math-Verify: the last ``\\boxed{}`` of a completion against the gold.
+"""Answer checking (App. B): a completion's answer against the gold, in one of two modes.
+
+``math_verify`` (the paper's rule, the default): Math-Verify's own extraction on the whole
+completion with its default configs (``LatexExtractionConfig`` + ``ExprExtractionConfig``). It
+reads, by priority, a "final answer is ..." statement, then the ``\\boxed{}`` answer, then an
+"answer: ..." statement, then the rightmost plain number or LaTeX, so ``The answer is 12.``
+counts. Several different boxed answers become a set that never verifies.
+
+``last_boxed`` (an option, not the paper's): only the content of the last ``\\boxed{}``
+counts; a completion without one is wrong.
 
 Math-Verify's defaults use ``signal.alarm`` and raise outside the main thread, so every call
 here disables its timeouts (safe in worker threads and processes) and bounds the input size
-instead. Math-Verify alone mis-reads two common forms, handled before parsing: several boxed
-answers (it builds a set that never verifies, the paper's rule is the *last* box) and digit
-groups separated by spaces (``1 234`` parses as 235).
+instead. Two forms are handled before Math-Verify sees them, in both modes: digit groups
+separated by spaces inside a box (``\\boxed{1 234}`` parses as 235) and an empty last box
+(Math-Verify would fall back to any earlier number: a completion that boxes nothing has given
+no answer).
 """
 
 from __future__ import annotations
@@ -14,23 +24,33 @@ import re
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing import get_context
+from typing import Literal, get_args
 
 from math_verify import parse, verify
 
 # Math-Verify warns on every call that timeouts are off; that is deliberate here.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 
+AnswerCheck = Literal["math_verify", "last_boxed"]
+ANSWER_CHECKS: tuple[str, ...] = get_args(AnswerCheck)
+
 MAX_ANSWER_CHARS = 200
+"""Longer extracted answers are wrong without a symbolic comparison (no timeout protects it)."""
+MAX_COMPLETION_CHARS = 20_000
+"""Math-Verify reads only this tail of a completion (about 5,000 tokens; answers come last)."""
 _SPACED_THOUSANDS = re.compile(r"^-?\d{1,3}(?: \d{3})+$")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BOXED_SPACED_THOUSANDS = re.compile(r"(\\(?:boxed|fbox)\s*\{\s*\$?\s*)(-?\d{1,3}(?: \d{3})+)"
+                                     r"(?=\s*\$?\s*\})")
 
 
 @dataclass(frozen=True)
 class Verdict:
     """What was extracted from a completion and whether it matches the gold."""
 
-    answer: str | None  # content of the last \boxed{}, None when there is none
+    answer: str | None  # the extracted answer text ("" for an empty box), None when none
     correct: bool
 
 
@@ -62,24 +82,66 @@ def _parse_math(expression: str) -> list:
     return parse(f"${expression}$", parsing_timeout=None)
 
 
-def verify_answer(completion: str, gold: str) -> Verdict:
-    """Check one completion: its last boxed answer must be equivalent to ``gold``."""
+def _join_boxed_thousands(text: str) -> str:
+    """``\\boxed{1 234}`` -> ``\\boxed{1234}``: Math-Verify reads the space as a product."""
+    return _BOXED_SPACED_THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(" ", ""), text)
+
+
+def _gold(gold: str) -> list:
+    parsed = _parse_math(_normalise(gold))
+    if not parsed:
+        raise ValueError(f"gold answer {gold!r} cannot be parsed by Math-Verify")
+    return parsed
+
+
+def _last_boxed_verdict(completion: str, gold: str) -> Verdict:
     answer = extract_last_boxed(completion)
     if answer is None:
         return Verdict(None, False)
     if not answer or len(answer) > MAX_ANSWER_CHARS:
         return Verdict(answer, False)
-    gold_parsed = _parse_math(_normalise(gold))
-    if not gold_parsed:
-        raise ValueError(f"gold answer {gold!r} cannot be parsed by Math-Verify")
+    gold_parsed = _gold(gold)
     predicted = _parse_math(_normalise(answer))
     if not predicted:
         return Verdict(answer, False)
     return Verdict(answer, bool(verify(gold_parsed, predicted, timeout_seconds=None)))
 
 
-def _verify_chunk(pairs: list[tuple[str, str]]) -> list[Verdict]:
-    return [verify_answer(c, g) for c, g in pairs]
+def _extracted_text(predicted: list) -> str:
+    """The answer as written: Math-Verify appends the matched text after the parsed value."""
+    texts = [p for p in predicted if isinstance(p, str)]
+    return texts[-1] if texts else str(predicted[0])
+
+
+def _math_verify_verdict(completion: str, gold: str) -> Verdict:
+    gold_parsed = _gold(gold)
+    text = completion[-MAX_COMPLETION_CHARS:]
+    if extract_last_boxed(text) == "":
+        return Verdict("", False)
+    predicted = parse(_join_boxed_thousands(text), parsing_timeout=None)
+    if not predicted:
+        return Verdict(None, False)
+    answer = _extracted_text(predicted)
+    if len(answer) > MAX_ANSWER_CHARS:
+        return Verdict(answer, False)
+    return Verdict(answer, bool(verify(gold_parsed, predicted, timeout_seconds=None)))
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in ANSWER_CHECKS:
+        raise ValueError(f"unknown answer check {mode!r}; expected one of {list(ANSWER_CHECKS)}")
+
+
+def verify_answer(completion: str, gold: str, mode: AnswerCheck = "math_verify") -> Verdict:
+    """Check one completion against ``gold`` under ``mode`` (see the module docstring)."""
+    _check_mode(mode)
+    if mode == "last_boxed":
+        return _last_boxed_verdict(completion, gold)
+    return _math_verify_verdict(completion, gold)
+
+
+def _verify_chunk(pairs: list[tuple[str, str]], mode: AnswerCheck) -> list[Verdict]:
+    return [verify_answer(c, g, mode) for c, g in pairs]
 
 
 def verify_many(
@@ -87,15 +149,18 @@ def verify_many(
     golds: Sequence[str],
     workers: int = 1,
     min_parallel: int = 2000,
+    mode: AnswerCheck = "math_verify",
 ) -> list[Verdict]:
     """Verify many completions; over a process pool when large (about 3-5 ms each)."""
+    _check_mode(mode)
     if len(completions) != len(golds):
         raise ValueError(f"{len(completions)} completions but {len(golds)} golds")
     pairs = list(zip(completions, golds, strict=True))
     if workers <= 1 or len(pairs) < min_parallel:
-        return _verify_chunk(pairs)
+        return _verify_chunk(pairs, mode)
     size = max(1, len(pairs) // (workers * 4))
     chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
     # spawn: workers must not inherit torch's thread pools from a forked parent.
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        return [v for chunk in pool.map(_verify_chunk, chunks) for v in chunk]
+        return [v for chunk in pool.map(partial(_verify_chunk, mode=mode), chunks)
+                for v in chunk]

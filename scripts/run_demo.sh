@@ -7,4 +7,9 @@ export SATURATED_DAG_PROFILE=${SATURATED_DAG_PROFILE:-demo}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
 mkdir -p "$DAGSTER_HOME"
 [ -f "$DAGSTER_HOME/dagster.yaml" ] || cp dagster.yaml "$DAGSTER_HOME/dagster.yaml"
-exec .venv/bin/dagster job execute -f definitions.py -j "${1:-demo}"
+job=${1:-demo}
+.venv/bin/dagster job execute -f definitions.py -j "$job"
+# README's "Demo results" are the tables this run wrote (and the rules it used).
+if [ "$job" = demo ] && [ "$SATURATED_DAG_PROFILE" = demo ]; then
+  .venv/bin/python scripts/readme_results.py --profile demo
+fi

@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from resources.parquet_io import asset_file
 from tests.conftest import REPO_ROOT
 
 PROFILE = {
@@ -167,7 +168,7 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def kill_and_resume(select: str, stage: str, profile: Path, out: Path, home: Path) -> None:
     """SIGKILL the step after its first shard, recover the run, re-run, check the resume."""
     before = kill_after_first_shard(cli(select, profile, out, home), out, stage)
-    assert not (out / "assets" / Path(*select.split("/"))).with_suffix(".parquet").exists()
+    assert not asset_file(out / "assets", select.split("/")).exists()
     assert fail_dead_runs(home) == 1
     log = finish(cli(select, profile, out, home))
     check_resumed(log, select, before, shards(out, stage))

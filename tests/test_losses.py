@@ -86,3 +86,59 @@ def test_sequence_logprobs_matches_log_softmax_over_masked_tokens() -> None:
     ref = torch.log_softmax(logits, -1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
     assert sums.tolist() == pytest.approx((ref * mask).sum(-1).tolist(), abs=1e-5)
     assert counts.tolist() == [3.0, 2.0]
+
+
+def test_batch_loss_is_the_mean_over_questions_issue_example() -> None:
+    # Issue 13, item 1: two identical questions, scores [0, 1], log-probs [-1, -2], lengths 1,
+    # λ = 1. The rank loss used to be summed over questions (3.4621); per question it is
+    # σ(1)·max(0, -1 - -2) + 2 = 2.7311, and a batch of copies must give the same.
+    sums, counts = _t(-1.0, -2.0, -1.0, -2.0), _t(1.0, 1.0, 1.0, 1.0)
+    scores, group = _t(0.0, 1.0, 0.0, 1.0), torch.tensor([0, 0, 1, 1])
+    total, parts = rrhf_loss(sums, counts, scores, group, RrhfLossConfig(rank_weight=1.0))
+    assert total.item() == pytest.approx(sig(1.0) + 2.0) == pytest.approx(2.7311, abs=1e-4)
+    assert parts == pytest.approx({"rank_loss": sig(1.0), "sft_loss": 2.0})  # per question
+    alone, _ = rrhf_loss(sums[:2], counts[:2], scores[:2], group[:2],
+                         RrhfLossConfig(rank_weight=1.0))
+    assert alone.item() == pytest.approx(total.item())
+
+
+def _three_questions() -> tuple[torch.Tensor, ...]:
+    sums = _t(-2.0, -6.0, -3.0, -1.0, -4.0, -5.0, -2.5)
+    counts = _t(2.0, 2.0, 3.0, 1.0, 4.0, 5.0, 1.0)
+    scores = _t(0.0, 1.0, 0.5, 0.2, 0.9, 0.3, 0.1)
+    group = torch.tensor([0, 0, 0, 1, 1, 2, 2])
+    return sums, counts, scores, group
+
+
+@pytest.mark.parametrize("config", [
+    RrhfLossConfig(), RrhfLossConfig(use_sft=False), RrhfLossConfig(hinge=False),
+    RrhfLossConfig(logistic_weight=False), RrhfLossConfig(rank_weight=1.0)])
+def test_batch_loss_does_not_depend_on_how_many_questions_share_it(
+        config: RrhfLossConfig) -> None:
+    sums, counts, scores, group = _three_questions()
+    each = [rrhf_loss(sums[group == g], counts[group == g], scores[group == g],
+                      group[group == g], config)[0].item() for g in range(3)]
+    total, parts = rrhf_loss(sums, counts, scores, group, config)
+    assert total.item() == pytest.approx(sum(each) / 3)  # the mean, whatever the batch
+    twice = rrhf_loss(sums.repeat(2), counts.repeat(2), scores.repeat(2),
+                      torch.cat([group, group + 3]), config)[0]
+    assert twice.item() == pytest.approx(total.item())
+    p = sums / counts
+    assert parts["rank_loss"] == pytest.approx(rank_loss(p, scores, group, config).item())
+    assert parts["sft_loss"] == pytest.approx(sft_anchor(sums, counts, scores, group).item())
+
+
+def test_micro_batches_divided_by_the_step_questions_sum_to_the_step_mean() -> None:
+    # A trainer accumulating micro-batches passes the step's question count: the summed
+    # micro-batch losses and gradients are those of the whole batch, even for uneven splits.
+    sums, counts, scores, group = _three_questions()
+    config = RrhfLossConfig(rank_weight=0.5)
+    whole = sums.clone().requires_grad_()
+    rrhf_loss(whole, counts, scores, group, config)[0].backward()
+    parts = sums.clone().requires_grad_()
+    first, rest = group < 2, group >= 2  # two questions, then one
+    loss = sum(rrhf_loss(parts[m], counts[m], scores[m], group[m], config, questions=3)[0]
+               for m in (first, rest))
+    loss.backward()
+    assert loss.item() == pytest.approx(rrhf_loss(sums, counts, scores, group, config)[0].item())
+    assert torch.allclose(parts.grad, whole.grad)

@@ -29,3 +29,109 @@ def test_missing_model_path_is_named(tmp_path: Path) -> None:
 def test_unknown_backend_is_named(tiny_model_dir: Path) -> None:
     with pytest.raises(ValueError, match="unknown generation backend 'jax'"):
         open_backend("jax", str(tiny_model_dir))
+
+
+# --- policy.enable_thinking: the Qwen3 hybrid templates' switch ------------------------------
+
+# ChatML with Qwen3's switch: thinking off closes an empty <think> block in the prompt.
+THINKING_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
+    "{% endif %}{% endif %}"
+)
+THINK_OFF = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
+def _thinking_tokenizer():
+    from tests.tiny_models import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = THINKING_TEMPLATE
+    return tokenizer
+
+
+def test_render_prompt_passes_the_thinking_switch() -> None:
+    from saturated_dag.tasks.prompts import render_prompt
+
+    tokenizer = _thinking_tokenizer()
+    off = render_prompt(tokenizer, "1 + 2 =", "always", enable_thinking=False)
+    on = render_prompt(tokenizer, "1 + 2 =", "always", enable_thinking=True)
+    default = render_prompt(tokenizer, "1 + 2 =", "always")
+    assert off.endswith(THINK_OFF) and off.startswith("<|im_start|>user\n1 + 2 =")
+    assert on == default and default.endswith("<|im_start|>assistant\n")
+    assert "<think>" not in default
+    assert render_prompt(tokenizer, "1 + 2 =", "never", enable_thinking=False) == "1 + 2 ="
+
+
+def test_backend_renders_with_its_thinking_switch() -> None:
+    from saturated_dag.generation.base import ChatPrompting
+
+    class Rendering(ChatPrompting):
+        tokenizer = _thinking_tokenizer()
+        chat_template = "auto"
+
+    backend = Rendering()
+    assert backend.render("x").endswith("<|im_start|>assistant\n")  # None: template default
+    backend.enable_thinking = False
+    assert backend.render("x").endswith(THINK_OFF)
+
+
+def test_policy_resource_carries_the_thinking_switch_into_pool_prompts(
+        tiny_model_dir: Path, tmp_path: Path) -> None:
+    """paper_instruct's `enable_thinking: false` reaches the loaded backend, so the pool's
+    stored prompts (which SFT/DPO/σ-RRHF train on) carry the closed think block."""
+    import shutil
+
+    from resources.generation import GenerationResource
+    from saturated_dag.config import load_profile
+    from saturated_dag.generation.base import SamplingParams
+    from saturated_dag.pool import generate_pool
+    from saturated_dag.tasks import chain_sum
+
+    folder = tmp_path / "thinking_model"
+    shutil.copytree(tiny_model_dir, folder)
+    _thinking_tokenizer().save_pretrained(folder)
+    policy = load_profile("paper_instruct").policy.model_copy(update={
+        "backend": "transformers", "model": str(folder), "dtype": "float32", "device": "cpu",
+        "batch_size": 4})
+    assert policy.enable_thinking is False
+    resource = GenerationResource.from_settings(policy)
+    assert resource.settings().enable_thinking is False
+    before = set(GenerationResource._loaded)
+    try:
+        question = chain_sum.build_pool("D", [(2, 1)], 1, 0)[0]
+        pool = generate_pool([question], resource.get_backend(),
+                             SamplingParams(n=1, max_new_tokens=2))
+        assert pool["prompt"].iloc[0].endswith(THINK_OFF)
+        default = GenerationResource(model=str(folder), batch_size=4).get_backend()
+        assert default.render(question.prompt_text).endswith("<|im_start|>assistant\n")
+    finally:  # free the two backends loaded here, keep any other test's
+        for key in set(GenerationResource._loaded) - before:
+            GenerationResource._loaded.pop(key).close()
+
+
+def test_adapter_eval_backends_keep_the_base_backends_thinking_switch(
+        tiny_model_dir: Path, tmp_path: Path) -> None:
+    """An adapter's eval report samples the same prompts as the base model's: the merged
+    transformers backend inherits ``enable_thinking`` (paper_instruct: off)."""
+    import shutil
+
+    from peft import LoraConfig, get_peft_model
+
+    from saturated_dag.evaluation import adapter_backends
+    from saturated_dag.generation.models import load_model
+    from saturated_dag.generation.transformers_backend import TransformersBackend
+
+    folder = tmp_path / "thinking_model"
+    shutil.copytree(tiny_model_dir, folder)
+    _thinking_tokenizer().save_pretrained(folder)
+    model, _ = load_model(str(folder))
+    get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj"])).save_pretrained(
+        tmp_path / "adapter")
+    base = TransformersBackend.load(str(folder), chat_template="always")
+    base.enable_thinking = False
+    (merged,) = adapter_backends(base, [tmp_path / "adapter"], base_model=str(folder)).values()
+    assert merged.enable_thinking is False
+    assert merged.render("1 + 2 =") == base.render("1 + 2 =")
+    assert merged.render("1 + 2 =").endswith(THINK_OFF)

@@ -16,7 +16,7 @@ from assets import ALL_ASSETS, experiment_assets
 from assets.automation import with_lineage
 from jobs import eval_keys, nightly_evaluation_job, nightly_evaluation_schedule
 from resources import ExperimentResource, GenerationResource, JudgeResource, ParquetIOManager
-from resources.parquet_io import atomic_write_parquet
+from resources.parquet_io import asset_file, atomic_write_parquet
 from saturated_dag.config import load_profile
 from tests.scoring_data import make_partitions, make_pool
 
@@ -150,7 +150,7 @@ def _run_nightly(instance, assets, defs, schedule, store: Path, resources: dict)
     assert result.success
     for key in request.asset_selection:
         assert instance.get_latest_materialization_event(key) is not None
-        report = pd.read_parquet(store / Path(*key.path).with_suffix(".parquet"))
+        report = pd.read_parquet(asset_file(store, key.path))
         assert len(report) == 3 and (report["n"] == 2).all()
     dpo_eval = _key("saturated", "eval", "dpo_entropy")
     assert instance.get_latest_materialization_event(dpo_eval) is None

@@ -77,20 +77,68 @@ def test_correctness_pairs_random_and_judged() -> None:
     assert (judged.iloc[0]["chosen_sample"], judged.iloc[0]["rejected_sample"]) == (3, 2)
 
 
-def test_dpo_pair_never_has_the_same_text_on_both_sides() -> None:
-    import pandas as pd
-
-    from saturated_dag.preference_data import dpo_pairs
-
-    texts = ["\\boxed{5}", "\\boxed{5}", "2 + 3 = 5 \\boxed{5}", "\\boxed{5}"]
-    pool = pd.DataFrame({"question_id": "q", "sample_index": range(4), "prompt": "p",
+def _texts_pool(texts: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({"question_id": "q", "sample_index": range(len(texts)), "prompt": "p",
                          "completion": texts, "correct": True})
+
+
+def _q_scores(values: list[float]) -> pd.DataFrame:
+    return _scores({"q": values})
+
+
+def test_paper_rule_keeps_equal_texts_and_skips_only_equal_scores() -> None:
+    """Issue 13.2: y_w = argmax, y_l = argmin even when their texts are equal (the default)."""
+    pool = _texts_pool(["\\boxed{5}", "\\boxed{5}", "2 + 3 = 5 \\boxed{5}", "\\boxed{5}"])
+    table, stats = pdata.dpo_pairs(pool, _q_scores([0.9, 0.1, 0.5, 0.3]))
+    assert (table.loc[0, "chosen_sample"], table.loc[0, "rejected_sample"]) == (0, 1)
+    assert table.loc[0, "chosen"] == table.loc[0, "rejected"]
+    assert stats.adjusted == {} and stats.skipped == {}
+    same, stats = pdata.dpo_pairs(pool.assign(completion="\\boxed{5}"),
+                                  _q_scores([0.9, 0.1, 0.5, 0.3]))
+    assert len(same) == 1 and stats.skipped == {}
+    _, stats = pdata.dpo_pairs(pool, _q_scores([0.4] * 4))
+    assert stats.skipped == {"all_scores_equal": 1}
+
+
+def test_paper_rule_breaks_argmin_ties_at_random() -> None:
+    pool = _texts_pool(["A", "B", "C", "D"])
+    picks = {int(pdata.dpo_pairs(pool, _q_scores([1.0, 0.0, 0.0, 0.0]), seed=s)[0]
+                 .iloc[0]["rejected_sample"]) for s in range(30)}
+    assert picks == {1, 2, 3}
+
+
+def test_distinct_texts_option_puts_different_texts_on_both_sides() -> None:
+    texts = ["\\boxed{5}", "\\boxed{5}", "2 + 3 = 5 \\boxed{5}", "\\boxed{5}"]
     # the argmin (sample 1) has the argmax's text: the next lowest different text is y_l
-    scores = pd.DataFrame({"question_id": "q", "sample_index": range(4),
-                           "score": [0.9, 0.1, 0.5, 0.3]})
-    table, stats = dpo_pairs(pool, scores)
+    table, stats = pdata.dpo_pairs(_texts_pool(texts), _q_scores([0.9, 0.1, 0.5, 0.3]),
+                                   distinct_texts=True)
     assert table.loc[0, "chosen_sample"] == 0 and table.loc[0, "rejected_sample"] == 2
     assert stats.as_metadata()["adjusted_rejected_text_equal_to_chosen"] == 1
-    same = pool.assign(completion="\\boxed{5}")
-    table, stats = dpo_pairs(same, scores)
+    table, stats = pdata.dpo_pairs(_texts_pool(["\\boxed{5}"] * 4),
+                                   _q_scores([0.9, 0.1, 0.5, 0.3]), distinct_texts=True)
     assert table.empty and stats.skipped == {"all_completions_same_text": 1}
+
+
+def test_distinct_texts_finds_the_pair_whenever_one_exists() -> None:
+    """Texts [A, B, A], scores [1, 1, 0]: (1, 2) is the only pair with different texts; the
+    old rule drew y_w = 0 first and then skipped the question in about half of the seeds."""
+    pool, scores = _texts_pool(["A", "B", "A"]), _q_scores([1.0, 1.0, 0.0])
+    for seed in range(200):
+        table, stats = pdata.dpo_pairs(pool, scores, seed=seed, distinct_texts=True)
+        assert (table.loc[0, "chosen_sample"], table.loc[0, "rejected_sample"]) == (1, 2), seed
+        assert stats.skipped == {}
+        assert stats.adjusted == {"chosen_tie_restricted_to_distinct_text": 1}
+
+
+def test_distinct_texts_prefers_the_widest_pair_and_breaks_ties_reproducibly() -> None:
+    # y_w = 0 (A) could only reach C (0.5); y_w = 1 or 3 (B) reach the argmin A (sample 2)
+    pool = _texts_pool(["A", "B", "A", "B", "C"])
+    scores = _q_scores([1.0, 1.0, 0.0, 1.0, 0.5])
+    pairs = set()
+    for seed in range(60):
+        table, stats = pdata.dpo_pairs(pool, scores, seed=seed, distinct_texts=True)
+        pairs.add((int(table.loc[0, "chosen_sample"]), int(table.loc[0, "rejected_sample"])))
+        assert "rejected_text_equal_to_chosen" not in stats.adjusted
+    assert pairs == {(1, 2), (3, 2)}
+    runs = [pdata.dpo_pairs(pool, scores, seed=5, distinct_texts=True)[0] for _ in range(3)]
+    assert all(r.equals(runs[0]) for r in runs)

@@ -113,3 +113,43 @@ def test_entropy_routes_agree(tiny_model_dir: Path) -> None:
     assert teacher.calls == 16
     assert np.allclose(from_generation["mean_entropy"], from_teacher["mean_entropy"], atol=1e-4)
     assert np.allclose(from_generation["score"], from_teacher["score"], rtol=1e-4)
+
+
+def test_entropy_without_eos_averages_the_text_tokens_only(tiny_model_dir: Path) -> None:
+    """``scoring.entropy_include_eos: false``: H-bar over the completion's text tokens, the
+    EOS step left out (checked against per-token entropies of one direct forward pass); every
+    row is recomputed teacher-forced, since the generation pass's mean includes the EOS."""
+    from saturated_dag.generation.entropy import teacher_forced_mean_entropy, token_entropy
+
+    backend = TransformersBackend.load(str(tiny_model_dir))
+    with_eos = TeacherForcedEntropy.from_backend(backend)
+    without = TeacherForcedEntropy.from_backend(backend, include_eos=False)
+    pool = make_pool()
+    pool["prompt"] = [backend.render(p) for p in pool["problem"]]
+    row = pool.iloc[0]
+    prompt_ids = backend.encode_prompt(row["prompt"])
+    text_ids = without.completion_ids(row["completion"], "stop")
+    assert with_eos.completion_ids(row["completion"], "stop") == [*text_ids, backend.eos_ids[0]]
+    ids = torch.tensor([prompt_ids + text_ids + [backend.eos_ids[0]]])
+    with torch.no_grad():
+        logits = backend.model(input_ids=ids).logits[0]
+    # position t predicts token t+1: text tokens are predicted from len(prompt)-1 on
+    per_token = token_entropy(logits[len(prompt_ids) - 1 : -1].double())
+    assert per_token.shape[0] == len(text_ids) + 1
+    direct_text, direct_all = float(per_token[:-1].mean()), float(per_token.mean())
+    assert without(row["prompt"], row["completion"], "stop") == pytest.approx(direct_text, 1e-5)
+    assert with_eos(row["prompt"], row["completion"], "stop") == pytest.approx(direct_all, 1e-5)
+    # (a random tiny model's entropies are all near log |V|, so the two means are close; what
+    # the option changes is which positions are averaged, checked exactly here)
+    assert without(row["prompt"], row["completion"], "stop") == teacher_forced_mean_entropy(
+        backend.model, prompt_ids, text_ids)
+    # a completion with no text token keeps its EOS: its only generated token
+    assert without.completion_ids("", "stop") == [backend.eos_ids[0]]
+
+    calls = without.calls
+    scores, routes = entropy_scores(_selection(pool), teacher_forced=without, include_eos=False)
+    assert routes == {"generation_pass": 0, "teacher_forced": 16}
+    assert without.calls == calls + 16
+    first = scores[(scores["question_id"] == row["question_id"])
+                   & (scores["sample_index"] == row["sample_index"])]
+    assert float(first["mean_entropy"].iloc[0]) == pytest.approx(direct_text, 1e-5)

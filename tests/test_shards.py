@@ -158,6 +158,9 @@ def test_unchanged_eval_report_is_a_cache_hit_and_covers_every_question(
 
     first, checks = run()
     assert (first["cache"], first["shards_total"], first["shards_computed"]) == ("miss", 2, 2)
+    # the stage is the asset's own key (tests/test_distinct_paths.py relies on it)
+    assert Path(first["shards_dir"]) == (tmp_path / "out" / "stages" / "chain_sum__eval__base"
+                                         / first["cache_key"])
     assert len(checks) == 1 and checks[0].passed
     assert checks[0].metadata["expected_questions"].value == 4
     GenerationResource._loaded.clear()  # a hit must not need the model: none is cached

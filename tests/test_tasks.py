@@ -135,3 +135,181 @@ def test_validation_set_disjoint_from_training_and_eval() -> None:
     train_ids = {q.question_id for q in training_questions(g, "gsm8k")}
     val_ids = {q.question_id for q in validation_questions(g, "gsm8k")}
     assert len(val_ids) == 50 and len(train_ids) == 7473 - 50 and not train_ids & val_ids
+
+
+# --- the paper's fixed chain-sum eval set (chain_sum.eval_source) ---------------------------
+
+def _rg_row(expression: str, answer: int, **extra: object) -> dict:
+    """A row as reasoning-gym's chain_sum writes it (question/answer/metadata)."""
+    terms = expression.split()[::2]
+    return {"question": f"State the final answer to the following arithmetic problem: "
+                        f"{expression} =", "answer": str(answer),
+            "metadata": {"source_dataset": "chain_sum", "num_terms": len(terms),
+                         "num_digits": max(len(t.lstrip("-")) for t in terms),
+                         "expression": expression}, **extra}
+
+
+def _write_jsonl(path: Path, rows: list) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def test_eval_set_from_jsonl_reads_reasoning_gym_and_paper_rows(tmp_path: Path) -> None:
+    meta_as_text = _rg_row("12 - 30 + 4", -14)
+    meta_as_text["metadata"] = json.dumps(meta_as_text["metadata"])
+    rows = [
+        _rg_row("877572 + 388389 - 356787", 909174),
+        meta_as_text,
+        # the paper's eval.py reads `question` and `ground_truth` (text after a ####)
+        {"question": "Compute the following step by step: 381 - 706 - 602 + 383 =",
+         "ground_truth": "#### -544"},
+        {"problem": "What is 5 - -3 + 10?", "gold": 18},  # negation, no metadata
+    ]
+    path = _write_jsonl(tmp_path / "eval.jsonl", rows)
+    questions = chain_sum.load_eval_set(str(path))
+    assert [q.gold for q in questions] == ["909174", "-14", "-544", "18"]
+    assert [q.cell for q in questions] == ["3x6", "3x2", "4x3", "3x2"]
+    assert [q.meta["terms"] for q in questions] == [3, 3, 4, 3]
+    assert questions[3].meta["expression"] == "5 - -3 + 10"
+    assert len({q.question_id for q in questions}) == 4
+    assert all(q.pool == "eval" and q.task == "chain_sum" for q in questions)
+    # the prompt is the pools' (App. A.3), rebuilt from the expression; the source text is kept
+    pool_prompt = chain_sum.build_pool("D", [(2, 1)], 1, 0)[0].prompt_text
+    assert questions[2].prompt_text.split("\n", 1)[0] == pool_prompt.split("\n", 1)[0]
+    assert questions[2].problem == "Compute the following step by step:\n381 - 706 - 602 + 383 ="
+    assert questions[0].meta["source_question"].startswith("State the final answer")
+
+
+def test_eval_set_from_a_datasets_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datasets
+    from datasets import Dataset, DatasetDict
+
+    rows = [_rg_row("1 + 2", 3), _rg_row("40 - 2 + 7", 45)]
+    DatasetDict({"train": Dataset.from_list(rows)}).save_to_disk(str(tmp_path / "saved"))
+    questions = chain_sum.load_eval_set(str(tmp_path / "saved"))
+    assert [q.gold for q in questions] == ["3", "45"] and questions[1].cell == "3x2"
+    # a folder of data files (a clone of the hub repository): load_dataset(folder)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf_cache")
+    (tmp_path / "files").mkdir()
+    _write_jsonl(tmp_path / "files" / "train.jsonl", rows)
+    assert [q.gold for q in chain_sum.load_eval_set(str(tmp_path / "files"))] == ["3", "45"]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", "invalid JSON"),
+        (json.dumps({"question": "1 + 2 ="}), "missing column for the answer"),
+        (json.dumps({"answer": "3"}), "missing column for the question"),
+        (json.dumps({"question": "What is two plus one?", "answer": "3"}), "no chain-sum"),
+        (json.dumps({"question": "1 + 2 =", "answer": "4"}), "answer 4 is not the value 3"),
+        (json.dumps({"question": "1 + 2 =", "answer": "three"}), "is not an integer"),
+        (json.dumps({**_rg_row("1 + 2", 3), "metadata": "{oops"}), "'metadata' is not JSON"),
+    ],
+)
+def test_eval_set_malformed_row_names_file_and_line(tmp_path: Path, line: str,
+                                                    message: str) -> None:
+    path = _write_jsonl(tmp_path / "eval.jsonl", [_rg_row("1 + 2", 3), line])
+    with pytest.raises(gsm8k.DatasetFormatError, match=message) as err:
+        chain_sum.load_eval_set(str(path))
+    assert f"{path}:2" in str(err.value)
+
+
+def test_eval_set_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"eval set not found: .*absent\.jsonl"):
+        chain_sum.load_eval_set(str(tmp_path / "absent.jsonl"))
+
+
+def test_eval_set_hub_id_offline_says_how_to_provide_a_copy(tmp_path: Path) -> None:
+    """HF_HUB_OFFLINE=1 and an empty cache: fails at once, naming the dataset and the fix."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from saturated_dag.tasks import chain_sum\n"
+            "chain_sum.load_eval_set('hannoh/chainsum_eval')\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode != 0
+    assert "EvalSourceError: chain_sum eval set 'hannoh/chainsum_eval'" in done.stderr
+    assert "offline (HF_HUB_OFFLINE=1)" in done.stderr
+    assert ('datasets.load_dataset("hannoh/chainsum_eval", split="train")'
+            '.to_json("chainsum_eval.jsonl")') in done.stderr
+    assert "set chain_sum.eval_source to its path" in done.stderr
+
+
+def test_eval_set_hub_unreachable_fails_before_the_library_retries(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Online mode without network: no call into load_dataset (its retries take ~25 s)."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(chain_sum, "_hub_reachable", lambda timeout=5.0: False)
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("load_dataset must not be called without network")
+
+    monkeypatch.setattr(datasets, "load_dataset", never)
+    with pytest.raises(chain_sum.EvalSourceError, match=r"(?s)not reachable .*to_json"):
+        chain_sum.load_eval_set("hannoh/chainsum_eval")
+
+
+def test_fixed_eval_set_keeps_training_and_validation_pools_disjoint(tmp_path: Path) -> None:
+    from saturated_dag.tasks import validation_questions
+
+    demo = load_profile("demo")
+    train = training_questions(demo, "chain_sum")
+    val = validation_questions(demo, "chain_sum")
+    # an eval set that collides with the generated pools: two D, one D' and one validation item
+    taken = [train[0], train[40], train[-1], val[0]]
+    path = _write_jsonl(tmp_path / "eval.jsonl",
+                        [_rg_row(q.meta["expression"], int(q.gold)) for q in taken])
+    fixed = load_profile("demo", {"chain_sum": {"eval_source": str(path)}})
+    evals = eval_questions(fixed, "chain_sum")
+    assert [q.meta["expression"] for q in evals] == [q.meta["expression"] for q in taken]
+    fixed_train = training_questions(fixed, "chain_sum")
+    fixed_val = validation_questions(fixed, "chain_sum")
+    assert not chain_sum.expressions(evals) & chain_sum.expressions(fixed_train)
+    assert not chain_sum.expressions(evals) & chain_sum.expressions(fixed_val)
+    assert not chain_sum.expressions(fixed_train) & chain_sum.expressions(fixed_val)
+    assert len(fixed_train) == len(train) and len(fixed_val) == len(val)  # replaced, not lost
+
+
+def test_generated_pools_unchanged_without_eval_source() -> None:
+    """The demo's pools are the plain draws of their seeds (no exclusion of the eval set)."""
+    from saturated_dag.config import grid_cells
+
+    demo = load_profile("demo")
+    cfg = demo.chain_sum
+    expected = chain_sum.build_pool("D", grid_cells(cfg.grid), cfg.questions_per_cell, cfg.seed)
+    expected += chain_sum.build_pool("D_prime", grid_cells(cfg.strict_grid),
+                                     cfg.strict_questions_per_cell, cfg.seed)
+    assert training_questions(demo, "chain_sum") == expected
+
+
+def test_eval_set_names() -> None:
+    from saturated_dag.tasks import eval_set_name
+
+    demo = load_profile("demo")
+    assert eval_set_name(demo, "chain_sum", 96) == (
+        "generated: 16 per cell over terms 3-5 x digits 1-2 (96 questions, seed 0)")
+    paper = load_profile("paper")
+    assert eval_set_name(paper, "chain_sum", 200) == "hannoh/chainsum_eval (200 questions)"
+    assert eval_set_name(paper, "gsm8k", 1319) == (
+        "GSM8K test (1319 questions, ../shared/data/gsm8k)")
+    assert eval_set_name(demo, "gsm8k", 16) == (
+        "GSM8K test, the first 16 (16 questions, ../shared/data/gsm8k)")
+
+
+def test_eval_limit_takes_the_first_rows_and_refuses_more_than_there_are(tmp_path: Path) -> None:
+    """The paper's eval.py evaluates the first 200 rows of hannoh/chainsum_eval."""
+    rows = [_rg_row(f"{a} + {a + 1}", 2 * a + 1) for a in range(10, 15)]
+    path = _write_jsonl(tmp_path / "eval.jsonl", rows)
+    limited = load_profile("demo", {"chain_sum": {"eval_source": str(path), "eval_limit": 3}})
+    evals = eval_questions(limited, "chain_sum")
+    assert [q.meta["expression"] for q in evals] == ["10 + 11", "11 + 12", "12 + 13"]
+    too_many = load_profile("demo", {"chain_sum": {"eval_source": str(path), "eval_limit": 9}})
+    with pytest.raises(ValueError, match=r"eval_limit is 9 but .* has only 5 rows"):
+        eval_questions(too_many, "chain_sum")
+    assert load_profile("paper").chain_sum.eval_limit == 200

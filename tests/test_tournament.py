@@ -1,31 +1,100 @@
 """Pair scheduling, win rates, judges (fake, rubric, LLM on a tiny model)."""
 
-import re
 from collections.abc import Sequence
 from math import comb
 from pathlib import Path
 
 import pytest
+import regex
 import torch
+from tokenizers import AddedToken
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from saturated_dag.generation.base import Sample, SamplingParams
 from saturated_dag.generation.transformers_backend import TransformersBackend
 from saturated_dag.scorers.judge_prompts import judge_messages
 from saturated_dag.scorers.judges import (
+    FORCE_TAIL,
     JudgeRequest,
     LlmJudge,
     RubricJudge,
     Verdict,
     chain_sum_expression,
-    constrained_regex,
     first_judgment,
+    force_tail,
+    forced_text,
+    judgment_stop,
+    judgment_stops,
     render_judge_prompt,
-    strip_partial_judgment,
 )
 from saturated_dag.scorers.selection import select_completions
 from saturated_dag.scorers.tournament import expected_calls, run_tournament, schedule_pairs
 from saturated_dag.tasks.prompts import chain_sum_problem
 from tests.scoring_data import make_partitions, make_pool
+from tests.tiny_models import build_tokenizer
+
+JOHN_SCRIPT = ("John", " asks", " the **Judge**", " whether", " Judgment: [2]", " counts.",
+               " Janet", " says no.", "\n\n", "**Judgment: [", "1", "]**", "\n\n## EVALUATION B")
+"""A judge's greedy output, one token a piece: an analysis that names John and Janet, bolds
+"**Judge**" and holds an out-of-range judgment, then a valid one, then the text a base model
+would run on with. Everything up to ``]**`` is what the verdict must keep unchanged."""
+JOHN_VERDICT = "".join(JOHN_SCRIPT[:12])
+JOHN_CUT = 4
+"""A token budget that ends the analysis after " whether": the index is then forced."""
+JOHN_FORCED = "John asks the **Judge** whether\n\n**Judgment: [1]**"
+JOHN_CASES = [(32, 1, False, JOHN_VERDICT), (JOHN_CUT, 1, True, JOHN_FORCED)]
+"""(token budget, choice, forced, verdict text): the judge stops at the first valid judgment,
+or the budget ends the analysis and the index is forced."""
+
+
+def build_scripted_model(folder: Path, script: Sequence[str] = JOHN_SCRIPT,
+                         start: str = "<|assistant|>") -> Path:
+    """A 2-layer Llama whose greedy output after ``start`` is ``script``, then EOS.
+
+    Why: a judge test needs an output it controls, on the real backends (transformers and
+    vLLM) and their real stop rules. Each piece is its own token (added to the tiny
+    tokenizer); attention and MLP write nothing, so the next token depends on the last one
+    only: ``start`` -> piece 0 -> piece 1 ... -> EOS, and any token outside the script -> EOS,
+    with the index ``1`` preferred to ``0`` (a forced index is 1; after ``**Judgment: [`` the
+    script says 1 as well). Hidden 64 and head size 32 suit vLLM's CPU kernels.
+    """
+    tokenizer = build_tokenizer(chat_template=True)
+    tokenizer.add_tokens([AddedToken(p, normalized=False, special=False)
+                          for p in script if len(tokenizer.tokenize(p)) > 1])
+    ids = [tokenizer.convert_tokens_to_ids(start)]
+    for piece in script:
+        encoded = tokenizer(piece, add_special_tokens=False)["input_ids"]
+        assert len(encoded) == 1, f"piece {piece!r} is not one token"
+        ids.append(encoded[0])
+    assert len(set(ids)) == len(ids), "a piece repeats: the next token would be ambiguous"
+    hidden = 64
+    assert len(ids) < hidden
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=128,
+        num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+        max_position_embeddings=2048, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False)
+    model = LlamaForCausalLM(config)
+    eos, one = tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("1")
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        embed, head = model.model.embed_tokens.weight, model.lm_head.weight
+        embed.zero_()
+        head.zero_()
+        embed[:, 0] = 1.0  # every token outside the script: direction 0
+        head[eos, 0], head[one, 0] = 1.0, 0.5
+        for k, (token, following) in enumerate(zip(ids, [*ids[1:], eos], strict=True)):
+            embed[token] = 0.0
+            embed[token, k + 1] = 1.0  # one direction per scripted token
+            head[following, k + 1] = 1.0
+    model.config.architectures = ["LlamaForCausalLM"]
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
 def _selection():
@@ -115,41 +184,107 @@ def test_rubric_judge_prefers_the_cleaner_solution_and_refuses_gsm8k() -> None:
 
 
 def test_judgment_parsing_helpers() -> None:
+    assert judgment_stops(1) == ["Judgment: [0]", "Judgment: [1]"]
     assert first_judgment("ok\n**Judgment: [1]**\n---\n## EVALUATION C", 1) == (
         1, "ok\n**Judgment: [1]**")
-    assert first_judgment("Judgment: [3]", 1)[0] is None  # out of range
-    assert strip_partial_judgment("analysis here\n**Judgm") == "analysis here"
-    assert strip_partial_judgment("analysis **Judgment: [7]**") == "analysis"
-    assert strip_partial_judgment("analysis\n**") == "analysis"
-    regex = constrained_regex(1)
-    assert re.fullmatch(regex, "Both fine.\n**Judgment: [1]**")
-    assert not re.fullmatch(regex, "Both.\n**Judgment: [2]**")
-    assert not re.fullmatch(regex, "**Judgment: [0]**\nmore **Judgment: [1]**")
+    assert first_judgment("Judgment: [3]", 1) == (None, "Judgment: [3]")  # out of range
+    # an out-of-range judgment is analysis: the first valid one after it is the verdict
+    assert first_judgment("J: Judgment: [3] then Judgment: [0]. More", 1) == (
+        0, "J: Judgment: [3] then Judgment: [0]")
+    assert first_judgment("Judgment: [10]", 1)[0] is None
+    assert first_judgment("x Judgment: [10]", 10)[0] == 10
+    stop = judgment_stop(1)
+    assert not stop("John, the **Judge**, says Judgment: [2]") and stop("... Judgment: [1]")
+    with pytest.raises(ValueError, match="at least two solutions"):
+        judgment_stops(0)
 
 
-class FakeVllm:
-    """``generate_constrained`` like the vLLM backend: one greedy Sample per prompt."""
+@pytest.mark.parametrize(("analysis", "tail"), [
+    ("", FORCE_TAIL),
+    ("Janet is right.", "\n\n" + FORCE_TAIL),
+    ("Janet is right.\n", "\n" + FORCE_TAIL),
+    ("Ask the **Judge**", "\n\n" + FORCE_TAIL),  # bold that only looks like a marker
+    ("Ask the **Judge", "\n\n" + FORCE_TAIL),
+    ("So **Judgment: [7]**", "\n\n" + FORCE_TAIL),  # out of range: kept, a new verdict
+    ("analysis here\n**Judgm", "ent: ["),  # the budget ran out inside the marker
+    ("analysis\n**", "Judgment: ["),
+    ("analysis\n**Judgment: [", ""),
+    ("analysis. Judgment:", " ["),
+    ("analysis Judg", "ment: ["),
+    ("John J", "\n\n" + FORCE_TAIL),
+])
+def test_force_tail_never_cuts_the_analysis(analysis: str, tail: str) -> None:
+    assert force_tail(analysis) == tail
+    text = forced_text(analysis, 1)
+    bold = (analysis + tail).endswith(FORCE_TAIL)
+    assert text == analysis + tail + ("1]**" if bold else "1]")
+    assert first_judgment(text, 1) == (1, text)
 
-    def __init__(self, outputs: list[str]):
-        self.tokenizer, self.outputs, self.calls = None, list(outputs), []
 
-    def generate_constrained(self, prompts, regex, max_tokens=64):
-        self.calls.append((list(prompts), regex, max_tokens))
-        return [Sample(i, 0, self.outputs.pop(0), [], "stop") for i in range(len(prompts))]
+class ScriptedVllm:
+    """The calls the judge makes on ``VllmBackend``, over a scripted greedy model.
+
+    Free generation (``greedy_until``) writes ``pieces`` one token each and stops as vLLM
+    does: after the token that completes a stop string (kept), at the script's end (EOS) or
+    after ``max_tokens``. Structured outputs (``generate_constrained``) may not change what
+    the model writes: a regex that the scripted text cannot match raises, where a real engine
+    would silently rewrite the analysis. After ``Judgment: [`` the model says ``pick``.
+    """
+
+    def __init__(self, pieces: Sequence[str], pick: str = "1"):
+        self.tokenizer, self.pieces, self.pick = _Tok(), list(pieces), pick
+        self.calls: list[tuple[str, list[str], object, int]] = []
+
+    def greedy_until(self, prompts, stop, max_tokens):
+        self.calls.append(("free", list(prompts), list(stop), max_tokens))
+        return [self._free(i, stop, max_tokens) for i in range(len(prompts))]
+
+    def _free(self, i: int, stop: Sequence[str], max_tokens: int) -> Sample:
+        text = ""
+        for k, piece in enumerate(self.pieces):
+            if k == max_tokens:
+                return Sample(i, 0, text, [], "length")
+            text += piece
+            if any(s in text for s in stop):
+                break
+        return Sample(i, 0, text, [], "stop")
+
+    def generate_constrained(self, prompts, regex_text, max_tokens=64):
+        self.calls.append(("constrained", list(prompts), regex_text, max_tokens))
+        out = []
+        for i, prompt in enumerate(prompts):
+            text = self.pick if prompt.endswith("Judgment: [") else self._free(
+                i, [], max_tokens).text
+            if regex.fullmatch(regex_text, text, partial=True) is None:
+                raise AssertionError(f"the constraint {regex_text!r} rewrites the judge's "
+                                     f"own text {text!r}")
+            out.append(Sample(i, 0, text, [], "stop"))
+        return out
 
 
-def test_llm_judge_vllm_route_forces_truncated_verdicts(monkeypatch) -> None:
-    backend = FakeVllm(["Zero is cleaner.\n**Judgment: [0]**", "Solution 1 is long and cut",
-                        "1]**"])
-    judge = LlmJudge(backend, instruct=True, max_new_tokens=32)
-    monkeypatch.setattr(judge, "prompt", lambda r: "PROMPT ")
-    req = JudgeRequest("chain_sum", chain_sum_problem("1 + 2"), ("a", "b"))
-    v1, v2 = judge.judge([req, req])
-    assert (v1.choice, v1.forced) == (0, False)
-    assert (v2.choice, v2.forced) == (1, True)
-    first, second = backend.calls
-    assert first[1] == constrained_regex(1) and first[2] == 32
-    assert second[0] == ["PROMPT Solution 1 is long and cut\n\n**Judgment: ["]
+def john_request() -> JudgeRequest:
+    return JudgeRequest("gsm8k", "John and Janet have 3 apples. How many?", ("3", "\\boxed{3}"))
+
+
+@pytest.mark.parametrize(("budget", "choice", "forced", "text"), JOHN_CASES,
+                         ids=["stops", "forced"])
+def test_vllm_route_keeps_the_analysis(budget: int, choice: int, forced: bool,
+                                       text: str) -> None:
+    """"John", "**Judge**" and an out-of-range judgment pass through unchanged; generation
+    stops at the first valid judgment, or the index alone is constrained after the budget."""
+    backend = ScriptedVllm(JOHN_SCRIPT)
+    judge = LlmJudge(backend, instruct=False, max_new_tokens=budget)
+    (verdict,) = judge.judge([john_request()])
+    assert (verdict.choice, verdict.forced, verdict.text) == (choice, forced, text)
+    free = backend.calls[0]
+    assert free[0] == "free" and free[2] == ["Judgment: [0]", "Judgment: [1]"]
+    assert free[3] == budget
+    if forced:
+        kind, prompts, index_regex, max_tokens = backend.calls[1]
+        assert (kind, index_regex, max_tokens) == ("constrained", "(0|1)", 2)
+        assert prompts[0].endswith("\nJohn asks the **Judge** whether\n\n**Judgment: [")
+    else:
+        assert len(backend.calls) == 1
 
 
 class _Tok:
@@ -205,4 +340,29 @@ def test_llm_judge_transformers_route_always_decides(noisy_backend: Transformers
     # a random model never writes "Judgment: [N]": every verdict is forced, and counted
     assert s["forced_judgments"] == 24
     assert result.comparisons["choice"].isin([0, 1]).all()
-    assert result.comparisons["judge_output"].str.contains(r"Judgment: \[[01]\]\*\*").all()
+    assert result.comparisons["judge_output"].str.contains(r"Judgment: \[[01]\]").all()
+
+
+@pytest.fixture(scope="module")
+def scripted_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_scripted_model(tmp_path_factory.mktemp("scripted") / "model")
+
+
+def test_scripted_model_writes_its_script(scripted_dir: Path) -> None:
+    backend = TransformersBackend.load(str(scripted_dir))
+    (row,) = backend.sample([backend.render("any question")],
+                            SamplingParams(n=1, temperature=0, max_new_tokens=20))
+    assert row[0].text == "".join(JOHN_SCRIPT) and row[0].finish_reason == "stop"
+
+
+@pytest.mark.parametrize(("budget", "choice", "forced", "text"), JOHN_CASES,
+                         ids=["stops", "forced"])
+def test_transformers_route_keeps_the_analysis(scripted_dir: Path, budget: int, choice: int,
+                                               forced: bool, text: str) -> None:
+    """On the real backend: the analysis with "John", "**Judge**" and an out-of-range
+    judgment is the verdict text unchanged; generation stops at the first valid judgment
+    (not at ``Judgment: [2]``), or the index is forced after the unchanged analysis."""
+    backend = TransformersBackend.load(str(scripted_dir))
+    judge = LlmJudge(backend, instruct=True, max_new_tokens=budget)
+    verdicts = judge.judge([john_request(), john_request()])
+    assert [(v.choice, v.forced, v.text) for v in verdicts] == [(choice, forced, text)] * 2

@@ -1,16 +1,27 @@
 """LoRA training on a tiny model: adapters change, base weights do not, σ-RRHF ranks."""
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
+from transformers import TrainerCallback
 
+from saturated_dag.config import TrainingSettings
 from saturated_dag.generation.models import load_model
-from saturated_dag.losses import sequence_logprobs
-from saturated_dag.training.config import DpoSettings, LoraSettings, RrhfSettings, SftSettings
-from saturated_dag.training.rrhf_trainer import GroupCollator
+from saturated_dag.losses import RrhfLossConfig, rrhf_loss, sequence_logprobs
+from saturated_dag.training.config import (
+    DpoSettings,
+    LoraSettings,
+    RrhfSettings,
+    SftSettings,
+    resolve_dtype,
+    settings_for,
+)
+from saturated_dag.training.rrhf_trainer import GroupCollator, rrhf_questions_per_device
 from saturated_dag.training.train import train_adapter
 
 LORA = LoraSettings(r=4, alpha=8, dropout=0.0)
@@ -130,3 +141,216 @@ def test_swap_in_replaces_an_adapter_in_one_rename(tmp_path: Path) -> None:
         assert out.is_symlink() and (out / "weights").read_text() == text
     hidden = sorted(p.name for p in out.parent.iterdir() if p.name.startswith(".sft@"))
     assert len(hidden) == 1  # the replaced version was removed, the live one kept
+
+
+def _varied_rrhf_data(questions: int) -> pd.DataFrame:
+    """``questions`` different questions of 3 completions with distinct scores."""
+    rows = []
+    for q in range(questions):
+        prompt = PROMPT.replace("1 + 2", f"{q} + 2")
+        texts = [f"{q} + 2 = {q + 2} \\boxed{{{q + 2}}}", f"maybe {q + 3} \\boxed{{{q + 3}}}",
+                 f"{q} + 2 is {q + 2}"]
+        for i, (text, score) in enumerate(zip(texts, [1.0, 0.0, 0.4 + 0.1 * q], strict=True)):
+            rows.append({"question_id": f"q{q}", "sample_index": i, "prompt": prompt,
+                         "completion": text, "score": score})
+    return pd.DataFrame(rows)
+
+
+def _mean_question_loss(model_dir: Path, data: pd.DataFrame, config: RrhfLossConfig) -> float:
+    """The paper's per-question σ-RRHF loss under the base model, averaged over questions
+    (each question's loss computed alone, so no batching convention enters)."""
+    model, tok = load_model(str(model_dir))
+    collate = GroupCollator(tok, 96, add_special_tokens=False)
+    losses = []
+    for _, g in data.groupby("question_id"):
+        batch = collate([{"prompt": g["prompt"].iloc[0], "completions": list(g["completion"]),
+                          "scores": list(g["score"])}])
+        with torch.no_grad():
+            logits = model(input_ids=batch["input_ids"],
+                           attention_mask=batch["attention_mask"]).logits
+        sums, counts = sequence_logprobs(logits[:, :-1], batch["input_ids"][:, 1:],
+                                         batch["completion_mask"][:, 1:])
+        losses.append(rrhf_loss(sums, counts, batch["scores"], batch["group"], config)[0].item())
+    return sum(losses) / len(losses)
+
+
+class _Probe(TrainerCallback):
+    """Records the trainer's batch arguments, micro-batches per step and checkpointing."""
+
+    def __init__(self) -> None:
+        self.args: dict[str, int] = {}
+        self.checkpointing: list[bool] = []
+        self.dtypes: set[torch.dtype] = set()
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
+                       **kwargs: Any) -> None:
+        self.args = {"per_device": args.per_device_train_batch_size,
+                     "accumulation": args.gradient_accumulation_steps, "bf16": args.bf16}
+
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None,
+                    **kwargs: Any) -> None:
+        self.checkpointing.append(any(getattr(m, "gradient_checkpointing", False)
+                                      for m in model.modules()))
+        self.dtypes |= {p.dtype for p in model.parameters() if not p.requires_grad}
+
+
+def test_rrhf_questions_per_device_never_splits_a_question() -> None:
+    assert rrhf_questions_per_device(8, 8) == 1  # the paper: one question of n = 8
+    assert rrhf_questions_per_device(16, 8) == 2
+    assert rrhf_questions_per_device(12, 5) == 2  # rounded down to whole questions
+    assert rrhf_questions_per_device(2, 3) == 1  # a larger question still goes whole
+    with pytest.raises(ValueError, match="must be positive"):
+        rrhf_questions_per_device(0, 3)
+
+
+@pytest.mark.parametrize(("questions", "per_device", "micro"), [
+    (4, 3, [1, 1, 1, 1]),  # accumulation over 4 micro-batches of one question
+    (3, 6, [2, 1]),  # uneven: the step's mean, not the mean of the micro-batch means
+])
+def test_rrhf_accumulation_gives_the_update_of_one_batch(
+        tiny_model_dir: Path, tmp_path: Path, questions: int, per_device: int,
+        micro: list[int]) -> None:
+    # batch_size counts completions: 12 = one optimizer step over all questions here. Adam's
+    # first step hardly depends on the gradient's scale, so the logged loss (the paper's
+    # per-question loss averaged over the questions: LoRA B starts at zero, so the first
+    # step's loss is the base model's) and the pre-clip gradient norm pin the scale (a loss
+    # summed over questions, or not divided over the micro-batches, changes both); the LoRA
+    # weights check the update itself.
+    data = _varied_rrhf_data(questions)
+    runs = {}
+    for name, device_batch in (("accumulated", per_device), ("one_batch", 12)):
+        probe = _Probe()
+        settings = RrhfSettings(**{**FAST, "epochs": 1, "batch_size": 12,
+                                   "per_device_batch_size": device_batch, "rank_weight": 1.0,
+                                   "warmup_ratio": 0.0})  # warmup: a first step of lr 0
+        result = train_adapter("rrhf", str(tiny_model_dir), data, settings, tmp_path / name,
+                               callbacks=[probe])
+        step = next(h for h in result.log_history if "loss" in h)
+        runs[name] = (probe.args, step, _lora_tensors(Path(result.adapter_dir)))
+    (args_a, step_a, lora_a), (args_b, step_b, lora_b) = runs["accumulated"], runs["one_batch"]
+    assert args_a["per_device"] == micro[0] and args_a["accumulation"] == 12 // per_device
+    assert args_b["per_device"] == 4 and args_b["accumulation"] == 1  # questions per pass
+    assert step_a["step"] == step_b["step"] == 1
+    expected = _mean_question_loss(tiny_model_dir, data, RrhfLossConfig(rank_weight=1.0))
+    assert step_b["loss"] == pytest.approx(expected, rel=1e-4)
+    for key in ("loss", "grad_norm", "rank_loss", "sft_loss"):
+        assert step_a[key] == pytest.approx(step_b[key], rel=1e-4), key
+    assert lora_a.keys() == lora_b.keys()
+    assert any(v.abs().sum() > 0 for k, v in lora_a.items() if "lora_B" in k)
+    for key in lora_a:
+        assert torch.allclose(lora_a[key], lora_b[key], atol=1e-6), key
+
+
+def _train_probed(method: str, model_dir: Path, out: Path, **overrides: Any
+                  ) -> tuple[Any, _Probe]:
+    data = {"rrhf": _rrhf_data(),
+            "dpo": pd.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 4),
+            "sft": pd.DataFrame([{"prompt": PROMPT, "completion": GOOD}] * 4)}[method]
+    kind = {"rrhf": RrhfSettings, "dpo": DpoSettings, "sft": SftSettings}[method]
+    probe = _Probe()
+    result = train_adapter(method, str(model_dir), data,
+                           kind(**{**FAST, "epochs": 1, **overrides}), out, callbacks=[probe])
+    return result, probe
+
+
+@pytest.mark.parametrize("method", ["rrhf", "dpo", "sft"])
+def test_gradient_checkpointing_trains_to_the_same_loss(
+        tiny_model_dir: Path, tmp_path: Path, method: str) -> None:
+    plain, plain_probe = _train_probed(method, tiny_model_dir, tmp_path / "plain")
+    ckpt, ckpt_probe = _train_probed(method, tiny_model_dir, tmp_path / "ckpt",
+                                     gradient_checkpointing=True)
+    assert ckpt_probe.checkpointing and all(ckpt_probe.checkpointing)
+    assert not any(plain_probe.checkpointing)
+    losses = [[h["loss"] for h in r.log_history if "loss" in h] for r in (plain, ckpt)]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+    before, after = _lora_tensors(Path(plain.adapter_dir)), _lora_tensors(Path(ckpt.adapter_dir))
+    assert any(v.abs().sum() > 0 for k, v in after.items() if "lora_B" in k)  # LoRA learned
+    for key in before:
+        assert torch.allclose(before[key], after[key], atol=1e-5), key
+    record = json.loads((Path(ckpt.adapter_dir) / "training_config.json").read_text())
+    assert record["settings"]["gradient_checkpointing"] is True
+
+
+@pytest.mark.parametrize("method", ["rrhf", "dpo", "sft"])
+def test_bfloat16_training_loads_bf16_and_sets_the_mixed_precision_flag(
+        tiny_model_dir: Path, tmp_path: Path, method: str) -> None:
+    # An explicit bfloat16 runs on a CPU too (emulated): the GPU's code path, checked here.
+    result, probe = _train_probed(method, tiny_model_dir, tmp_path / method, dtype="bfloat16",
+                                  gradient_checkpointing=True)
+    assert probe.args["bf16"] is True and probe.dtypes == {torch.bfloat16}
+    assert all(torch.isfinite(torch.tensor(h["loss"])) for h in result.log_history if "loss" in h)
+    lora = _lora_tensors(Path(result.adapter_dir))
+    assert any(v.abs().sum() > 0 for k, v in lora.items() if "lora_B" in k)
+    record = json.loads((Path(result.adapter_dir) / "training_config.json").read_text())
+    assert record["precision"] == "bfloat16" and record["settings"]["dtype"] == "bfloat16"
+
+
+def test_auto_dtype_is_float32_on_a_cpu(tiny_model_dir: Path, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result, probe = _train_probed("sft", tiny_model_dir, tmp_path / "sft")
+    assert probe.args["bf16"] is False and probe.dtypes == {torch.float32}
+    record = json.loads((Path(result.adapter_dir) / "training_config.json").read_text())
+    assert record["precision"] == "float32" and record["settings"]["dtype"] == "auto"
+
+
+def test_resolve_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_dtype("auto") == "float32"
+    assert resolve_dtype("bfloat16") == "bfloat16"
+    assert resolve_dtype("float32") == "float32"
+    with pytest.raises(ValueError, match="must be one of"):
+        resolve_dtype("fp16")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert resolve_dtype("auto") == "bfloat16"
+    assert resolve_dtype("float32") == "float32"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "Tesla V100")
+    assert resolve_dtype("auto") == "float32"
+    with pytest.raises(ValueError, match=r"does not support bf16.*Tesla V100"):
+        resolve_dtype("bfloat16")
+
+
+@pytest.mark.parametrize("method", ["dpo", "rrhf", "sft", "raft"])
+def test_settings_for_carries_precision_and_checkpointing(method: str) -> None:
+    training = TrainingSettings(dtype="bfloat16", gradient_checkpointing=True, batch_size=16,
+                                per_device_batch_size=8)
+    settings = settings_for(method, training)
+    assert settings.dtype == "bfloat16" and settings.gradient_checkpointing is True
+    assert settings.grad_accumulation == 2
+
+
+@pytest.mark.parametrize("method", ["rrhf", "sft"])
+def test_same_settings_give_the_same_adapter_whatever_ran_before(
+        tiny_model_dir: Path, tmp_path: Path, method: str) -> None:
+    # LoRA's A matrices are drawn when the adapter is created: without a seed there, the
+    # adapter depended on the process's random state (found by the accumulation test).
+    adapters = []
+    for state in (1, 2):
+        torch.manual_seed(state)
+        result, _ = _train_probed(method, tiny_model_dir, tmp_path / f"run{state}")
+        adapters.append(_lora_tensors(Path(result.adapter_dir)))
+    assert all(torch.equal(adapters[0][k], adapters[1][k]) for k in adapters[0])
+
+
+@pytest.mark.parametrize("method", ["dpo", "sft"])
+def test_trl_accumulation_gives_the_update_of_one_batch(
+        tiny_model_dir: Path, tmp_path: Path, method: str) -> None:
+    # TRL's trainers own their scaling (DPO: mean over pairs, divided by the micro-batches;
+    # SFT: mean over the step's completion tokens): 2 x 2 examples must equal 1 x 4.
+    texts = [GOOD, BAD, GOOD + " ok", "3 \\boxed{3}"]
+    data = {"dpo": pd.DataFrame([{"prompt": PROMPT, "chosen": t, "rejected": BAD + t[:3]}
+                                 for t in texts]),
+            "sft": pd.DataFrame([{"prompt": PROMPT, "completion": t} for t in texts])}[method]
+    kind = {"dpo": DpoSettings, "sft": SftSettings}[method]
+    steps = []
+    for per_device in (2, 4):
+        settings = kind(**{**FAST, "epochs": 1, "batch_size": 4,
+                           "per_device_batch_size": per_device, "warmup_ratio": 0.0})
+        result = train_adapter(method, str(tiny_model_dir), data, settings,
+                               tmp_path / f"{method}{per_device}")
+        steps.append(next(h for h in result.log_history if "loss" in h))
+    assert steps[0]["step"] == steps[1]["step"] == 1
+    for key in ("loss", "grad_norm"):
+        assert steps[0][key] == pytest.approx(steps[1][key], rel=1e-4), key

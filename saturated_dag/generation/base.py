@@ -83,10 +83,13 @@ class ChatPrompting:
     """Rendering and encoding shared by the backends, so every backend sees the same tokens.
 
     Needs ``self.tokenizer`` and ``self.chat_template`` ("auto", "always" or "never").
+    ``enable_thinking`` is the profile's ``policy.enable_thinking``, passed to chat templates
+    that read it (None: the template's default); set it on a backend after loading.
     """
 
     tokenizer: Any
     chat_template: str
+    enable_thinking: bool | None = None
 
     @property
     def uses_chat_template(self) -> bool:
@@ -94,7 +97,8 @@ class ChatPrompting:
         return self.chat_template == "always" or (self.chat_template == "auto" and has)
 
     def render(self, user_text: str) -> str:
-        return render_prompt(self.tokenizer, user_text, self.chat_template)  # type: ignore[arg-type]
+        return render_prompt(self.tokenizer, user_text, self.chat_template,  # type: ignore[arg-type]
+                             enable_thinking=self.enable_thinking)
 
     def encode_prompt(self, prompt: str) -> list[int]:
         """Token ids of a rendered prompt (a chat template already carries its special tokens)."""

@@ -254,7 +254,9 @@ class VllmBackend(ChatPrompting):
             for j, completion in enumerate(sorted(output.outputs, key=lambda c: c.index)):
                 tokens = list(completion.token_ids)
                 reason = "stop" if completion.finish_reason == "stop" else "length"
-                if reason == "stop" and (not tokens or tokens[-1] not in self.eos_ids):
+                on_string = isinstance(completion.stop_reason, str)  # a stop string, no EOS
+                if (reason == "stop" and not on_string
+                        and (not tokens or tokens[-1] not in self.eos_ids)):
                     # vLLM keeps the EOS it stopped on; add it if a version ever drops it.
                     tokens.append(self.eos_ids[0])
                 text = self.tokenizer.decode(tokens, skip_special_tokens=True)
@@ -267,8 +269,10 @@ class VllmBackend(ChatPrompting):
     def _params(self, **kwargs: Any) -> Any:
         from vllm import SamplingParams as VllmSamplingParams
 
-        # Explicit stop tokens, as transformers uses them; text is decoded here, not by vLLM.
-        return VllmSamplingParams(stop_token_ids=list(self.eos_ids), detokenize=False, **kwargs)
+        # Explicit stop tokens, as transformers uses them; text is decoded here, not by vLLM
+        # (stop strings need vLLM's detokenizer: ``greedy_until`` turns it on).
+        kwargs.setdefault("detokenize", False)
+        return VllmSamplingParams(stop_token_ids=list(self.eos_ids), **kwargs)
 
     def sample(
         self,
@@ -292,10 +296,37 @@ class VllmBackend(ChatPrompting):
         )
         return self._run(prompts, vllm_params, params.n, progress, lora_request)
 
+    def greedy_until(
+        self, prompts: Sequence[str], stop: Sequence[str], max_tokens: int,
+        lora_request: Any = None,
+    ) -> list[Sample]:
+        """One free greedy completion per prompt, ended by the first of the ``stop`` strings
+        (kept: the token completing it is the last one), EOS or ``max_tokens``.
+
+        The judge's analysis (``LlmJudge``): nothing constrains the text before the verdict.
+        vLLM matches stop strings on its own detokenized text, so ``detokenize`` is on here;
+        the text is still decoded from the token ids by this backend.
+        """
+        if not stop:
+            raise ValueError("greedy_until needs at least one stop string")
+        vllm_params = self._params(
+            n=1,
+            temperature=0.0,
+            max_tokens=max_tokens,
+            stop=list(stop),
+            include_stop_str_in_output=True,
+            detokenize=True,
+        )
+        return [row[0] for row in self._run(prompts, vllm_params, 1, None, lora_request)]
+
     def generate_constrained(
         self, prompts: Sequence[str], regex: str, max_tokens: int = 64, lora_request: Any = None
     ) -> list[Sample]:
-        """One greedy completion per prompt whose text matches ``regex`` (judge verdicts)."""
+        """One greedy completion per prompt whose text matches ``regex`` (structured outputs).
+
+        The judge uses it for the index of a forced verdict only (regex ``(0|1)``): the greedy
+        token among those the regex allows, then EOS.
+        """
         from vllm.sampling_params import StructuredOutputsParams
 
         vllm_params = self._params(
@@ -368,6 +399,11 @@ class VllmLoraView:
         progress: ProgressFn | None = None,
     ) -> list[list[Sample]]:
         return self.backend.sample(prompts, params, progress, lora_request=self.lora_request)
+
+    def greedy_until(
+        self, prompts: Sequence[str], stop: Sequence[str], max_tokens: int
+    ) -> list[Sample]:
+        return self.backend.greedy_until(prompts, stop, max_tokens, self.lora_request)
 
     def generate_constrained(
         self, prompts: Sequence[str], regex: str, max_tokens: int = 64

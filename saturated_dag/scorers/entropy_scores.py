@@ -25,24 +25,29 @@ class TeacherForcedEntropy:
     """H-bar of a stored completion under a transformers model, re-tokenised.
 
     The completion text was decoded without special tokens, so the EOS that ended a ``stop``
-    completion is appended again: the generation pass counts the EOS step too.
+    completion is appended again: the generation pass counts the EOS step too. With
+    ``include_eos=False`` it is not (``scoring.entropy_include_eos``), except for a completion
+    with no text token, whose only generated token is the EOS.
     """
 
     def __init__(self, model: Any, tokenizer: Any, encode_prompt: Callable[[str], list[int]],
-                 eos_id: int, chunk: int = 256):
+                 eos_id: int, chunk: int = 256, include_eos: bool = True):
         self.model, self.tokenizer, self.encode_prompt = model, tokenizer, encode_prompt
-        self.eos_id, self.chunk = eos_id, chunk
+        self.eos_id, self.chunk, self.include_eos = eos_id, chunk, include_eos
         self.calls = 0
 
     @classmethod
-    def from_backend(cls, backend: Any, chunk: int = 256) -> TeacherForcedEntropy:
+    def from_backend(cls, backend: Any, chunk: int = 256,
+                     include_eos: bool = True) -> TeacherForcedEntropy:
         """From a ``TransformersBackend`` (its model, tokenizer, prompt encoding and EOS)."""
         return cls(backend.model, backend.tokenizer, backend.encode_prompt,
-                   backend.eos_ids[0], chunk)
+                   backend.eos_ids[0], chunk, include_eos)
 
     def completion_ids(self, completion: str, finish_reason: str) -> list[int]:
         ids = list(self.tokenizer(completion, add_special_tokens=False)["input_ids"])
-        return [*ids, self.eos_id] if finish_reason == "stop" else ids
+        if finish_reason == "stop" and (self.include_eos or not ids):
+            return [*ids, self.eos_id]
+        return ids
 
     def __call__(self, prompt: str, completion: str, finish_reason: str) -> float:
         from saturated_dag.generation.entropy import teacher_forced_mean_entropy
@@ -59,10 +64,18 @@ def entropy_scores(
     teacher_forced: EntropyFn | None = None,
     store: ShardStore | None = None,
     shard_size: int | None = None,
+    include_eos: bool = True,
 ) -> tuple[pd.DataFrame, dict[str, int]]:
     """Scores plus route counts. ``teacher_forced`` is needed only when H-bar is missing (and
-    called only for shards not already in ``store``: ``shard_size`` questions per shard)."""
+    called only for shards not already in ``store``: ``shard_size`` questions per shard).
+
+    ``include_eos=False``: the generation pass's H-bar includes the EOS step, so every
+    completion is recomputed teacher-forced (``teacher_forced`` must then leave the EOS out).
+    """
     rows = selection.rows
+    if not include_eos:
+        rows = rows.assign(mean_entropy=np.nan)
+        selection = Selection(rows, selection.skipped)
     stored = rows["mean_entropy"].astype(float).to_numpy() if len(rows) else np.array([])
     missing = ~np.isfinite(stored)
     if missing.any() and teacher_forced is None:

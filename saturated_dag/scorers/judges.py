@@ -2,13 +2,22 @@
 
 Why an interface: the tournament (``tournament.py``) schedules pairs and counts wins without
 knowing who decides. The LLM judge sees the paper's App. D prompts verbatim
-(``judge_prompts.py``) and always returns a verdict ending ``Judgment: [N]``:
+(``judge_prompts.py``) and returns a verdict ending ``Judgment: [N]`` (the paper's output
+constraint, which restricts nothing before the verdict). One rule on every route:
 
-* vLLM (``generate_constrained``): greedy under a regex that ends with the judgment;
-* transformers (``greedy_shared_prefix``): greedy analysis with the shared prompt prefix's KV
-  cache reused; if the analysis lacks a valid judgment, ``Judgment: [`` is appended and the index
-  is the argmax over the index tokens only (a *forced* judgment, counted);
-* any other backend: greedy ``sample`` and parse; a failure is counted, never hidden.
+1. greedy free generation that stops at the first complete ``Judgment: [N]`` with a valid N
+   (``judgment_stops``; EOS and ``max_new_tokens`` end it too). The analysis is whatever the
+   judge writes: "John", "**Judge**" or an out-of-range ``Judgment: [7]`` pass unchanged;
+2. when no valid judgment came, ``Judgment: [`` is appended (``force_tail``: the rest of a
+   marker the analysis already opened, else a new paragraph and ``**Judgment: [``; nothing
+   written is removed) and only the index is decoded, greedily among ``0..max_idx`` (a
+   *forced* judgment, counted).
+
+Backends: vLLM (``greedy_until`` with stop strings, then ``generate_constrained`` with a regex
+over the index only); transformers (``greedy_shared_prefix`` with a stop callback on the same
+strings, reusing the shared prompt prefix's KV cache, then ``choose_next_token``: the argmax
+over the index tokens); any other backend: greedy ``sample`` and parse, where a missing
+verdict is a counted parse failure, never hidden.
 """
 
 from __future__ import annotations
@@ -18,13 +27,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from saturated_dag.generation.base import SamplingParams
-from saturated_dag.scorers.judge_prompts import judge_messages, parse_judgment
+from saturated_dag.generation.base import ProgressFn, SamplingParams
+from saturated_dag.scorers.judge_prompts import judge_messages
 
 LogFn = Callable[[str], None]
 
-_FOUND = re.compile(r"(?:\*\*)?Judgment:\s*\[(\d+)\](?:\*\*)?")
-_PARTIAL = re.compile(r"\**Judg")
 FORCE_TAIL = "**Judgment: ["
 """Appended to an analysis that lacks a valid judgment; the next token is the index."""
 
@@ -60,7 +67,7 @@ class Judge(Protocol):
         ...
 
 
-# --- prompts -------------------------------------------------------------------------------
+# --- prompts and verdict text --------------------------------------------------------------
 
 def render_judge_prompt(tokenizer: Any, messages: list[dict], chat_template: str = "auto") -> str:
     """Messages through the tokenizer's chat template when it has one (and the backend's mode
@@ -79,37 +86,80 @@ def render_judge_prompt(tokenizer: Any, messages: list[dict], chat_template: str
                                          enable_thinking=False)
 
 
+def _indices(max_idx: int) -> list[str]:
+    if max_idx < 1:
+        raise ValueError(f"a judge compares at least two solutions: max_idx must be >= 1, "
+                         f"got {max_idx}")
+    return [str(i) for i in range(max_idx + 1)]
+
+
+def judgment_stops(max_idx: int) -> list[str]:
+    """The strings that end a judge's free generation: ``Judgment: [N]`` for each valid N.
+
+    Literal, as the paper's prompts write the verdict: vLLM stops on exactly these strings,
+    so the transformers route and the parser use them too (one rule, identical verdicts).
+    """
+    return [f"Judgment: [{i}]" for i in _indices(max_idx)]
+
+
+def judgment_stop(max_idx: int) -> Callable[[str], bool]:
+    """``stop(text)`` for ``greedy_shared_prefix``: true once a valid judgment is complete."""
+    stops = judgment_stops(max_idx)
+    return lambda text: any(s in text for s in stops)
+
+
 def first_judgment(text: str, max_idx: int) -> tuple[int | None, str]:
-    """The first complete ``Judgment: [N]`` with N <= max_idx, and the text up to it."""
-    match = _FOUND.search(text)
+    """The first complete ``Judgment: [N]`` with N <= max_idx, and the text up to it (with a
+    ``**`` that closes it); ``(None, text)`` when there is none.
+
+    An out-of-range ``Judgment: [7]`` is analysis like any other text: generation went on
+    past it, and so does the search.
+    """
+    choices = "|".join(_indices(max_idx))
+    match = re.search(rf"Judgment: \[({choices})\](?:\*\*)?", text)
     if match is None:
         return None, text
-    head = text[: match.end()]
-    choice = parse_judgment(head)
-    return (choice if choice is not None and choice <= max_idx else None), head
+    return int(match.group(1)), text[: match.end()]
 
 
-def strip_partial_judgment(text: str) -> str:
-    """The analysis without any judgment line it started (complete, out of range or cut off)."""
-    match = _PARTIAL.search(text)
-    if match is not None:
-        text = text[: match.start()]
-    for k in range(len(FORCE_TAIL) - 1, 0, -1):
-        if text.endswith(FORCE_TAIL[:k]):
-            text = text[: -k]
-            break
-    return text.rstrip()
+def _opened_rest(analysis: str) -> str | None:
+    """The rest of a judgment marker that the analysis ends inside of, else ``None``.
 
-
-def constrained_regex(max_idx: int) -> str:
-    """vLLM structured-output regex: an analysis, then ``**Judgment: [N]**`` and nothing after.
-
-    The analysis may not contain ``J``: otherwise a base model that writes the judgment and
-    goes on (into a new few-shot example) would run to the token limit; excluding the one
-    letter keeps the regex a simple character class the grammar engines accept.
+    The marker's start must begin the text or follow whitespace, and be at least ``**`` (the
+    bold opening) or ``Judg``: text that only looks alike ("the **Judge**", "Janet") is not
+    inside a marker and is left alone.
     """
-    choices = "|".join(str(i) for i in range(max_idx + 1))
-    return rf"[^J]*\*\*Judgment: \[({choices})\]\*\*"
+    for marker, shortest in ((FORCE_TAIL, 2), (FORCE_TAIL[2:], 4)):
+        for k in range(len(marker), shortest - 1, -1):
+            before = analysis[: len(analysis) - k]
+            if analysis.endswith(marker[:k]) and (not before or before[-1].isspace()):
+                return marker[k:]
+    return None
+
+
+def force_tail(analysis: str) -> str:
+    """What to append to an analysis without a valid judgment so the next token is the index.
+
+    Nothing the judge wrote is removed: if the token budget ran out inside a marker
+    (``...**Judgment: ``) only its rest is appended, otherwise a new paragraph and
+    ``**Judgment: [``.
+    """
+    rest = _opened_rest(analysis)
+    if rest is not None:
+        return rest
+    if not analysis:
+        return FORCE_TAIL
+    newlines = len(analysis) - len(analysis.rstrip("\n"))
+    return "\n" * max(0, 2 - newlines) + FORCE_TAIL
+
+
+def forced_text(analysis: str, choice: int | None) -> str:
+    """The verdict text of a forced judgment: the analysis unchanged, the completed marker,
+    the index and the closing bracket (and ``**`` after a bold marker)."""
+    opened = analysis + force_tail(analysis)
+    if choice is None:
+        return opened
+    return f"{opened}{choice}]{'**' if opened.endswith(FORCE_TAIL) else ''}"
 
 
 # --- judges --------------------------------------------------------------------------------
@@ -128,111 +178,89 @@ class LlmJudge:
         return render_judge_prompt(self.backend.tokenizer, messages,
                                    getattr(self.backend, "chat_template", "auto"))
 
+    @property
+    def route(self) -> str:
+        """``vllm``, ``transformers`` or ``plain``: which backend calls the judge makes."""
+        if hasattr(self.backend, "greedy_until") and hasattr(self.backend,
+                                                             "generate_constrained"):
+            return "vllm"
+        if hasattr(self.backend, "greedy_shared_prefix"):
+            return "transformers"
+        return "plain"
+
     def judge(self, requests: Sequence[JudgeRequest], log: LogFn | None = None) -> list[Verdict]:
+        """Free generation up to the first valid judgment, then the index forced where none
+        came; requests are grouped by their number of solutions (one stop rule per group)."""
         if not requests:
             return []
         prompts = [self.prompt(r) for r in requests]
         max_idx = [len(r.solutions) - 1 for r in requests]
-        if hasattr(self.backend, "generate_constrained"):
-            return self._vllm(prompts, max_idx)
-        if hasattr(self.backend, "greedy_shared_prefix"):
-            return self._transformers(prompts, max_idx, log)
-        return self._plain(prompts, max_idx)
+        verdicts = [Verdict(None)] * len(prompts)
+        done = 0
+        for top in sorted(set(max_idx)):
+            group = [i for i, m in enumerate(max_idx) if m == top]
+            texts = self._free([prompts[i] for i in group], top,
+                               _progress(log, done, len(prompts)))
+            done += len(group)
+            pending: list[tuple[int, str]] = []
+            for i, text in zip(group, texts, strict=True):
+                choice, head = first_judgment(text, top)
+                verdicts[i] = Verdict(choice, text=head)
+                if choice is None:
+                    pending.append((i, text))
+            if pending and self.route != "plain":
+                picks = self._pick([prompts[i] + a + force_tail(a) for i, a in pending], top)
+                for (i, analysis), choice in zip(pending, picks, strict=True):
+                    verdicts[i] = Verdict(choice, forced=choice is not None,
+                                          text=forced_text(analysis, choice))
+        return verdicts
 
-    def _transformers(self, prompts: list[str], max_idx: list[int],
-                      log: LogFn | None) -> list[Verdict]:
-        top = max(max_idx)
+    def _free(self, prompts: list[str], top: int, progress: ProgressFn | None) -> list[str]:
+        """Greedy analyses, each ended by the first valid judgment, EOS or the token budget."""
+        if self.route == "vllm":
+            outs = self.backend.greedy_until(prompts, judgment_stops(top), self.max_new_tokens)
+            return [s.text for s in outs]
+        if self.route == "transformers":
+            outputs = self.backend.greedy_shared_prefix(
+                prompts, self.max_new_tokens, stop=judgment_stop(top),
+                batch_size=self.batch_size, progress=progress)
+            return [text for _, text in outputs]
+        params = SamplingParams(n=1, temperature=0, max_new_tokens=self.max_new_tokens)
+        return [row[0].text for row in self.backend.sample(prompts, params)]
 
-        def stop(text: str) -> bool:
-            return _FOUND.search(text) is not None
-
-        def progress(done: int, total: int) -> None:
-            if log is not None:
-                log(f"judged {done}/{total} comparisons")
-
-        outputs = self.backend.greedy_shared_prefix(
-            prompts, self.max_new_tokens, stop=stop, batch_size=self.batch_size,
-            progress=progress)
-        verdicts: list[Verdict | None] = []
-        pending: list[tuple[int, str]] = []
-        for i, (_, text) in enumerate(outputs):
-            choice, head = first_judgment(text, max_idx[i])
-            if choice is not None:
-                verdicts.append(Verdict(choice, text=head))
-            else:
-                verdicts.append(None)
-                pending.append((i, strip_partial_judgment(text)))
-        if pending:
-            candidates = [self._index_token(d) for d in range(top + 1)]
-            forced = self._force(prompts, max_idx, pending, candidates)
-            for (i, analysis), choice in zip(pending, forced, strict=True):
-                tail = f"{choice}]**" if choice is not None else ""
-                sep = "\n\n" if analysis else ""
-                verdicts[i] = Verdict(choice, forced=choice is not None,
-                                      text=f"{analysis}{sep}{FORCE_TAIL}{tail}")
-        return [v for v in verdicts if v is not None]
+    def _pick(self, texts: list[str], top: int) -> list[int | None]:
+        """The greedy index among ``0..top`` after each text (which ends ``Judgment: [``)."""
+        if self.route == "vllm":
+            regex = "(" + "|".join(_indices(top)) + ")"
+            outs = self.backend.generate_constrained(texts, regex, len(str(top)) + 1)
+            picks: list[int | None] = []
+            for sample in outs:
+                match = re.match(r"\d+", sample.text.strip())
+                picks.append(int(match.group()) if match and int(match.group()) <= top
+                             else None)
+            return picks
+        candidates = [self._index_token(d) for d in range(top + 1)]
+        if any(c is None for c in candidates):
+            # An index that is not one token in this vocabulary cannot be forced: a parse
+            # failure, counted as such.
+            return [None] * len(texts)
+        chosen = self.backend.choose_next_token(texts, candidates, batch_size=self.batch_size)
+        return [int(k) for k in chosen]
 
     def _index_token(self, index: int) -> int | None:
         ids = self.backend.tokenizer(str(index), add_special_tokens=False)["input_ids"]
         return ids[0] if len(ids) == 1 else None
 
-    def _force(self, prompts: list[str], max_idx: list[int], pending: list[tuple[int, str]],
-               candidates: list[int | None]) -> list[int | None]:
-        """Argmax over index tokens after ``**Judgment: [``; ``None`` if an index is not one
-        token in this vocabulary (then nothing can be forced: a parse failure)."""
-        out: list[int | None] = [None] * len(pending)
-        by_top: dict[int, list[int]] = {}
-        for k, (i, _) in enumerate(pending):
-            by_top.setdefault(max_idx[i], []).append(k)
-        for top, ks in by_top.items():
-            allowed = candidates[: top + 1]
-            if any(c is None for c in allowed):
-                continue
-            texts = []
-            for k in ks:
-                i, analysis = pending[k]
-                sep = "\n\n" if analysis else ""
-                texts.append(f"{prompts[i]}{analysis}{sep}{FORCE_TAIL}")
-            picks = self.backend.choose_next_token(texts, allowed, batch_size=self.batch_size)
-            for k, pick in zip(ks, picks, strict=True):
-                out[k] = int(pick)
-        return out
 
-    def _vllm(self, prompts: list[str], max_idx: list[int]) -> list[Verdict]:
-        verdicts: list[Verdict | None] = [None] * len(prompts)
-        for top in sorted(set(max_idx)):
-            idx = [i for i, m in enumerate(max_idx) if m == top]
-            outs = self.backend.generate_constrained(
-                [prompts[i] for i in idx], constrained_regex(top), self.max_new_tokens)
-            pending = []
-            for i, sample in zip(idx, outs, strict=True):
-                choice, head = first_judgment(sample.text, top)
-                if choice is not None:
-                    verdicts[i] = Verdict(choice, text=head)
-                else:  # cut off by the token limit: force the index, as on transformers
-                    pending.append((i, strip_partial_judgment(sample.text)))
-            if pending:
-                choices = "|".join(str(d) for d in range(top + 1))
-                texts = [f"{prompts[i]}{a}{chr(10) * 2 if a else ''}{FORCE_TAIL}"
-                         for i, a in pending]
-                forced = self.backend.generate_constrained(texts, rf"({choices})\]\*\*", 4)
-                for (i, analysis), sample in zip(pending, forced, strict=True):
-                    match = re.match(r"(\d+)", sample.text)
-                    choice = int(match.group(1)) if match else None
-                    if choice is not None and choice > top:
-                        choice = None
-                    verdicts[i] = Verdict(choice, forced=choice is not None,
-                                          text=f"{analysis}{FORCE_TAIL}{sample.text}")
-        return [v if v is not None else Verdict(None) for v in verdicts]
+def _progress(log: LogFn | None, before: int, total: int) -> ProgressFn | None:
+    """A backend progress callback that logs judged comparisons over all groups."""
+    if log is None:
+        return None
 
-    def _plain(self, prompts: list[str], max_idx: list[int]) -> list[Verdict]:
-        params = SamplingParams(n=1, temperature=0, max_new_tokens=self.max_new_tokens)
-        outs = self.backend.sample(prompts, params)
-        verdicts = []
-        for row, top in zip(outs, max_idx, strict=True):
-            choice, head = first_judgment(row[0].text, top)
-            verdicts.append(Verdict(choice, text=head))
-        return verdicts
+    def report(done: int, _: int) -> None:
+        log(f"judged {before + done}/{total} comparisons")
+
+    return report
 
 
 _EXPRESSION = re.compile(r"Compute the following step by step:\s*\n(.+?)\s*=\s*$", re.DOTALL)

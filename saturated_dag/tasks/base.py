@@ -6,6 +6,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
+class DatasetFormatError(ValueError):
+    """A dataset row that cannot be used, with its location (file and line, or row)."""
+
+
 @dataclass(frozen=True)
 class Question:
     """One verifiable problem.

@@ -5,15 +5,27 @@ item ``i-1`` under seed ``s+1`` (it seeds ``Random(s + i)``), so seeds are space
 ``SEED_SPACING`` apart: pools never share an item index as long as a cell draws fewer items
 than that. Small cells repeat expressions by chance, so each pool is de-duplicated and the eval
 set additionally skips every expression present in a training pool.
+
+The paper's own eval set (``hannoh/chainsum_eval``) is a fixed file instead: ``load_eval_set``
+reads it from the hub, a ``datasets`` folder or a JSONL file, and the training and validation
+pools then skip its expressions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import functools
+import json
+import os
+import re
+import socket
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
 from reasoning_gym.arithmetic.chain_sum import ChainSumConfig, ChainSumDataset
 
-from saturated_dag.tasks.base import Question
+from saturated_dag.tasks.base import DatasetFormatError, Question
 from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt
 
 TASK = "chain_sum"
@@ -124,3 +136,258 @@ def build_pool(
 
 def expressions(questions: Iterable[Question]) -> set[str]:
     return {q.meta["expression"] for q in questions}
+
+
+# --- the paper's fixed eval set -------------------------------------------------------------
+
+HUB_SPLIT = "train"  # the paper's eval.py: load_dataset(eval_dataset, split="train")
+QUESTION_COLUMNS = ("question", "problem", "prompt")
+GOLD_COLUMNS = ("answer", "ground_truth", "gold")
+_EXPRESSION = re.compile(r"-?\d+(?:\s*[+-]\s*-?\d+)+")
+_FIRST_TERM = re.compile(r"\s*(-?\d+)")
+_NEXT_TERM = re.compile(r"\s*([+-])\s*(-?\d+)")
+
+
+class EvalSourceError(FileNotFoundError):
+    """The eval set named by ``chain_sum.eval_source`` cannot be read (missing, offline)."""
+
+
+def _parse_expression(text: str, where: str) -> tuple[str, list[int], int]:
+    """(normalised expression, operands, value) of ``a ± b ± ...``, evaluated left to right.
+
+    Normalised as reasoning-gym writes it (``a + b - c``), so expressions compare equal to
+    the generated pools' and the prompt is the one the pools use.
+    """
+    first = _FIRST_TERM.match(text)
+    if first is None:
+        raise DatasetFormatError(f"{where}: expression {text!r} does not start with a number")
+    operands, parts = [int(first.group(1))], [str(int(first.group(1)))]
+    value, pos = operands[0], first.end()
+    while (step := _NEXT_TERM.match(text, pos)) is not None:
+        op, term = step.group(1), int(step.group(2))
+        value = value + term if op == "+" else value - term
+        operands.append(term)
+        parts += [op, str(term)]
+        pos = step.end()
+    if not re.fullmatch(r"\s*=?\s*", text[pos:]) or len(operands) < 2:
+        raise DatasetFormatError(f"{where}: {text!r} is not a chain sum (a ± b ± ... =)")
+    return " ".join(parts), operands, value
+
+
+def _metadata(row: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The row's ``metadata`` (a dict or a JSON string), or {} when absent."""
+    meta = row.get("metadata")
+    if meta is None or meta == "":
+        return {}
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except json.JSONDecodeError as err:
+            raise DatasetFormatError(
+                f"{where}: column 'metadata' is not JSON ({err.msg})") from None
+    if not isinstance(meta, Mapping):
+        raise DatasetFormatError(f"{where}: column 'metadata' must be an object, "
+                                 f"got {type(meta).__name__}")
+    return dict(meta)
+
+
+def _first(row: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, Any] | None:
+    for name in names:
+        value = row.get(name)
+        if value is not None and str(value).strip():
+            return name, value
+    return None
+
+
+def _gold(row: Mapping[str, Any], where: str) -> int:
+    """The integer answer: reasoning-gym's ``answer`` or the paper's ``ground_truth``
+    (whose eval.py keeps the text after a ``####``)."""
+    found = _first(row, GOLD_COLUMNS)
+    if found is None:
+        raise DatasetFormatError(f"{where}: missing column for the answer: one of "
+                                 f"{', '.join(GOLD_COLUMNS)} (columns: {', '.join(row)})")
+    name, value = found
+    text = str(value).rsplit("####", 1)[-1].strip().replace(",", "")
+    try:
+        return int(text)
+    except ValueError:
+        raise DatasetFormatError(
+            f"{where}: column {name!r} = {value!r} is not an integer") from None
+
+
+def eval_question(row: Any, index: int, where: str, source: str) -> Question:
+    """One eval question from a reasoning-gym style row.
+
+    Columns: ``question`` (or ``problem``/``prompt``) and ``answer`` (or ``ground_truth``/
+    ``gold``); ``metadata`` (dict or JSON string) with ``expression``/``num_terms``/
+    ``num_digits`` is optional: without it the expression is read from the question text and
+    terms and digits from the expression. The prompt is rebuilt from the expression (App.
+    A.3, as for the pools); the source's own text is kept in ``meta``. The answer must equal
+    the expression's value, which catches a wrong column.
+    """
+    if not isinstance(row, Mapping):
+        raise DatasetFormatError(f"{where}: expected an object, got {type(row).__name__}")
+    meta = _metadata(row, where)
+    text = _first(row, QUESTION_COLUMNS)
+    raw = meta.get("expression") or row.get("expression")
+    if raw is None:
+        if text is None:
+            raise DatasetFormatError(f"{where}: missing column for the question: one of "
+                                     f"{', '.join(QUESTION_COLUMNS)} (columns: {', '.join(row)})")
+        matches = _EXPRESSION.findall(str(text[1]))
+        if not matches:
+            raise DatasetFormatError(f"{where}: no chain-sum expression in column "
+                                     f"{text[0]!r}: {str(text[1])[:80]!r}")
+        raw = matches[-1]
+    expression, operands, value = _parse_expression(str(raw), where)
+    gold = _gold(row, where)
+    if gold != value:
+        raise DatasetFormatError(f"{where}: answer {gold} is not the value {value} of "
+                                 f"{expression!r}")
+    terms = int(meta.get("num_terms") or row.get("num_terms") or len(operands))
+    if terms != len(operands):
+        raise DatasetFormatError(f"{where}: num_terms {terms} but {expression!r} has "
+                                 f"{len(operands)} terms")
+    digits = int(meta.get("num_digits") or row.get("num_digits")
+                 or max(len(str(abs(x))) for x in operands))
+    problem = chain_sum_problem(expression)
+    return Question(
+        question_id=f"{TASK}/eval/{cell_name((terms, digits))}/row{index}",
+        task=TASK,
+        pool="eval",
+        cell=cell_name((terms, digits)),
+        problem=problem,
+        prompt_text=policy_prompt(problem),
+        gold=str(gold),
+        meta={"terms": terms, "digits": digits, "expression": expression, "source": source,
+              "source_row": index, "source_question": str(text[1]) if text else ""},
+    )
+
+
+def _read_jsonl(path: Path, source: str) -> list[Question]:
+    questions: list[Question] = []
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_no}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DatasetFormatError(f"{where}: invalid JSON ({err.msg})") from None
+            questions.append(eval_question(row, len(questions), where, source))
+    return questions
+
+
+def _rows(dataset: Any, label: str, source: str) -> list[Question]:
+    return [eval_question(row, i, f"{label} row {i}", source) for i, row in enumerate(dataset)]
+
+
+def _one_split(loaded: Any, label: str) -> tuple[Any, str]:
+    """A ``Dataset`` from ``load_from_disk``: itself, or the ``train`` (or only) split."""
+    from datasets import DatasetDict
+
+    if not isinstance(loaded, DatasetDict):
+        return loaded, label
+    if HUB_SPLIT in loaded:
+        return loaded[HUB_SPLIT], f"{label}[{HUB_SPLIT}]"
+    if len(loaded) == 1:
+        (name,) = loaded
+        return loaded[name], f"{label}[{name}]"
+    raise EvalSourceError(f"chain_sum eval set {label} has splits {sorted(loaded)} and none is "
+                          f"{HUB_SPLIT!r}: save the eval split alone")
+
+
+def _read_folder(path: Path, source: str) -> list[Question]:
+    """A ``save_to_disk`` folder, or a folder of data files (``load_dataset(folder)``)."""
+    import datasets
+
+    if (path / "dataset_info.json").is_file() or (path / "dataset_dict.json").is_file():
+        dataset, label = _one_split(datasets.load_from_disk(str(path)), str(path))
+    else:
+        dataset = datasets.load_dataset(str(path), split=HUB_SPLIT)
+        label = f"{path}[{HUB_SPLIT}]"
+    return _rows(dataset, label, source)
+
+
+def _hub_reachable(timeout: float = 5.0) -> bool:
+    """One TCP connection to the hub endpoint: without network ``load_dataset`` spends ~25 s
+    on retries before failing. Behind a proxy the library is left to try."""
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        with socket.create_connection(
+            (url.hostname or "", url.port or (443 if url.scheme == "https" else 80)), timeout
+        ):
+            return True
+    except OSError:
+        return False
+
+
+def _how_to(source: str, reason: str) -> EvalSourceError:
+    return EvalSourceError(
+        f"chain_sum eval set {source!r} cannot be loaded from the Hugging Face hub: {reason}. "
+        "Provide a local copy: on a machine with network run\n"
+        f"  python -c 'import datasets; datasets.load_dataset(\"{source}\", split=\"{HUB_SPLIT}\")"
+        '.to_json("chainsum_eval.jsonl")\'\n'
+        "copy chainsum_eval.jsonl here and set chain_sum.eval_source to its path (a "
+        "datasets.save_to_disk folder works too). With HF_HUB_OFFLINE=1 a copy already in the "
+        "Hugging Face cache is used."
+    )
+
+
+def _read_hub(source: str) -> list[Question]:
+    import datasets
+
+    offline = datasets.config.HF_HUB_OFFLINE
+    if not offline and not _hub_reachable():
+        raise _how_to(source, "the hub is not reachable (no network)")
+    try:
+        dataset = datasets.load_dataset(source, split=HUB_SPLIT)
+    except Exception as err:  # offline without a cached copy, unknown id, no such split
+        reason = f"{type(err).__name__}: {err}"
+        raise _how_to(source, ("offline (HF_HUB_OFFLINE=1) and not in the cache; " + reason)
+                      if offline else reason) from err
+    return _rows(dataset, f"{source}[{HUB_SPLIT}]", source)
+
+
+def _looks_like_path(source: str) -> bool:
+    return source.startswith((".", "/", "~")) or source.endswith((".jsonl", ".json")) or (
+        source.count("/") != 1
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _load(source: str, stamp: tuple[float, int] | None) -> tuple[Question, ...]:
+    """Cached per source (and file stamp): several assets of a run ask for the same set."""
+    path = Path(source).expanduser()
+    if path.is_file():
+        if path.suffix not in (".jsonl", ".json"):
+            raise EvalSourceError(f"chain_sum eval set {path}: expected a .jsonl file (JSON "
+                                  "lines) or a datasets folder")
+        questions = _read_jsonl(path, source)
+    elif path.is_dir():
+        questions = _read_folder(path, source)
+    elif _looks_like_path(source):
+        raise EvalSourceError(f"chain_sum eval set not found: {path} (chain_sum.eval_source "
+                              "is a JSONL file, a datasets folder or a hub id owner/name)")
+    else:
+        questions = _read_hub(source)
+    if not questions:
+        raise DatasetFormatError(f"chain_sum eval set {source}: no rows")
+    return tuple(questions)
+
+
+def load_eval_set(source: str) -> list[Question]:
+    """The fixed eval set ``source``: a JSONL file, a ``datasets`` folder, or a hub id.
+
+    A path that exists is read locally; ``owner/name`` otherwise goes to the hub
+    (split ``train``, as the paper's ``eval.py``), failing at once with how to provide a local
+    copy when the hub cannot be reached. Rows keep their order; none is dropped.
+    """
+    path = Path(source).expanduser()
+    stat = path.stat() if path.exists() else None
+    return list(_load(source, (stat.st_mtime, stat.st_size) if stat else None))

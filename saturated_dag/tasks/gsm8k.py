@@ -10,16 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from saturated_dag.tasks.base import Question
+from saturated_dag.tasks.base import DatasetFormatError, Question
 from saturated_dag.tasks.prompts import policy_prompt
 
 TASK = "gsm8k"
 SPLIT_FILES = {"train": "train.jsonl", "test": "test.jsonl"}
 POOL_OF_SPLIT = {"train": "D", "test": "eval"}
-
-
-class DatasetFormatError(ValueError):
-    """A dataset row that cannot be used, with its location."""
 
 
 def parse_gold(answer: str, where: str) -> str:

@@ -27,11 +27,18 @@ def policy_prompt(problem: str) -> str:
     return f"{problem}\n{FORMAT_INSTRUCTION}"
 
 
-def render_prompt(tokenizer: Any, user_text: str, mode: ChatTemplateMode = "auto") -> str:
+def render_prompt(
+    tokenizer: Any,
+    user_text: str,
+    mode: ChatTemplateMode = "auto",
+    enable_thinking: bool | None = None,
+) -> str:
     """Apply the tokenizer's chat template when it has one (or when forced), else plain text.
 
     ``auto`` uses the template when the tokenizer defines one, so instruct models get their
-    own format and template-less base models see the raw prompt.
+    own format and template-less base models see the raw prompt. ``enable_thinking`` reaches
+    templates that read it (Qwen3 hybrid models: False closes an empty ``<think>`` block in the
+    prompt, so sampling starts at the answer); None leaves the template's own default.
     """
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if mode == "never" or (mode == "auto" and not has_template):
@@ -41,6 +48,8 @@ def render_prompt(tokenizer: Any, user_text: str, mode: ChatTemplateMode = "auto
             "chat_template='always' but the tokenizer has no chat template; "
             "use 'auto' or 'never'"
         )
+    switch = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
     return tokenizer.apply_chat_template(
-        [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True
+        [{"role": "user", "content": user_text}], tokenize=False, add_generation_prompt=True,
+        **switch,
     )

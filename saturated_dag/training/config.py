@@ -2,6 +2,15 @@
 
 Learning rates and epochs are the paper's for Qwen3-1.7B; the demo profile overrides them for
 its small model.
+
+Batch sizes count training examples as the paper's Table 5 does: completions (sequences) for
+SFT, RAFT and σ-RRHF, preference pairs for DPO (TRL's convention). ``batch_size`` examples
+make one optimizer step, ``per_device_batch_size`` go through one forward pass, and the
+ratio is the number of gradient-accumulation micro-batches. σ-RRHF never splits a question
+across micro-batches (its rank loss compares a question's completions): a micro-batch holds
+``max(1, per_device_batch_size // largest group)`` whole questions (``rrhf_questions_per_device``
+in ``training.rrhf_trainer``), so with the paper's n = 8 and 8 completions per device batch a
+micro-batch is one question.
 """
 
 from __future__ import annotations
@@ -27,22 +36,55 @@ class TrainSettings:
     """Shared by every method: AdamW, cosine schedule, warmup 0.1, weight decay 0.01."""
 
     epochs: int = 4  # checkpoints after each epoch; the best by validation pass@1 is kept
-    batch_size: int = 8  # questions (σ-RRHF: whole groups) or pairs per optimizer step
+    batch_size: int = 8
+    """Examples per optimizer step: completions (SFT, RAFT, σ-RRHF) or pairs (DPO)."""
     per_device_batch_size: int = 8
+    """Examples per forward pass (σ-RRHF: rounded down to whole questions, at least one)."""
     learning_rate: float = 1e-5
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
     max_length: int = 2048
     seed: int = 0
     logging_steps: int = 1
+    dtype: str = "auto"
+    """auto | float32 | bfloat16: the base model's weights and the bf16 mixed-precision flag.
+    auto is bfloat16 on a CUDA device that supports it, else float32 (``resolve_dtype``)."""
+    gradient_checkpointing: bool = False
+    """Recompute each layer's activations in backward (non-reentrant): long sequences fit."""
     lora: LoraSettings = field(default_factory=LoraSettings)
 
     @property
     def grad_accumulation(self) -> int:
+        """Micro-batches per optimizer step: ``batch_size / per_device_batch_size``."""
         if self.batch_size % self.per_device_batch_size:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of "
                              f"per_device_batch_size {self.per_device_batch_size}")
         return self.batch_size // self.per_device_batch_size
+
+
+DTYPES = ("auto", "float32", "bfloat16")
+
+
+def resolve_dtype(name: str) -> str:
+    """The training precision ``name`` means on this machine: ``float32`` or ``bfloat16``.
+
+    auto picks bfloat16 only on a CUDA device that supports it (the GPU the paper profile is
+    written for), float32 elsewhere. An explicit bfloat16 is honoured on a CPU (torch
+    emulates it: slow, but it runs the same code path as on a GPU, which the tests use) and
+    refused on a CUDA device without bf16 support, where training would fail later.
+    """
+    import torch
+
+    if name not in DTYPES:
+        raise ValueError(f"training dtype must be one of {DTYPES}, got {name!r}")
+    cuda = torch.cuda.is_available()
+    bf16_ok = cuda and torch.cuda.is_bf16_supported()
+    if name == "auto":
+        return "bfloat16" if bf16_ok else "float32"
+    if name == "bfloat16" and cuda and not bf16_ok:
+        raise ValueError("training dtype bfloat16: this CUDA device does not support bf16 "
+                         f"({torch.cuda.get_device_name()}); use dtype float32 (or auto)")
+    return name
 
 
 @dataclass
@@ -75,6 +117,7 @@ def settings_for(method: str, training: TrainingSettings) -> TrainSettings:
     common = {"epochs": t.epochs, "batch_size": t.batch_size,
               "per_device_batch_size": t.per_device_batch_size,
               "learning_rate": t.learning_rate, "max_length": t.max_length, "seed": t.seed,
+              "dtype": t.dtype, "gradient_checkpointing": t.gradient_checkpointing,
               "lora": LoraSettings(r=t.lora_r, alpha=t.lora_alpha, dropout=t.lora_dropout)}
     if method == "dpo":
         return DpoSettings(**common, beta=t.dpo_beta)

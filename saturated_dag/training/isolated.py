@@ -75,7 +75,9 @@ def train_from_spec(spec: dict[str, Any], log: LogFn | None = None) -> Any:
                                       batch_size=spec.get("batch_size", policy.batch_size),
                                       chat_template=spec.get("chat_template",
                                                              policy.chat_template))
-        table, _ = evaluate(questions, backend, params)
+        # the same prompts and answer rule as the pool and the eval reports
+        backend.enable_thinking = spec.get("enable_thinking", policy.enable_thinking)
+        table, _ = evaluate(questions, backend, params, answer_check=profile.answer_check)
         return summarise(table, ks=(1,))["pass@1"] / 100
 
     return train_adapter(spec["method"], spec["base_model"], pd.read_parquet(spec["data"]),

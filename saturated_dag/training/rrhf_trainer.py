@@ -1,8 +1,18 @@
 """σ-RRHF as a ``transformers.Trainer`` subclass that owns its loss and logs its parts.
 
 Each dataset row is a whole question (its completions and their scores), and the collator
-expands rows into completions, so every completion of a question is in the same batch
-whatever the device batch size: the rank loss always sees complete groups.
+expands rows into completions, so every completion of a question is in the same micro-batch
+whatever the device batch size: the rank loss always sees complete groups. The Trainer's
+``per_device_train_batch_size`` therefore counts questions (``rrhf_questions_per_device``
+turns the profile's completions into questions).
+
+The loss of an optimizer step is the mean over that step's questions of
+λ·L_rank(q) + L_ft(q), also under gradient accumulation: ``get_batch_samples`` counts the
+questions of all micro-batches of the step, each micro-batch's loss is its questions' sum
+divided by that count, and ``loss_is_scaled_for_ga`` tells ``Trainer.training_step`` not to
+divide again by the number of micro-batches (transformers 5 divides a custom loss by it
+unless told so). The sum of the micro-batch gradients is then exactly the gradient of the
+step's mean, even when the last micro-batch holds fewer questions.
 """
 
 from __future__ import annotations
@@ -60,13 +70,37 @@ class GroupCollator:
         }
 
 
+def rrhf_questions_per_device(per_device_batch_size: int, largest_group: int) -> int:
+    """Whole questions per forward pass: as many as fit in ``per_device_batch_size``
+    completions, at least one (a question is never split, so one larger than the budget
+    still goes through whole)."""
+    if per_device_batch_size < 1 or largest_group < 1:
+        raise ValueError(f"per_device_batch_size ({per_device_batch_size}) and the largest "
+                         f"group ({largest_group}) must be positive")
+    return max(1, per_device_batch_size // largest_group)
+
+
 class RrhfTrainer(Trainer):
-    """λ·Σ σ(r_j−r_i)·max(0, p_i−p_j) + (−log π(y_best|x)), with the ablation switches."""
+    """mean over questions of λ·Σ σ(r_j−r_i)·max(0, p_i−p_j) + (−log π(y_best|x)).
+
+    With the ablation switches of ``RrhfLossConfig``; see the module docstring for how the
+    mean is kept exact under gradient accumulation.
+    """
+
+    loss_is_scaled_for_ga = True  # compute_loss divides by the questions of the whole step
 
     def __init__(self, *args: Any, loss_config: RrhfLossConfig, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.loss_config = loss_config
-        self._metrics: dict[str, list[float]] = defaultdict(list)
+        # logged parts: per-question sums and question counts since the last log
+        self._metrics: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+
+    def get_batch_samples(self, epoch_iterator: Any, num_batches: int, device: Any
+                          ) -> tuple[list, Any]:
+        """The step's micro-batches and its number of questions (the loss's divisor)."""
+        batches, _ = super().get_batch_samples(epoch_iterator, num_batches, device)
+        questions = sum(int(torch.unique(b["group"]).numel()) for b in batches)
+        return batches, (questions or None)
 
     def compute_loss(self, model: Any, inputs: dict[str, torch.Tensor],
                      return_outputs: bool = False, num_items_in_batch: Any = None) -> Any:
@@ -77,19 +111,25 @@ class RrhfTrainer(Trainer):
         labels = torch.nn.functional.pad(inputs["input_ids"][:, 1:], (0, 1), value=0)
         mask = torch.nn.functional.pad(inputs["completion_mask"][:, 1:], (0, 1), value=0)
         sums, counts = sequence_logprobs(logits, labels, mask)
+        # num_items_in_batch: the questions of the whole optimizer step (get_batch_samples);
+        # None outside the training loop, where this batch is the whole step.
         loss, parts = rrhf_loss(sums, counts, inputs["scores"].to(sums.dtype),
-                                inputs["group"], self.loss_config)
+                                inputs["group"], self.loss_config,
+                                questions=num_items_in_batch)
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"σ-RRHF loss is {loss.item()} at step {self.state.global_step} "
                 f"(rank {parts['rank_loss']}, sft {parts['sft_loss']}): stopping")
+        questions = int(torch.unique(inputs["group"]).numel())
         for key, value in parts.items():
-            self._metrics[key].append(value)
+            self._metrics[key][0] += value * questions
+            self._metrics[key][1] += questions
         return (loss, logits) if return_outputs else loss
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        for key, values in self._metrics.items():
-            if values:
-                logs[key] = sum(values) / len(values)
+        """Adds rank_loss and sft_loss: per-question means since the last log."""
+        for key, (total, questions) in self._metrics.items():
+            if questions:
+                logs[key] = total / questions
         self._metrics.clear()
         super().log(logs, start_time)

@@ -1,9 +1,15 @@
 """Train one LoRA adapter (DPO, σ-RRHF or SFT), keep the best epoch by validation pass@1.
 
-The base model is loaded once in float32; LoRA wraps it, so the reference model of DPO is the
-adapter-disabled base (no second copy). The final adapter folder is written beside its
-destination and swapped in by one atomic symlink rename (``swap_in``), so a crash or a NaN
-loss never replaces a previous one and a reader never finds the adapter missing.
+The base model is loaded once, in the training precision (``resolve_dtype``: bfloat16 on a
+CUDA device that supports it unless the profile says float32), with the trainers' bf16
+mixed-precision flag to match; LoRA weights stay float32 (PEFT upcasts adapters). LoRA wraps
+the base, so the reference model of DPO is the adapter-disabled base (no second copy).
+Gradient checkpointing (non-reentrant) and gradient accumulation are the same switches for
+every method; docs/training-memory.md estimates what each method needs on the paper profile.
+
+The final adapter folder is written beside its destination and swapped in by one atomic
+symlink rename (``swap_in``), so a crash or a NaN loss never replaces a previous one and a
+reader never finds the adapter missing.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from transformers import TrainerCallback
+from transformers import TrainerCallback, set_seed
 
 from saturated_dag.atomic import fsync_dir
 from saturated_dag.generation.models import load_model
@@ -30,8 +36,13 @@ from saturated_dag.training.config import (
     DpoSettings,
     RrhfSettings,
     TrainSettings,
+    resolve_dtype,
 )
-from saturated_dag.training.rrhf_trainer import GroupCollator, RrhfTrainer
+from saturated_dag.training.rrhf_trainer import (
+    GroupCollator,
+    RrhfTrainer,
+    rrhf_questions_per_device,
+)
 
 METHODS = ("dpo", "rrhf", "sft", "raft")
 """raft: SFT on the scorer's argmax completions only (RAFT, σ-RRHF with λ=0)."""
@@ -98,11 +109,21 @@ def _lora(settings: TrainSettings) -> Any:
                       target_modules=list(lora.target_modules), task_type="CAUSAL_LM")
 
 
-def _common_args(settings: TrainSettings, output_dir: str, epochs_total: int) -> dict[str, Any]:
+def _common_args(settings: TrainSettings, output_dir: str, precision: str,
+                 per_device: int | None = None) -> dict[str, Any]:
+    """TrainingArguments shared by every method (TRL's configs take the same keys).
+
+    ``precision`` is ``resolve_dtype``'s answer; ``per_device`` overrides the rows per forward
+    pass (σ-RRHF: questions, not completions). Gradient accumulation is always
+    ``batch_size / per_device_batch_size`` of the settings. Checkpointing is given under its
+    transformers-5 name and its deprecated alias (TRL's configs default the alias to True),
+    non-reentrant so frozen inputs need no ``requires_grad`` for LoRA to get gradients.
+    """
+    checkpointing = settings.gradient_checkpointing
     return {
         "output_dir": output_dir,
-        "num_train_epochs": epochs_total,
-        "per_device_train_batch_size": settings.per_device_batch_size,
+        "num_train_epochs": settings.epochs,
+        "per_device_train_batch_size": per_device or settings.per_device_batch_size,
         "gradient_accumulation_steps": settings.grad_accumulation,
         "learning_rate": settings.learning_rate,
         "lr_scheduler_type": "cosine",
@@ -115,9 +136,11 @@ def _common_args(settings: TrainSettings, output_dir: str, epochs_total: int) ->
         "save_strategy": "no",
         "report_to": "none",
         "use_cpu": not _has_cuda(),
-        "bf16": False,
+        "bf16": precision == "bfloat16",
         "fp16": False,
-        "gradient_checkpointing": False,
+        "activation_checkpointing": checkpointing,
+        "gradient_checkpointing": checkpointing,
+        "activation_checkpointing_kwargs": {"use_reentrant": False} if checkpointing else None,
         "remove_unused_columns": False,
         "disable_tqdm": True,
     }
@@ -138,7 +161,7 @@ def _require(data: pd.DataFrame, columns: list[str], method: str) -> None:
 
 
 def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
-                   settings: TrainSettings, workdir: str) -> Any:
+                   settings: TrainSettings, workdir: str, precision: str) -> Any:
     from datasets import Dataset
 
     if method == "dpo":
@@ -146,7 +169,7 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
 
         assert isinstance(settings, DpoSettings)
         _require(data, ["prompt", "chosen", "rejected"], method)
-        args = DPOConfig(**_common_args(settings, workdir, settings.epochs), beta=settings.beta,
+        args = DPOConfig(**_common_args(settings, workdir, precision), beta=settings.beta,
                          loss_type=[settings.loss_type], max_length=settings.max_length)
         return DPOTrainer(model=model, args=args, processing_class=tokenizer,
                           train_dataset=Dataset.from_pandas(
@@ -156,7 +179,7 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
         from trl import SFTConfig, SFTTrainer
 
         _require(data, ["prompt", "completion"], method)
-        args = SFTConfig(**_common_args(settings, workdir, settings.epochs),
+        args = SFTConfig(**_common_args(settings, workdir, precision),
                          completion_only_loss=True, max_length=settings.max_length)
         return SFTTrainer(model=model, args=args, processing_class=tokenizer,
                           train_dataset=Dataset.from_pandas(data[["prompt", "completion"]],
@@ -174,16 +197,21 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
         loss_config = RrhfLossConfig(settings.rank_weight, settings.use_sft, settings.hinge,
                                      settings.logistic_weight)
         has_template = bool(getattr(tokenizer, "chat_template", None))
-        return RrhfTrainer(model=get_peft_model(model, _lora(settings)),
-                           args=TrainingArguments(**_common_args(settings, workdir,
-                                                                 settings.epochs)),
+        questions = rrhf_questions_per_device(settings.per_device_batch_size,
+                                              max(len(g["completions"]) for g in groups))
+        peft_model = get_peft_model(model, _lora(settings))
+        if settings.gradient_checkpointing:
+            # As TRL's trainers do with PEFT: harmless with non-reentrant checkpointing,
+            # needed should reentrant checkpointing ever be configured.
+            peft_model.enable_input_require_grads()
+        return RrhfTrainer(model=peft_model,
+                           args=TrainingArguments(**_common_args(settings, workdir, precision,
+                                                                 per_device=questions)),
                            train_dataset=Dataset.from_list(groups),
                            data_collator=GroupCollator(tokenizer, settings.max_length,
                                                        add_special_tokens=not has_template),
                            processing_class=tokenizer, loss_config=loss_config)
     raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
-
-
 
 
 def swap_in(folder: Path, out: Path, scratch: Path) -> None:
@@ -216,10 +244,13 @@ def train_adapter(
     eval_fn: EvalFn | None = None,
     log: LogFn | None = None,
     record: dict[str, Any] | None = None,
+    callbacks: list[TrainerCallback] | None = None,
 ) -> TrainResult:
     """Train ``method`` on ``data`` and save the best epoch's adapter at ``out_dir``.
 
-    ``record`` is added to the adapter's ``training_config.json`` (e.g. its cache key).
+    ``record`` is added to the adapter's ``training_config.json`` (e.g. its cache key), with
+    the settings and the precision actually used. ``callbacks`` are extra Trainer callbacks
+    (progress or probes).
     """
     if method not in METHODS:
         raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
@@ -230,23 +261,33 @@ def train_adapter(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # trainers otherwise try a telemetry call
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
-    model, tokenizer = load_model(base_model)
+    precision = resolve_dtype(settings.dtype)
+    model, tokenizer = load_model(base_model, dtype=precision)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        trainer = _build_trainer(method, model, tokenizer, data, settings, str(work / "trainer"))
+        # LoRA's A matrices are drawn when the adapter is created, before the Trainer seeds
+        # anything: seed here so an adapter's start does not depend on what ran before it.
+        set_seed(settings.seed)
+        trainer = _build_trainer(method, model, tokenizer, data, settings, str(work / "trainer"),
+                                 precision)
         selector = _EpochSelector(work / "epochs", tokenizer, eval_fn, say)
         trainer.add_callback(_Guard())
         trainer.add_callback(selector)
-        say(f"training {method} on {len(data)} rows for {settings.epochs} epochs")
+        for callback in callbacks or []:
+            trainer.add_callback(callback)
+        say(f"training {method} on {len(data)} rows for {settings.epochs} epochs in {precision}"
+            f"{', gradient checkpointing' if settings.gradient_checkpointing else ''}, "
+            f"{settings.grad_accumulation} micro-batch(es) per step")
         trainer.train()
         best = selector.best()
         final = work / "adapter"
         shutil.copytree(work / "epochs" / f"epoch_{best}", final)
         tokenizer.save_pretrained(final)
         written = {**(record or {}), "method": method, "base_model": base_model,
-                   "best_epoch": best, "epochs": selector.epochs, "settings": asdict(settings)}
+                   "best_epoch": best, "epochs": selector.epochs, "settings": asdict(settings),
+                   "precision": precision}
         (final / "training_config.json").write_text(json.dumps(written, indent=1))
         swap_in(final, out, work)
         return TrainResult(str(out), best, selector.epochs,

@@ -1,0 +1,86 @@
+"""Write the demo's result tables into README.md, between the ``demo-results`` markers.
+
+Why a script: README's results must be the ones the demo command produced, not a hand copy.
+``scripts/run_demo.sh`` calls this after a successful run; it reads the tables the table
+assets wrote under ``<output dir>/<task>/`` and the profile's rules (pairs, answer checking,
+eval set), so a re-run with the same seed leaves README byte-identical.
+
+    python scripts/readme_results.py [--profile demo] [--output-dir outputs] [--readme README.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+START, END = "<!-- demo-results:start -->", "<!-- demo-results:end -->"
+TABLES = (
+    ("results_table", "Table 1 / Table 7 shape (`{task}/results_table`)"),
+    ("rank_weight_ablation", "Figure 6 shape (`{task}/rank_weight_ablation`)"),
+    ("rrhf_variants", "Table 8 shape (`{task}/rrhf_variants`)"),
+    ("dpo_beta_sweep", "Table 9 shape (`{task}/dpo_beta_sweep`)"),
+)
+
+
+def rules(profile: object) -> str:
+    """The rules behind the numbers, in one line per rule."""
+    t = profile.training  # type: ignore[attr-defined]
+    pairs = ("lowest-scored *different text* as y_l (`dpo_distinct_texts: true`, not the "
+             "paper's rule)" if t.dpo_distinct_texts else
+             "the paper's y_w = argmax, y_l = argmin with random tie-breaks")
+    check = ("Math-Verify's own extraction (the paper's rule)"
+             if profile.answer_check == "math_verify"  # type: ignore[attr-defined]
+             else "the last `\\boxed{}` only (not the paper's rule)")
+    return "\n".join([
+        f"- DPO pairs: {pairs}",
+        f"- answer checking: {check} (`answer_check: {profile.answer_check}`)",  # type: ignore[attr-defined]
+        f"- batch: {t.batch_size} completions (DPO: pairs) per step, learning rate "
+        f"{t.learning_rate:g}, {t.epochs} epochs (best by validation pass@1), "
+        f"DPO β {t.dpo_beta:g}, σ-RRHF λ {t.rrhf_rank_weight:g}",
+    ])
+
+
+def section(profile: object, output_dir: Path) -> str:
+    parts = [rules(profile), ""]
+    for task in profile.tasks:  # type: ignore[attr-defined]
+        for name, title in TABLES:
+            path = output_dir / task / f"{name}.md"
+            if not path.is_file():
+                continue
+            body = path.read_text(encoding="utf-8").strip()
+            parts += [title.format(task=task) + ":", "", body, ""]
+    if len(parts) == 2:
+        raise SystemExit(f"no result tables under {output_dir}: run the demo job first")
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def splice(readme: str, body: str) -> str:
+    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.S)
+    if not pattern.search(readme):
+        raise SystemExit(f"README has no {START} ... {END} block")
+    return pattern.sub(lambda _m: f"{START}\n{body}{END}", readme)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default=os.environ.get("SATURATED_DAG_PROFILE", "demo"))
+    parser.add_argument("--output-dir",
+                        default=os.environ.get("SATURATED_DAG_OUTPUT_DIR", "outputs"))
+    parser.add_argument("--readme", default=str(ROOT / "README.md"))
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from saturated_dag.config import load_profile
+
+    profile = load_profile(args.profile)
+    readme = Path(args.readme)
+    text = splice(readme.read_text(encoding="utf-8"), section(profile, Path(args.output_dir)))
+    readme.write_text(text, encoding="utf-8")
+    print(f"README results updated from {args.output_dir} (profile {profile.name})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""README's demo results come from the run's own table files (scripts/readme_results.py)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from saturated_dag.config import load_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("readme_results",
+                                                  ROOT / "scripts" / "readme_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_block_is_replaced_from_the_table_files_and_names_the_rules(tmp_path):
+    mod = _module()
+    (tmp_path / "chain_sum").mkdir()
+    (tmp_path / "chain_sum" / "results_table.md").write_text("eval set: X\n\n| a |\n|---|\n| 1 |\n")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{mod.START}\nold numbers\n{mod.END}\nrest\n")
+    mod.main(["--profile", "demo", "--output-dir", str(tmp_path), "--readme", str(readme)])
+    text = readme.read_text()
+    assert "old numbers" not in text and "| 1 |" in text and text.endswith("rest\n")
+    assert "dpo_distinct_texts: true" in text and "answer_check: math_verify" in text
+    once = text
+    mod.main(["--profile", "demo", "--output-dir", str(tmp_path), "--readme", str(readme)])
+    assert readme.read_text() == once  # same tables, same README
+
+
+def test_paper_rules_are_named_as_the_papers():
+    rules = _module().rules(load_profile("paper"))
+    assert "y_l = argmin" in rules and "(the paper's rule)" in rules
+
+
+def test_missing_tables_or_markers_are_clear_errors(tmp_path):
+    mod = _module()
+    readme = tmp_path / "README.md"
+    readme.write_text("no markers\n")
+    with pytest.raises(SystemExit, match="no result tables"):
+        mod.main(["--output-dir", str(tmp_path), "--readme", str(readme)])
+    (tmp_path / "chain_sum").mkdir()
+    (tmp_path / "chain_sum" / "results_table.md").write_text("| a |\n")
+    with pytest.raises(SystemExit, match="no <!-- demo-results:start -->"):
+        mod.main(["--output-dir", str(tmp_path), "--readme", str(readme)])
