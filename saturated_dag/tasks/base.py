@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -35,3 +38,21 @@ class Question:
         meta = record.pop("meta")
         record.update({f"meta_{k}": v for k, v in meta.items()})
         return record
+
+
+def jsonl_rows(path: Path) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """``(line number, "file:line", row)`` for each non-blank line of a JSONL file.
+
+    One reader for every dataset file, so a malformed line is always an error that names the
+    file and the line.
+    """
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_no}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DatasetFormatError(f"{where}: invalid JSON ({err.msg})") from None
+            yield line_no, where, row

@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 
 from reasoning_gym.arithmetic.chain_sum import ChainSumConfig, ChainSumDataset
 
-from saturated_dag.tasks.base import DatasetFormatError, Question
+from saturated_dag.tasks.base import DatasetFormatError, Question, jsonl_rows
 from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt
 
 TASK = "chain_sum"
@@ -266,16 +266,8 @@ def eval_question(row: Any, index: int, where: str, source: str) -> Question:
 
 def _read_jsonl(path: Path, source: str) -> list[Question]:
     questions: list[Question] = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{line_no}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DatasetFormatError(f"{where}: invalid JSON ({err.msg})") from None
-            questions.append(eval_question(row, len(questions), where, source))
+    for _line_no, where, row in jsonl_rows(path):
+        questions.append(eval_question(row, len(questions), where, source))
     return questions
 
 

@@ -6,11 +6,10 @@ errors that name the file and line: a silently dropped row would change the pool
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from saturated_dag.tasks.base import DatasetFormatError, Question
+from saturated_dag.tasks.base import DatasetFormatError, Question, jsonl_rows
 from saturated_dag.tasks.prompts import policy_prompt
 
 TASK = "gsm8k"
@@ -53,18 +52,10 @@ def _read_jsonl(path: Path, split: str, limit: int | None) -> list[Question]:
     if not path.is_file():
         raise FileNotFoundError(f"GSM8K {split} file not found: {path}")
     questions: list[Question] = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if limit is not None and len(questions) >= limit:
-                break
-            if not line.strip():
-                continue
-            where = f"{path}:{line_no}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DatasetFormatError(f"{where}: invalid JSON ({err.msg})") from None
-            questions.append(_question(split, line_no - 1, row, where))
+    for line_no, where, row in jsonl_rows(path):
+        questions.append(_question(split, line_no - 1, row, where))
+        if limit is not None and len(questions) >= limit:
+            break  # before reading the next line: rows past the limit are never parsed
     if not questions:
         raise DatasetFormatError(f"{path}: no rows")
     return questions
