@@ -303,6 +303,9 @@ class TrainingSettings(_Strict):
     rrhf_use_sft: bool = True
     rrhf_hinge: bool = True
     rrhf_logistic_weight: bool = True
+    rrhf_sft_token_mean: bool = True
+    """L_ft as y_best's mean token NLL (RRHF's and the authors' code); False: the summed NLL,
+    −log π(y_best | x) as the paper's equation writes it (docs/paper-differences.md)."""
     validation_questions_per_cell: int = Field(8, ge=1, le=_MAX_PER_CELL)
     """Chain sum: a held-out validation pool per D cell, for checkpoint selection."""
     gsm8k_validation_questions: int = Field(100, ge=1)

@@ -23,6 +23,9 @@ class RrhfLossConfig:
     use_sft: bool = True  # False: "no SFT loss"
     hinge: bool = True  # False: "no hinge" (sum of σ(r_j - r_i)(p_i - p_j))
     logistic_weight: bool = True  # False: "no logistic weighting"
+    sft_token_mean: bool = True
+    """L_ft as the mean token NLL of y_best (RRHF's and the authors' code); False: the
+    sequence's summed NLL, −log π(y_best | x) as the paper's equation writes it."""
 
 
 def _row_blocks(logits: torch.Tensor, rows: int) -> list[tuple[torch.Tensor, tuple]]:
@@ -154,8 +157,10 @@ def sft_anchor_per_question(
     token_count: torch.Tensor,
     scores: torch.Tensor,
     group: torch.Tensor,
+    token_mean: bool = True,
 ) -> torch.Tensor:
-    """L_ft(q) = −log π(y_best | x) as a masked mean over the best completion's tokens.
+    """L_ft(q) = −log π(y_best | x) as a masked mean over the best completion's tokens
+    (``token_mean=False``: summed over them).
 
     One value per distinct ``group`` (sorted, as ``rank_loss_per_question``). The best
     completion of each group is its highest score (the first on ties). Vectorised over
@@ -169,6 +174,8 @@ def sft_anchor_per_question(
     candidates = torch.where(scores == top[slot], index, len(scores))
     first = torch.full((groups,), len(scores), dtype=index.dtype, device=scores.device)
     best = first.scatter_reduce(0, slot, candidates, reduce="amin")
+    if not token_mean:
+        return -token_logp_sum[best]
     return -token_logp_sum[best] / token_count[best].clamp(min=1)
 
 
@@ -204,7 +211,8 @@ def rrhf_loss(
         raise ValueError("σ-RRHF scores must be finite")
     p = token_logp_sum / token_count.clamp(min=1)
     l_rank = rank_loss_per_question(p, scores, group, config)
-    l_ft = sft_anchor_per_question(token_logp_sum, token_count, scores, group)
+    l_ft = sft_anchor_per_question(token_logp_sum, token_count, scores, group,
+                                   config.sft_token_mean)
     per_question = config.rank_weight * l_rank + (l_ft if config.use_sft else 0.0)
     divisor = len(l_rank) if questions is None else questions
     total = per_question.sum() / divisor

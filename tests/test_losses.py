@@ -142,3 +142,25 @@ def test_micro_batches_divided_by_the_step_questions_sum_to_the_step_mean() -> N
     loss.backward()
     assert loss.item() == pytest.approx(rrhf_loss(sums, counts, scores, group, config)[0].item())
     assert torch.allclose(parts.grad, whole.grad)
+
+
+def test_sft_anchor_summed_over_tokens_is_the_papers_literal_form() -> None:
+    """``rrhf_sft_token_mean: false``: L_ft = −log π(y_best | x), the sequence's summed NLL."""
+    sums, counts = _t(-4.0, -9.0, -2.0), _t(2.0, 3.0, 4.0)
+    scores, group = _t(0.1, 0.9, 0.5), torch.tensor([0, 0, 1])
+    summed = RrhfLossConfig(rank_weight=0.0, sft_token_mean=False)
+    total, parts = rrhf_loss(sums, counts, scores, group, summed)
+    assert total.item() == pytest.approx((9.0 + 2.0) / 2)  # mean over questions of the sums
+    assert parts["sft_loss"] == pytest.approx(5.5)
+    mean, _ = rrhf_loss(sums, counts, scores, group, RrhfLossConfig(rank_weight=0.0))
+    assert mean.item() == pytest.approx((3.0 + 0.5) / 2)
+
+
+def test_the_profile_switch_reaches_the_trainer_config() -> None:
+    from saturated_dag.config import load_profile
+    from saturated_dag.training.config import settings_for
+
+    demo = load_profile("demo")
+    assert settings_for("rrhf", demo.training).sft_token_mean is True
+    literal = load_profile("demo", {"training": {"rrhf_sft_token_mean": False}})
+    assert settings_for("rrhf", literal.training).sft_token_mean is False

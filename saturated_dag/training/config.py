@@ -100,6 +100,7 @@ class RrhfSettings(TrainSettings):
     use_sft: bool = True
     hinge: bool = True
     logistic_weight: bool = True
+    sft_token_mean: bool = True  # False: L_ft summed over y_best's tokens
 
 
 @dataclass
@@ -123,7 +124,8 @@ def settings_for(method: str, training: TrainingSettings) -> TrainSettings:
         return DpoSettings(**common, beta=t.dpo_beta)
     if method == "rrhf":
         return RrhfSettings(**common, rank_weight=t.rrhf_rank_weight, use_sft=t.rrhf_use_sft,
-                            hinge=t.rrhf_hinge, logistic_weight=t.rrhf_logistic_weight)
+                            hinge=t.rrhf_hinge, logistic_weight=t.rrhf_logistic_weight,
+                            sft_token_mean=t.rrhf_sft_token_mean)
     if method in SETTINGS_OF_METHOD:
         return SftSettings(**common)
     raise ValueError(f"unknown training method {method!r}; known: {sorted(SETTINGS_OF_METHOD)}")

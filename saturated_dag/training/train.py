@@ -212,7 +212,7 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
                    "scores": [float(s) for s in g["score"]]}
                   for _, g in data.groupby("question_id", sort=True)]
         loss_config = RrhfLossConfig(settings.rank_weight, settings.use_sft, settings.hinge,
-                                     settings.logistic_weight)
+                                     settings.logistic_weight, settings.sft_token_mean)
         has_template = bool(getattr(tokenizer, "chat_template", None))
         questions = rrhf_questions_per_device(settings.per_device_batch_size,
                                               max(len(g["completions"]) for g in groups))
