@@ -6,13 +6,13 @@ changed scorer marks exactly its datasets stale. Each is a Parquet file that
 ``datasets.load_dataset("parquet", data_files=...)`` reads.
 """
 
-from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 
 from assets._metadata import markdown_table
 from resources import ExperimentResource, ParquetIOManager
+from resources.parquet_io import asset_file
 from saturated_dag import preference_data as pdata
 from saturated_dag.experiments import Experiment
 
@@ -184,7 +184,7 @@ def _pairs_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
     def check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         store: ParquetIOManager = context.resources.parquet_io
         experiment: ExperimentResource = context.resources.experiment
-        table = pd.read_parquet(Path(store.base_dir).joinpath(*key.path).with_suffix(".parquet"))
+        table = pd.read_parquet(asset_file(store.base_dir, key.path))
         allowed = ("dpo_pairs" in key.path
                    and not experiment.settings.training.dpo_distinct_texts)
         result = pairs_verdict(table, allowed)

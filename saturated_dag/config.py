@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from saturated_dag.generation.base import SamplingParams
 from saturated_dag.tasks import chain_sum
+from saturated_dag.verification import AnswerCheck
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 TaskName = Literal["chain_sum", "gsm8k"]
@@ -346,7 +347,7 @@ class Profile(_Strict):
     sampling: SamplingSettings = SamplingSettings()
     partitions: PartitionSettings = PartitionSettings()
     verify_workers: int = Field(1, ge=1)
-    answer_check: Literal["math_verify", "last_boxed"] = "math_verify"
+    answer_check: AnswerCheck = "math_verify"
     """How a completion's answer is read (App. B): ``math_verify`` is Math-Verify's own
     extraction (the last ``\\boxed{}`` first, else a final stated answer), as in the paper;
     ``last_boxed`` accepts only the last ``\\boxed{}`` (a completion without one is wrong)."""
