@@ -18,33 +18,53 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output-dir",
-                        default=os.environ.get("SATURATED_DAG_OUTPUT_DIR", "outputs"))
-    parser.add_argument("--task", default="chain_sum")
-    args = parser.parse_args(argv)
+Row = tuple[str, float, float, float]
+"""(split/adapter, Δ, low, high), in points of pass@1."""
+
+
+def delta_rows(output_dir: str | Path, task: str) -> tuple[int, list[Row]]:
+    """The number of eval questions and a ``Row`` for every eval report."""
     sys.path.insert(0, str(ROOT))
     import pandas as pd
 
     from saturated_dag.metrics import paired_bootstrap_delta
 
-    root = Path(args.output_dir) / "assets" / args.task
+    root = Path(output_dir) / "assets" / task
     base_file = root / "eval" / "base.parquet"
     if not base_file.is_file():
         raise SystemExit(f"no base eval report at {base_file}: run the demo job first")
     base = pd.read_parquet(base_file).set_index("question_id")
     base_p1 = base["correct"] / base["n"]
-    print(f"{len(base)} eval questions; Δ pass@1 in points, paired bootstrap 95% interval")
+    rows = []
     for path in sorted(root.glob("*/eval/*.parquet")):
         report = pd.read_parquet(path).set_index("question_id")
         if set(report.index) != set(base.index):
             raise SystemExit(f"{path} covers other questions than the base report")
         run_p1 = (report["correct"] / report["n"]).loc[base.index]
         delta, low, high = (100 * v for v in paired_bootstrap_delta(run_p1, base_p1))
-        mark = " *" if low > 0 or high < 0 else ""
-        name = f"{path.parent.parent.name}/{path.name.removesuffix('.parquet')}"
-        print(f"{name:45s} {delta:+6.2f} [{low:+6.2f}, {high:+6.2f}]{mark}")
+        rows.append((f"{path.parent.parent.name}/{path.name.removesuffix('.parquet')}",
+                     delta, low, high))
+    return len(base), rows
+
+
+def markdown(questions: int, rows: list[Row]) -> str:
+    """The rows as a Markdown table; ``*`` marks an interval that excludes 0."""
+    lines = [f"Δ pass@1 to the base model (points) with a paired 95% bootstrap interval over "
+             f"the {questions} eval questions (`python scripts/delta_intervals.py`):", "",
+             "| split/adapter | Δ pass@1 | 95% interval | excludes 0 |", "|---|---|---|---|"]
+    for name, delta, low, high in rows:
+        mark = "*" if low > 0 or high < 0 else ""
+        lines.append(f"| {name} | {delta:+.2f} | [{low:+.2f}, {high:+.2f}] | {mark} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output-dir",
+                        default=os.environ.get("SATURATED_DAG_OUTPUT_DIR", "outputs"))
+    parser.add_argument("--task", default="chain_sum")
+    args = parser.parse_args(argv)
+    print(markdown(*delta_rows(args.output_dir, args.task)))
 
 
 if __name__ == "__main__":

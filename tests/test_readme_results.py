@@ -18,8 +18,23 @@ def _module():
     return module
 
 
+def _eval_reports(out: Path) -> None:
+    """A base report and one adapter report, 4 questions x 8 samples: Δ pass@1 = +25 points
+    on every question (2 more of 8 right), so the interval is [+25, +25]."""
+    import pandas as pd
+
+    ids = [f"q{i}" for i in range(4)]
+    base = pd.DataFrame({"question_id": ids, "cell": "3x1", "n": 8, "correct": [0, 2, 4, 6]})
+    run = base.assign(correct=base["correct"] + 2)
+    (out / "assets" / "chain_sum" / "eval").mkdir(parents=True)
+    (out / "assets" / "chain_sum" / "saturated" / "eval").mkdir(parents=True)
+    base.to_parquet(out / "assets" / "chain_sum" / "eval" / "base.parquet")
+    run.to_parquet(out / "assets" / "chain_sum" / "saturated" / "eval" / "sft.parquet")
+
+
 def test_readme_block_is_replaced_from_the_table_files_and_names_the_rules(tmp_path):
     mod = _module()
+    _eval_reports(tmp_path)
     (tmp_path / "chain_sum").mkdir()
     (tmp_path / "chain_sum" / "results_table.md").write_text("eval set: X\n\n| a |\n|---|\n| 1 |\n")
     readme = tmp_path / "README.md"
@@ -28,6 +43,8 @@ def test_readme_block_is_replaced_from_the_table_files_and_names_the_rules(tmp_p
     text = readme.read_text()
     assert "old numbers" not in text and "| 1 |" in text and text.endswith("rest\n")
     assert "dpo_distinct_texts: true" in text and "answer_check: math_verify" in text
+    assert "| saturated/sft | +25.00 | [+25.00, +25.00] | * |" in text
+    assert "over the 4 eval questions" in text
     once = text
     mod.main(["--profile", "demo", "--output-dir", str(tmp_path), "--readme", str(readme)])
     assert readme.read_text() == once  # same tables, same README
@@ -46,5 +63,8 @@ def test_missing_tables_or_markers_are_clear_errors(tmp_path):
         mod.main(["--output-dir", str(tmp_path), "--readme", str(readme)])
     (tmp_path / "chain_sum").mkdir()
     (tmp_path / "chain_sum" / "results_table.md").write_text("| a |\n")
+    with pytest.raises(SystemExit, match="no base eval report"):
+        mod.main(["--output-dir", str(tmp_path), "--readme", str(readme)])
+    _eval_reports(tmp_path)
     with pytest.raises(SystemExit, match="no <!-- demo-results:start -->"):
         mod.main(["--output-dir", str(tmp_path), "--readme", str(readme)])
