@@ -3,6 +3,10 @@
 The active profile comes from ``SATURATED_DAG_PROFILE`` (``demo`` by default; ``paper``, ``ci``
 or a path to a YAML file) and is validated here, so a bad profile fails at load time, before any
 model is touched. Outputs go under ``SATURATED_DAG_OUTPUT_DIR`` (default ``outputs``).
+
+Every job, including the implicit one behind a UI materialisation or a sensor's run, uses the
+in-process executor: a run loads the policy once for all its steps (training still runs in its
+own process, through Dagster Pipes).
 """
 
 from __future__ import annotations
@@ -11,8 +15,8 @@ import os
 
 import dagster as dg
 
-from assets import ALL_ASSET_CHECKS, ALL_ASSETS, experiment_assets, experiment_checks
-from assets.automation import automation_sensor, with_lineage
+from assets import profile_assets
+from assets.automation import automation_sensors
 from jobs import (
     demo_job,
     eval_keys,
@@ -22,29 +26,24 @@ from jobs import (
     paper_jobs,
     pretrain_base_model,
 )
-from resources import ExperimentResource, GenerationResource, JudgeResource, ParquetIOManager
+from resources import make_resources
 from saturated_dag.config import load_profile
 
 PROFILE = os.environ.get("SATURATED_DAG_PROFILE", "demo")
 OUTPUT_DIR = os.environ.get("SATURATED_DAG_OUTPUT_DIR", "outputs")
 
 _profile = load_profile(PROFILE)
-_assets = with_lineage([*ALL_ASSETS, *experiment_assets(_profile)])
+_assets, _checks = profile_assets(_profile)
 _evals = eval_keys(_assets)
 _nightly = nightly_evaluation_job(_evals)
 
 defs = dg.Definitions(
     assets=_assets,
-    asset_checks=[*ALL_ASSET_CHECKS, *experiment_checks(_profile)],
-    jobs=[demo_job(_profile), *paper_jobs(_profile), *generation_jobs, _nightly,
+    asset_checks=_checks,
+    jobs=[demo_job(_profile), *paper_jobs(_profile), *generation_jobs(_profile), _nightly,
           pretrain_base_model],
     schedules=[nightly_evaluation_schedule(_nightly, _evals)],
-    sensors=[automation_sensor],
-    resources={
-        "experiment": ExperimentResource(profile=PROFILE, output_dir=OUTPUT_DIR),
-        "policy": GenerationResource.from_settings(_profile.policy, seed=_profile.sampling.seed),
-        "strong_judge": JudgeResource.from_settings(_profile.judges.strong,
-                                                    seed=_profile.sampling.seed),
-        "parquet_io": ParquetIOManager(base_dir=os.path.join(OUTPUT_DIR, "assets")),
-    },
+    sensors=automation_sensors(_assets),
+    resources=make_resources(PROFILE, OUTPUT_DIR),
+    executor=dg.in_process_executor,
 )

@@ -1,16 +1,22 @@
-"""Dagster assets: one file per box of the pipeline, each a thin layer over saturated_dag."""
+"""Dagster assets: one file per box of the pipeline, each a thin layer over saturated_dag.
+
+``profile_assets(profile)`` builds the graph of the profile's own tasks only: a task the
+profile does not run has no assets (they could never materialise), so the graph shows what
+the profile runs.
+"""
 
 import dagster as dg
 
 from assets.adapters import adapter_assets, adapter_checks
+from assets.automation import with_lineage
 from assets.base_model import base_model
-from assets.difficulty_partitions import difficulty_partitions_assets, difficulty_partitions_checks
-from assets.eval_reports import eval_report_assets, eval_report_checks
-from assets.generation_pool import generation_pool_assets, generation_pool_checks
+from assets.difficulty_partitions import difficulty_partitions_asset, difficulty_partitions_check
+from assets.eval_reports import adapter_eval_asset, base_eval_asset, coverage_check
+from assets.generation_pool import generation_pool_asset, generation_pool_check
 from assets.preference_datasets import preference_dataset_assets, preference_dataset_checks
-from assets.quality_scores import quality_score_assets, quality_score_checks
+from assets.quality_scores import SCORE_ASSET_FACTORIES, finite_scores_check
 from assets.result_tables import results_table_asset, sweep_table_asset
-from assets.scorer_agreement import scorer_agreement_assets
+from assets.scorer_agreement import scorer_agreement_asset
 from saturated_dag.config import Profile
 from saturated_dag.experiments import (
     Experiment,
@@ -19,32 +25,7 @@ from saturated_dag.experiments import (
     main_matrix,
     sweeps,
 )
-from saturated_dag.tasks import TASKS, has_strict_pool
-
-ALL_ASSETS = [base_model, *generation_pool_assets, *difficulty_partitions_assets,
-              *quality_score_assets, *scorer_agreement_assets]
-ALL_ASSET_CHECKS = [*generation_pool_checks, *difficulty_partitions_checks,
-                    *quality_score_checks]
-
-
-def experiment_assets(profile: Profile) -> list[dg.AssetsDefinition]:
-    """Datasets, adapters, eval reports, result tables and sweep tables of the profile.
-
-    The matrix (split x method x scorer, plus the sweeps) comes from the profile, so the asset
-    graph shows exactly the experiments it runs, and one cell, a row or all can be
-    materialised.
-    """
-    built: list[dg.AssetsDefinition] = []
-    for task in TASKS:
-        cells = task_cells(profile, task)
-        built += preference_dataset_assets(task, cells)
-        built += adapter_assets(task, cells)
-        built += eval_report_assets(task, cells)
-        main = [c for c in main_matrix(profile.training) if _trainable(profile, task, c.split)]
-        built.append(results_table_asset(task, main))
-        for sweep, rows in task_sweeps(profile, task).items():
-            built.append(sweep_table_asset(task, sweep, rows))
-    return built
+from saturated_dag.tasks import has_strict_pool
 
 
 def _trainable(profile: Profile, task: str, split: str) -> bool:
@@ -61,16 +42,43 @@ def task_sweeps(profile: Profile, task: str) -> dict[str, list[SweepRow]]:
             if _trainable(profile, task, rows[0].experiment.split)}
 
 
-def experiment_checks(profile: Profile) -> list[dg.AssetChecksDefinition]:
-    """Checks beside the experiment assets: DPO pairs differ, adapters load and generate,
-    eval reports cover every question."""
+def task_assets(profile: Profile, task: str
+                ) -> tuple[list[dg.AssetsDefinition], list[dg.AssetChecksDefinition]]:
+    """Every asset of one task (pool to tables) and the checks beside them."""
+    pool = generation_pool_asset(task)
+    parts = difficulty_partitions_asset(task)
+    scores = {name: factory(task) for name, factory in SCORE_ASSET_FACTORIES.items()}
+    cells = task_cells(profile, task)
+    datasets = preference_dataset_assets(task, cells)
+    evals = [base_eval_asset(task), *(adapter_eval_asset(task, exp) for exp in cells)]
+    main = [c for c in main_matrix(profile.training) if _trainable(profile, task, c.split)]
+    tables = [results_table_asset(task, main),
+              *(sweep_table_asset(task, sweep, rows)
+                for sweep, rows in task_sweeps(profile, task).items())]
+    built = [pool, parts, *scores.values(), scorer_agreement_asset(task), *datasets,
+             *adapter_assets(task, cells), *evals, *tables]
+    checks = [generation_pool_check(task, pool), difficulty_partitions_check(parts),
+              *(finite_scores_check(task, asset) for asset in scores.values()),
+              *preference_dataset_checks(datasets), *adapter_checks(task, cells),
+              *(coverage_check(task, asset) for asset in evals)]
+    return built, checks
+
+
+def profile_assets(profile: Profile
+                   ) -> tuple[list[dg.AssetsDefinition | dg.SourceAsset],
+                              list[dg.AssetChecksDefinition]]:
+    """The base model and every asset of the profile's tasks, with their checks.
+
+    The assets carry their derived code versions and automation conditions (``with_lineage``),
+    so every caller (definitions, tests, benchmarks) runs the same versioned graph.
+    """
+    built: list = [base_model]
     checks: list[dg.AssetChecksDefinition] = []
-    for task in TASKS:
-        cells = task_cells(profile, task)
-        checks += preference_dataset_checks(preference_dataset_assets(task, cells))
-        checks += adapter_checks(task, cells)
-        checks += eval_report_checks(eval_report_assets(task, cells))
-    return checks
+    for task in profile.tasks:
+        task_built, task_checks = task_assets(profile, task)
+        built += task_built
+        checks += task_checks
+    return with_lineage(built, profile), checks
 
 
-__all__ = ["ALL_ASSETS", "ALL_ASSET_CHECKS", "experiment_assets", "experiment_checks"]
+__all__ = ["profile_assets", "task_assets", "task_cells", "task_sweeps"]

@@ -1,17 +1,32 @@
-"""Helpers that turn tables and figures into Dagster metadata."""
+"""Helpers that turn frames and figures into Dagster metadata and outputs."""
 
 import base64
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
-import pandas as pd
+import polars as pl
+from tabulate import tabulate
+
+from resources.parquet_io import frame_data_version
 
 
-def markdown_table(frame: pd.DataFrame, max_rows: int = 20) -> dg.MetadataValue:
-    return dg.MetadataValue.md(frame.head(max_rows).to_markdown(index=False))
+def markdown_table(frame: pl.DataFrame, max_rows: int = 20) -> dg.MetadataValue:
+    """The first ``max_rows`` rows as a Markdown table (the UI renders it)."""
+    head = frame.head(max_rows)
+    return dg.MetadataValue.md(tabulate(head.rows(), headers=head.columns, tablefmt="pipe"))
 
 
 def image(path: Path, caption: str) -> dg.MetadataValue:
     """A PNG shown inline in the UI (a data URI inside Markdown)."""
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return dg.MetadataValue.md(f"![{caption}](data:image/png;base64,{data})")
+
+
+def frame_output(frame: pl.DataFrame, metadata: dict[str, Any]) -> dg.Output[pl.DataFrame]:
+    """The asset's frame with a content-hash data version.
+
+    Why the content hash: a re-materialisation that reproduces the same frame (a stage-cache
+    hit) keeps the same data version, so nothing downstream is marked stale by it.
+    """
+    return dg.Output(frame, metadata=metadata, data_version=frame_data_version(frame))

@@ -11,6 +11,7 @@ from typing import Any
 
 import dagster as dg
 
+from assets.versioning import code_version_of
 from resources import ExperimentResource
 from saturated_dag.atomic import OutputWriteError
 from saturated_dag.config import PolicySettings
@@ -34,13 +35,16 @@ def stage_folder(stage: str) -> str:
     return stage.replace("/", "__")
 
 
-def open_store(experiment: ExperimentResource, stage: str, code_version: str,
+def open_store(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                config: dict[str, Any], inputs: dict[str, Any]) -> tuple[ShardStore | None, str]:
     """The stage's shard store (``None`` when ``stages.cache`` is off) and its key.
 
-    ``stage`` is the calling asset's key joined by ``/``: the store lives in
-    ``<output_dir>/stages/<stage_folder(stage)>/<key>/``.
+    The stage is the calling asset's key joined by ``/`` and the store lives in
+    ``<output_dir>/stages/<stage_folder(stage)>/<key>/``; the key covers the asset's code
+    version, so editing any module the asset imports gives a new key.
     """
+    stage = "/".join(context.asset_key.path)
+    code_version = code_version_of(context)
     stages = experiment.settings.stages
     key = stage_key(stage, code_version, {**config, "shard_questions": stages.shard_questions},
                     inputs)
@@ -49,9 +53,10 @@ def open_store(experiment: ExperimentResource, stage: str, code_version: str,
     return ShardStore.for_stage(experiment.output_dir, stage_folder(stage), key), key
 
 
-def cache_metadata(context: dg.AssetExecutionContext, stage: str, key: str,
+def cache_metadata(context: dg.AssetExecutionContext, key: str,
                    store: ShardStore | None) -> dict[str, Any]:
     """Log how the stage used its shards and return the matching metadata."""
+    stage = "/".join(context.asset_key.path)
     if store is None or store.last_stats is None:
         context.log.info(f"cache off: {stage} {key[:12]} computed in memory")
         return {"cache": "off", "cache_key": key}

@@ -10,11 +10,19 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
-import pandas as pd
+import polars as pl
 
+from assets._adapter_files import (
+    adapter_curves_png,
+    adapter_dir,
+    adapter_weights_version,
+    adapter_work_dir,
+)
 from assets._metadata import image
 from assets._stages import policy_identity
-from resources import ExperimentResource, GenerationResource
+from assets.versioning import code_version_of
+from resources import ExperimentResource, InferenceResource
+from resources.training import train_with_pipes
 from saturated_dag.atomic import atomic_write_text
 from saturated_dag.config import Profile
 from saturated_dag.experiments import Experiment
@@ -22,27 +30,6 @@ from saturated_dag.plots import training_curves
 from saturated_dag.shards import frame_digest, questions_digest, stage_key
 from saturated_dag.tasks import validation_questions
 from saturated_dag.training.config import resolve_dtype
-from saturated_dag.training.isolated import TrainingProcessError, run_isolated
-
-CODE_VERSION = "2"
-
-
-def adapter_dir(output_dir: str, task: str, exp: Experiment) -> Path:
-    """``<output_dir>/adapters/<task>/<split>/<name>``: the whole name is the folder, dots and
-    all, so ``lambda0.01`` and ``lambda0.5`` never share one."""
-    return Path(output_dir) / "adapters" / task / exp.split / exp.name
-
-
-def adapter_work_dir(output_dir: str, task: str, exp: Experiment) -> Path:
-    """Scratch folder of a training run beside the adapter (kept only when training fails)."""
-    out = adapter_dir(output_dir, task, exp)
-    return out.parent / f".{exp.name}-run"
-
-
-def adapter_curves_png(output_dir: str, task: str, exp: Experiment) -> Path:
-    """The adapter's training-curve figure, beside its folder."""
-    out = adapter_dir(output_dir, task, exp)
-    return out.parent / f"{exp.name}_curves.png"
 
 
 def _curve_markdown(epochs: list[dict]) -> str:
@@ -54,13 +41,13 @@ def _curve_markdown(epochs: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _train(context: dg.AssetExecutionContext, spec: dict, work: Path, isolate: bool) -> dict:
-    """Train in a child process (default) or in this one; the result record either way."""
+def _train(context: dg.AssetExecutionContext, inference: InferenceResource, spec: dict,
+           work: Path, isolate: bool) -> dict:
+    """Train through Dagster Pipes in a child process (default), or in this one; the result
+    record either way. The parent's engines are released first (one owner of the device)."""
+    inference.release()
     if isolate:
-        try:
-            return run_isolated(spec, work, log=context.log.info)
-        except TrainingProcessError as err:
-            raise dg.Failure(f"training {spec['out_dir']} failed: {err}") from None
+        return train_with_pipes(context, spec, work)
     from dataclasses import asdict
 
     from saturated_dag.training.isolated import train_from_spec
@@ -69,7 +56,7 @@ def _train(context: dg.AssetExecutionContext, spec: dict, work: Path, isolate: b
 
 
 def training_key(profile: Profile, task: str, exp: Experiment, code_version: str,
-                 policy: dict, data: pd.DataFrame) -> str:
+                 policy: dict, data: pl.DataFrame) -> str:
     """What the adapter is a function of: data, training and sampling settings, base model,
     validation set (epoch selection) and code. Where it runs (``isolate``) is not part of it."""
     training = exp.training(profile.training).model_dump(mode="json",
@@ -105,18 +92,18 @@ def _description(exp: Experiment) -> str:
 def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
     @dg.asset(
         key=[task, exp.split, "adapter", exp.name], group_name=f"{task}_{exp.split}",
-        code_version=CODE_VERSION, pool="gpu", kinds={"pytorch", "peft"},
+        pool="gpu", kinds={"pytorch", "peft"},
         ins={"data": dg.AssetIn(key=[task, *exp.dataset])}, deps=["base_model"],
         description=_description(exp),
     )
     def adapter(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-                policy: GenerationResource, data: pd.DataFrame) -> dg.MaterializeResult:
+                inference: InferenceResource, data: pl.DataFrame) -> dg.MaterializeResult:
         profile = experiment.settings
-        settings = policy.settings()
+        settings = inference.policy_settings()
         out = adapter_dir(experiment.output_dir, task, exp)
         work = adapter_work_dir(experiment.output_dir, task, exp)
-        code_version = context.assets_def.code_versions_by_key.get(context.asset_key) or ""
-        key = training_key(profile, task, exp, code_version, policy_identity(settings), data)
+        key = training_key(profile, task, exp, code_version_of(context),
+                           policy_identity(settings), data)
         result = _cached_result(out, key) if profile.stages.cache else None
         hit = result is not None
         if result is not None:
@@ -124,14 +111,14 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
         else:
             work.mkdir(parents=True, exist_ok=True)
             data_path = work / "data.parquet"
-            data.to_parquet(data_path)  # a scratch copy for the child process
+            data.write_parquet(data_path)  # a scratch copy for the child process
             spec = {"profile": profile.model_dump(mode="json"), "task": task,
                     "method": exp.method, "training_overrides": dict(exp.overrides),
                     "base_model": settings.model, "batch_size": settings.batch_size,
                     "chat_template": settings.chat_template,
                     "enable_thinking": settings.enable_thinking, "data": str(data_path),
                     "out_dir": str(out), "record": {"cache_key": key}}
-            result = _train(context, spec, work, profile.training.isolate)
+            result = _train(context, inference, spec, work, profile.training.isolate)
             atomic_write_text(out / "result.json",
                               json.dumps({**result, "cache_key": key}, default=float))
             shutil.rmtree(work, ignore_errors=True)  # kept only when training fails
@@ -142,7 +129,7 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
             "adapter_dir": dg.MetadataValue.path(result["adapter_dir"]),
             "method": exp.method, "scorer": exp.scorer or "none", "split": exp.split,
             "settings": dg.MetadataValue.json(dict(exp.overrides)),
-            "training_rows": len(data), "best_epoch": result["best_epoch"],
+            "training_rows": data.height, "best_epoch": result["best_epoch"],
             "isolated_process": profile.training.isolate,
             "cache": "hit" if hit else "miss", "cache_key": key,
             "validation curve": dg.MetadataValue.md(_curve_markdown(result["epochs"])),
@@ -155,7 +142,10 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
                               adapter_curves_png(experiment.output_dir, task, exp),
                               f"{task} {exp.split}: {exp.name}")
         metadata["training curves"] = image(png, "validation pass@1 and reward margins")
-        return dg.MaterializeResult(metadata=metadata)
+        # the child reports the weights' hash through Pipes; a cache hit or an in-process run
+        # hashes the same file here
+        version = result.get("data_version") or adapter_weights_version(out)
+        return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version))
 
     return adapter
 
@@ -169,18 +159,18 @@ def _loads_check(task: str, exp: Experiment) -> dg.AssetChecksDefinition:
                     name="loads_and_generates", blocking=True,
                     description="The adapter loads on the base model and generates text "
                     "for a validation question (greedy, 32 tokens).")
-    def check(experiment: ExperimentResource, policy: GenerationResource
+    def check(experiment: ExperimentResource, inference: InferenceResource
               ) -> dg.AssetCheckResult:
         from saturated_dag.evaluation import adapter_backends
         from saturated_dag.generation.base import SamplingParams
         from saturated_dag.tasks import validation_questions
 
-        settings = policy.settings()
+        settings = inference.policy_settings()
         folder = adapter_dir(experiment.output_dir, task, exp)
         question = validation_questions(experiment.settings, task)[0]
         backend = None
         try:
-            backend = adapter_backends(policy.get_backend(), {exp.name: folder},
+            backend = adapter_backends(inference.policy_backend(), {exp.name: folder},
                                        base_model=settings.model, dtype=settings.dtype,
                                        device=settings.device)[exp.name]
             prompt = backend.render(question.prompt_text)

@@ -1,94 +1,168 @@
-"""Lineage-aware recomputation: code versions from the core's source, and automation.
+"""Lineage: derived code versions, and automation that cannot burn a GPU-week by accident.
 
-Each asset's code version is its layer's own ``CODE_VERSION`` joined with a hash of the core
-modules that hold its logic, so editing the entropy scorer changes the version of the entropy
-scores (and only of assets whose logic includes it). Every asset with upstream assets carries
-``eager() | code_version_changed()`` (eager alone ignores code changes), and the
-``automation`` sensor, on by default, requests what is stale.
+``with_lineage`` gives every asset its code version (``assets/versioning.py``: a hash of the
+source it imports) and one of two automation conditions, by where the asset runs:
+
+- CPU assets (partitions, random scores, scorer agreement, datasets, result and sweep tables:
+  every asset without ``pool="gpu"``) are cheap, so they follow everything: they run when
+  missing, when an upstream asset was updated, or when their own code version changed. They
+  wait while an upstream asset is missing or running, while they are running themselves, and
+  while any blocking check of an upstream asset has not passed on its latest materialisation.
+- GPU assets (``pool="gpu"``: pools, judges, entropy scores, adapters, eval reports) run by
+  themselves only when missing or when an upstream asset's *data version* changed (a cache hit
+  that rewrites identical data changes nothing), with the same waits; a change of their own
+  code version starts nothing unless the profile opts in (``automation.gpu_on_code_change``).
+  An upstream update made by a run that also ran the GPU asset itself does not count, so a
+  job that ran pool and scores together does not queue the scores again. They also wait until
+  every upstream asset has caught up with its own inputs, so a new pool is scored once, after
+  the CPU sensor has re-split it, not once before and once after.
+
+"Missing" means missing when the condition is first evaluated (the sensor's first tick, an
+asset new to the profile) or becoming missing later; either requests the asset once, so a run
+that fails is not retried tick after tick.
+
+Two sensors carry them, so either can be switched off in the UI: ``automation_cpu`` (running by
+default) and ``automation_gpu`` (stopped by default). A code-location reload after an edit
+therefore never starts GPU work by itself; switching ``automation_gpu`` on is the deliberate
+step that lets new data flow through the expensive assets.
 """
 
-import hashlib
+from __future__ import annotations
+
 from collections.abc import Sequence
-from functools import cache
-from pathlib import Path
 
 import dagster as dg
 
-CORE = Path(__file__).resolve().parent.parent / "saturated_dag"
-GENERATION = ["generation/base.py", "generation/transformers_backend.py",
-              "generation/vllm_backend.py", "generation/models.py", "tasks", "verification.py",
-              "shards.py"]
-JUDGING = ["scorers/tournament.py", "scorers/judges.py", "scorers/judge_prompts.py"]
+from assets.versioning import SourceTree, with_code_versions
+from saturated_dag.config import AutomationSettings, Profile
 
-# The core modules each asset kind runs, by the last part of its key (or its dataset kind).
-LOGIC: dict[str, list[str]] = {
-    "base_model": ["generation/models.py"],
-    "generation_pool": ["pool.py", *GENERATION],
-    "difficulty_partitions": ["partitions.py", "plots.py"],
-    "entropy_scores": ["scorers/entropy_scores.py", "generation/entropy.py", "shards.py"],
-    "self_judge_scores": [*JUDGING, *GENERATION],
-    "strong_judge_scores": [*JUDGING, "scorers/rubric.py", *GENERATION],
-    "random_scores": ["scorers/random_scores.py"],
-    "scorer_agreement": ["scorers/agreement.py"],
-    "dataset": ["preference_data.py", "scorers/selection.py"],
-    "adapter": ["training", "losses.py", "evaluation.py", "metrics.py", *GENERATION],
-    "eval": ["evaluation.py", "metrics.py", "pool.py", *GENERATION],
-    "table": ["result_tables.py", "evaluation.py", "metrics.py"],
-}
-DATASETS = {"dpo_pairs", "rrhf_groups", "raft_set", "sft_set", "correctness_pairs"}
-TABLES = {"results_table", "rank_weight_ablation", "rrhf_variants", "dpo_beta_sweep"}
+AC = dg.AutomationCondition
+GPU_POOL = "gpu"
+COMPUTE_TAG = "saturated_dag/compute"
+"""Asset tag ``cpu`` or ``gpu``: which sensor automates the asset (filter on it in the UI)."""
 
 
-def logic_of(key: dg.AssetKey) -> str:
-    """Which entry of ``LOGIC`` an asset key belongs to."""
-    path = key.path
-    if path[-1] in LOGIC:
-        return path[-1]
-    if path[-1] in TABLES:
-        return "table"
-    for kind in ("adapter", "eval"):
-        if kind in path[:-1]:
-            return kind
-    if DATASETS & set(path):
-        return "dataset"
-    raise KeyError(f"no code-version rule for asset {key.to_user_string()}")
+def is_gpu(assets_def: dg.AssetsDefinition) -> bool:
+    """A GPU asset is one whose op runs in the ``gpu`` pool (one at a time per slot)."""
+    return assets_def.op.pool == GPU_POOL
 
 
-@cache
-def source_hash(entries: tuple[str, ...]) -> str:
-    """A short hash of the named core files (folders: every .py file below them)."""
-    digest = hashlib.sha256()
-    for entry in entries:
-        path = CORE / entry
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
-        if not files or not all(f.is_file() for f in files):
-            raise FileNotFoundError(f"code-version source {path} does not exist")
-        for file in files:
-            digest.update(str(file.relative_to(CORE)).encode())
-            digest.update(file.read_bytes())
-    return digest.hexdigest()[:12]
+def _guarded(trigger: dg.AutomationCondition, label: str,
+             *extra_waits: dg.AutomationCondition) -> dg.AutomationCondition:
+    """``trigger`` (remembered until handled), or missing when first evaluated, and every
+    wait both sensors share.
+
+    ``eager()`` alone requests an asset that *becomes* missing, not one that already is when
+    the condition is first evaluated (a new asset, the sensor's first tick): the second term
+    fills those once, and once only, so a run that fails is not retried tick after tick.
+    """
+    condition = (
+        AC.in_latest_time_window()
+        & (trigger.since_last_handled()
+           | (AC.missing() & AC.initial_evaluation()).with_label("missing_at_first_evaluation"))
+        & ~AC.any_deps_missing()
+        & ~AC.any_deps_in_progress()
+        & ~AC.in_progress()
+        & AC.all_deps_blocking_checks_passed()
+    )
+    for wait in extra_waits:
+        condition = condition & ~wait
+    return condition.with_label(label)
 
 
-DOWNSTREAM = dg.AutomationCondition.eager() | dg.AutomationCondition.code_version_changed()
+def cpu_condition() -> dg.AutomationCondition:
+    """Missing, upstream updated, or own code changed; upstream blocking checks passed."""
+    trigger = AC.newly_missing() | AC.any_deps_updated() | AC.code_version_changed()
+    return _guarded(trigger, "cpu: missing, upstream updated or code changed")
 
 
-def with_lineage(assets: Sequence[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
-    """Versions from the core's source; automation on every asset that has upstream assets."""
-
-    def update(spec: dg.AssetSpec) -> dg.AssetSpec:
-        logic = source_hash(tuple(LOGIC[logic_of(spec.key)]))
-        version = f"{spec.code_version or '0'}-{logic}"
-        condition = DOWNSTREAM if list(spec.deps) else spec.automation_condition
-        return spec.replace_attributes(code_version=version, automation_condition=condition)
-
-    return list(dg.map_asset_specs(update, assets))  # type: ignore[arg-type]
+def upstream_data_changed() -> dg.AutomationCondition:
+    """An upstream asset's data version changed since the last tick, in a run that did not
+    also run this asset."""
+    return AC.any_deps_match(
+        (AC.data_version_changed() & ~AC.executed_with_root_target())
+        .with_label("data_version_changed_without_this_asset")
+    ).with_label("upstream_data_changed")
 
 
-automation_sensor = dg.AutomationConditionSensorDefinition(
-    "automation",
-    target=dg.AssetSelection.all(),
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=60,
-    description="Re-materialises assets whose upstream data or code changed "
-    "(eager() | code_version_changed()).",
-)
+def any_deps_outdated() -> dg.AutomationCondition:
+    """Some upstream asset has not caught up: one of *its* upstream assets changed data since
+    it was last updated (partitions after a new pool, before they are re-split)."""
+    return AC.any_deps_match(
+        AC.any_deps_match(AC.data_version_changed()).since(AC.newly_updated())
+        .with_label("outdated")
+    ).with_label("any_deps_outdated")
+
+
+def gpu_condition(on_code_change: bool = False) -> dg.AutomationCondition:
+    """Missing or upstream data changed (plus own code changed, only when opted in), once
+    every upstream asset has caught up with its own inputs.
+
+    The last wait is what keeps one new pool from costing two scoring runs: scores read the
+    pool and its partitions; without it the GPU sensor would score the new pool against the
+    old partitions, and again when the CPU sensor has re-split them.
+    """
+    trigger = AC.newly_missing() | upstream_data_changed()
+    label = "gpu: missing or upstream data changed"
+    if on_code_change:
+        trigger = trigger | AC.code_version_changed()
+        label = "gpu: missing, upstream data changed or code changed"
+    return _guarded(trigger, label, any_deps_outdated())
+
+
+def with_automation(assets: Sequence[dg.AssetsDefinition],
+                    settings: AutomationSettings) -> list[dg.AssetsDefinition]:
+    """Each materialisable asset with its condition and its ``saturated_dag/compute`` tag;
+    observable sources (``base_model``) are left as they are: observing is not automated."""
+    out: list[dg.AssetsDefinition] = []
+    for a in assets:
+        if not a.is_materializable:
+            out.append(a)
+            continue
+        gpu = is_gpu(a)
+        condition = gpu_condition(settings.gpu_on_code_change) if gpu else cpu_condition()
+        tags = {COMPUTE_TAG: "gpu" if gpu else "cpu"}
+        out.append(a.map_asset_specs(
+            lambda spec, c=condition, t=tags: spec.replace_attributes(automation_condition=c)
+            .merge_attributes(tags=t)))
+    return out
+
+
+def with_lineage(assets: Sequence[dg.AssetsDefinition], profile: Profile,
+                 tree: SourceTree | None = None) -> list[dg.AssetsDefinition]:
+    """Derived code versions and the profile's automation on every asset (the one entry point:
+    definitions, tests and benchmarks all build the graph through it)."""
+    return with_automation(with_code_versions(assets, tree), profile.automation)
+
+
+def automation_sensors(assets: Sequence[dg.AssetsDefinition]
+                       ) -> list[dg.AutomationConditionSensorDefinition]:
+    """``automation_cpu`` (running) over the CPU assets, ``automation_gpu`` (stopped) over the
+    GPU assets of ``assets``; each asset is evaluated by exactly one of them."""
+    materializable = [a for a in assets if a.is_materializable]
+    cpu = [k for a in materializable if not is_gpu(a) for k in a.keys]
+    gpu = [k for a in materializable if is_gpu(a) for k in a.keys]
+    return [
+        dg.AutomationConditionSensorDefinition(
+            "automation_cpu",
+            target=dg.AssetSelection.assets(*cpu),
+            default_status=dg.DefaultSensorStatus.RUNNING,
+            minimum_interval_seconds=60,
+            run_tags={"saturated_dag/automation": "cpu"},
+            description="CPU assets (partitions, agreement, datasets, tables): re-run when "
+            "missing, when an upstream asset was updated or when their code changed, once "
+            "every blocking check upstream has passed. Never starts a GPU asset.",
+        ),
+        dg.AutomationConditionSensorDefinition(
+            "automation_gpu",
+            target=dg.AssetSelection.assets(*gpu),
+            default_status=dg.DefaultSensorStatus.STOPPED,
+            minimum_interval_seconds=60,
+            run_tags={"saturated_dag/automation": "gpu"},
+            description="GPU assets (pools, judges, entropy, adapters, eval reports): run when "
+            "missing or when upstream data changed, never on a code change (unless the "
+            "profile sets automation.gpu_on_code_change) and never while a run of them is in "
+            "progress. Stopped by default so that loading or reloading the code location "
+            "never starts GPU work by itself: turn it on deliberately.",
+        ),
+    ]

@@ -1,42 +1,39 @@
-"""``base_model``: the policy model every task samples from, as a versioned source asset.
+"""``base_model``: the policy model every task samples from, as an observable source asset.
 
-Its data version is a hash of the model's files (or the hub id), so a retrained or swapped
-model marks every generation pool downstream stale.
+Dagster does not build the model (the ``pretrain_base_model`` job or the hub does); it observes
+it. The observation's data version is the model's fingerprint, the same string the stage
+caches key on (``saturated_dag.shards.model_fingerprint``: a hash of the model's files, or of
+the hub id), so a retrained or swapped model marks every generation pool downstream stale and
+re-observing an unchanged model marks nothing. Any asset job that selects ``base_model``
+observes it as a step before the pools run; the UI's "Observe sources" does it on its own.
 """
 
-import hashlib
 import json
 from pathlib import Path
 
 import dagster as dg
 
-from resources import GenerationResource
+from resources.experiment import ExperimentResource
 from saturated_dag.generation.models import resolve
-from saturated_dag.shards import file_fingerprint
+from saturated_dag.shards import model_fingerprint
 
-CODE_VERSION = "1"
-
-
-@dg.asset(
-    key="base_model",
+SPEC = dg.AssetSpec(
+    "base_model",
     group_name="model",
-    code_version=CODE_VERSION,
     kinds={"pytorch"},
-    description="The policy model (demo: the embedded arithmetic model; paper: "
-    "Qwen3-1.7B-Base). Its version is a hash of its files.",
+    description="The policy model of the profile (demo: the embedded arithmetic model; paper: "
+    "Qwen3-1.7B-Base). Observed, not built: its data version is a hash of its files (a hub "
+    "id: of the id).",
 )
-def base_model(
-    context: dg.AssetExecutionContext, policy: GenerationResource
-) -> dg.MaterializeResult:
-    settings = policy.settings()
-    source = resolve(settings.model)
-    metadata: dict[str, object] = {"model": settings.model, "kind": source.kind,
-                                   "location": source.location, "backend": settings.backend}
-    if source.kind == "hub":
-        version = hashlib.sha256(settings.model.encode()).hexdigest()[:16]
-    else:
+
+
+def observe_model(model: str, backend: str) -> dg.ObserveResult:
+    """The model's fingerprint as data version, and what it is as metadata."""
+    source = resolve(model)
+    metadata: dict[str, object] = {"model": model, "kind": source.kind,
+                                   "location": source.location, "backend": backend}
+    if source.kind != "hub":
         location = Path(source.location)
-        version = file_fingerprint(location)  # the same hash the stage cache keys use
         provenance = (location if location.is_dir() else location.parent) / "PROVENANCE.json"
         if provenance.is_file():
             record = json.loads(provenance.read_text())
@@ -46,5 +43,16 @@ def base_model(
                 "parameters": record.get("parameters"),
                 "recipe_commit": str(record.get("git_commit")),
             })
-    context.log.info(f"base model {settings.model} ({source.kind}) version {version}")
-    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version))
+    version = model_fingerprint(model)
+    metadata["fingerprint"] = version
+    return dg.ObserveResult(data_version=dg.DataVersion(version), metadata=metadata)
+
+
+@dg.multi_observable_source_asset(specs=[SPEC], name="base_model")
+def base_model(context: dg.AssetExecutionContext,
+               experiment: ExperimentResource) -> dg.ObserveResult:
+    # the profile's own policy (with the run's overrides): the model the pools load
+    policy = experiment.settings.policy
+    result = observe_model(policy.model, policy.backend)
+    context.log.info(f"base model {policy.model} version {result.data_version.value}")
+    return result

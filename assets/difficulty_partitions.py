@@ -3,34 +3,33 @@
 from pathlib import Path
 
 import dagster as dg
-import pandas as pd
+import polars as pl
 
-from assets._metadata import image, markdown_table
+from assets._metadata import frame_output, image, markdown_table
 from resources import ExperimentResource
+from resources.parquet_io import schema_metadata
 from saturated_dag import partitions
 from saturated_dag.plots import pass_at_1_heatmap
-from saturated_dag.tasks import TASKS
 
-CODE_VERSION = "1"
 POOL_TITLES = {"D": "D (target)", "D_prime": "D' (strictly easier)"}
 
 
-def _partitions_asset(task: str) -> dg.AssetsDefinition:
+def difficulty_partitions_asset(task: str) -> dg.AssetsDefinition:
     @dg.asset(
         key=[task, "difficulty_partitions"],
         group_name=task,
         io_manager_key="parquet_io",
-        code_version=CODE_VERSION,
         ins={"generation_pool": dg.AssetIn(key=[task, "generation_pool"])},
-        kinds={"pandas", "parquet"},
+        kinds={"polars", "parquet"},
+        metadata=schema_metadata("difficulty_partitions"),
         description=f"{task}: per-question p-hat and split (saturated p=1, hard p<=1/4, "
         "strict-saturated from D', the middle excluded).",
     )
     def difficulty_partitions(
         context: dg.AssetExecutionContext,
         experiment: ExperimentResource,
-        generation_pool: pd.DataFrame,
-    ) -> dg.Output[pd.DataFrame]:
+        generation_pool: pl.DataFrame,
+    ) -> dg.Output[pl.DataFrame]:
         thresholds = experiment.settings.partitions
         table = partitions.partition(
             generation_pool, thresholds.saturated_min_pass, thresholds.hard_max_pass
@@ -40,7 +39,7 @@ def _partitions_asset(task: str) -> dg.AssetsDefinition:
         metadata: dict[str, object] = {f"count_{k}": v for k, v in counts.items()}
         metadata["thresholds"] = thresholds.model_dump()
         grids = {pool: partitions.pass_at_1_grid(table, pool) for pool in ("D", "D_prime")}
-        grids = {pool: g for pool, g in grids.items() if not g.empty}
+        grids = {pool: g for pool, g in grids.items() if not g.is_empty()}
         if grids:
             markdown = "\n".join(partitions.grid_markdown(g, f"pass@1 (%), {POOL_TITLES[p]}")
                                  for p, g in grids.items())
@@ -51,34 +50,30 @@ def _partitions_asset(task: str) -> dg.AssetsDefinition:
             metadata["pass@1 heatmap"] = image(png, "pass@1 heatmap")
             metadata["pass@1 heatmap (file)"] = dg.MetadataValue.path(str(png))
         metadata["questions"] = markdown_table(
-            table.sort_values("p_hat", ascending=False), max_rows=15)
-        return dg.Output(table, metadata=metadata)
+            table.sort("p_hat", descending=True, maintain_order=True), max_rows=15)
+        return frame_output(table, metadata)
 
     return difficulty_partitions
 
 
-def _split_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+def difficulty_partitions_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=asset, name="splits_disjoint_and_thresholds_respected", blocking=True)
     def check(
-        experiment: ExperimentResource, difficulty_partitions: pd.DataFrame
+        experiment: ExperimentResource, difficulty_partitions: pl.DataFrame
     ) -> dg.AssetCheckResult:
         t = experiment.settings.partitions
         table = difficulty_partitions
+        split, p_hat = pl.col("split"), pl.col("p_hat")
         problems = {
-            "duplicate_questions": int(table["question_id"].duplicated().sum()),
-            "saturated_below_threshold": int(
-                ((table["split"].isin([partitions.SATURATED, partitions.STRICT_SATURATED]))
-                 & (table["p_hat"] < t.saturated_min_pass)).sum()),
-            "hard_above_threshold": int(
-                ((table["split"] == partitions.HARD) & (table["p_hat"] > t.hard_max_pass)).sum()),
-            "strict_not_from_D_prime": int(
-                ((table["split"] == partitions.STRICT_SATURATED)
-                 & (table["pool"] != "D_prime")).sum()),
+            "duplicate_questions": table.height - table["question_id"].n_unique(),
+            "saturated_below_threshold": table.filter(
+                split.is_in([partitions.SATURATED, partitions.STRICT_SATURATED])
+                & (p_hat < t.saturated_min_pass)).height,
+            "hard_above_threshold": table.filter(
+                (split == partitions.HARD) & (p_hat > t.hard_max_pass)).height,
+            "strict_not_from_D_prime": table.filter(
+                (split == partitions.STRICT_SATURATED) & (pl.col("pool") != "D_prime")).height,
         }
         return dg.AssetCheckResult(passed=not any(problems.values()), metadata=problems)
 
     return check
-
-
-difficulty_partitions_assets = [_partitions_asset(task) for task in TASKS]
-difficulty_partitions_checks = [_split_check(a) for a in difficulty_partitions_assets]

@@ -2,80 +2,82 @@
 held-out eval set (App. B.1), one row per question so a report can be recomputed.
 
 Sampled in resumable shards keyed by the eval questions, the sampling settings, the answer
-check, the model's files and the adapter's files (``assets/_stages.py``): an unchanged re-run
-is a cache hit that loads no model.
+check, the model's files, the adapter's files and this asset's code version
+(``assets/_stages.py``): an unchanged re-run is a cache hit that loads no model.
 """
 
 from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
-import pandas as pd
+import polars as pl
 
-from assets._metadata import markdown_table
+from assets._adapter_files import adapter_dir, adapter_weights_version
+from assets._metadata import frame_output, markdown_table
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
-from assets.adapters import adapter_dir
-from resources import ExperimentResource, GenerationResource
+from resources import ExperimentResource, InferenceResource
+from resources.parquet_io import schema_metadata
 from saturated_dag.evaluation import adapter_backends, evaluate
 from saturated_dag.experiments import Experiment
 from saturated_dag.generation.base import GenerationBackend
-from saturated_dag.shards import file_fingerprint, questions_digest
+from saturated_dag.shards import questions_digest
 from saturated_dag.tasks import eval_questions
 
-CODE_VERSION = "3"  # 2: sampled in cached shards, each with its own seed; 3: answer_check
+EVAL_ASSET = {"io_manager_key": "parquet_io", "pool": "gpu", "kinds": {"polars", "parquet"},
+              "metadata": schema_metadata("eval_report")}
 
 
 def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-            policy: GenerationResource, task: str, backend: Callable[[], GenerationBackend],
-            label: str, adapter: Path | None = None) -> dg.Output[pd.DataFrame]:
+            inference: InferenceResource, task: str,
+            backend: Callable[[], GenerationBackend], label: str,
+            adapter: Path | None = None) -> dg.Output[pl.DataFrame]:
     profile = experiment.settings
     questions = eval_questions(profile, task)
     context.log.info(f"evaluating {label} on {len(questions)} {task} questions")
-    stage = "/".join(context.asset_key.path)
-    config: dict[str, object] = {"policy": policy_identity(policy.settings()),
+    config: dict[str, object] = {"policy": policy_identity(inference.policy_settings()),
                                  "sampling": profile.sampling.model_dump(),
                                  "answer_check": profile.answer_check}
     if adapter is not None:
-        config["adapter"] = file_fingerprint(adapter)
-    store, key = open_store(experiment, stage, CODE_VERSION, config,
+        config["adapter"] = adapter_weights_version(adapter)  # weights, not their timings
+    store, key = open_store(context, experiment, config,
                             {"questions": questions_digest(questions)})
     with write_errors_reported():
         table, summary = evaluate(questions, backend, profile.sampling.params(),
                                   profile.verify_workers, log=context.log.info, store=store,
                                   shard_size=profile.stages.shard_questions,
                                   answer_check=profile.answer_check)
-    by_cell = table.groupby("cell")["correct"].sum() / table.groupby("cell")["n"].sum()
-    return dg.Output(table, metadata={
+    by_cell = (table.group_by("cell", maintain_order=True)
+               .agg((pl.col("correct").sum() / pl.col("n").sum()).alias("pass@1"))
+               .sort("cell"))
+    return frame_output(table, {
         **{k: float(v) for k, v in summary.items()},
-        **cache_metadata(context, stage, key, store),
+        **cache_metadata(context, key, store),
         "samples_per_question": profile.sampling.n,
         "answer_check": profile.answer_check,
         "pass@1 by cell (%)": dg.MetadataValue.json(
-            {str(k): round(100 * float(v), 2) for k, v in by_cell.items()}),
+            {str(cell): round(100 * float(value), 2) for cell, value in by_cell.iter_rows()}),
         "preview": markdown_table(table, max_rows=10),
     })
 
 
-def _base_eval(task: str) -> dg.AssetsDefinition:
-    @dg.asset(key=[task, "eval", "base"], group_name=task, io_manager_key="parquet_io",
-              code_version=CODE_VERSION, pool="gpu", deps=["base_model"], kinds={"parquet"},
+def base_eval_asset(task: str) -> dg.AssetsDefinition:
+    @dg.asset(key=[task, "eval", "base"], group_name=task, deps=["base_model"], **EVAL_ASSET,
               description=f"The base model on the {task} eval set.")
     def base_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-                  policy: GenerationResource) -> dg.Output[pd.DataFrame]:
-        return _report(context, experiment, policy, task,
-                       lambda: policy.get_backend(context.log), "base model")
+                  inference: InferenceResource) -> dg.Output[pl.DataFrame]:
+        return _report(context, experiment, inference, task,
+                       lambda: inference.policy_backend(context.log), "base model")
 
     return base_eval
 
 
-def _adapter_eval(task: str, exp: Experiment) -> dg.AssetsDefinition:
+def adapter_eval_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
     @dg.asset(key=[task, exp.split, "eval", exp.name], group_name=f"{task}_{exp.split}",
-              io_manager_key="parquet_io", code_version=CODE_VERSION, pool="gpu",
-              deps=[dg.AssetKey([task, exp.split, "adapter", exp.name])], kinds={"parquet"},
+              deps=[dg.AssetKey([task, exp.split, "adapter", exp.name])], **EVAL_ASSET,
               description=f"The {exp.name} adapter ({exp.split}) on the {task} eval set.")
     def adapter_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-                     policy: GenerationResource) -> dg.Output[pd.DataFrame]:
-        settings = policy.settings()
+                     inference: InferenceResource) -> dg.Output[pl.DataFrame]:
+        settings = inference.policy_settings()
         folder = adapter_dir(experiment.output_dir, task, exp)
         if not (folder / "adapter_config.json").is_file():
             raise dg.Failure(f"adapter {folder} is missing: materialise "
@@ -83,41 +85,37 @@ def _adapter_eval(task: str, exp: Experiment) -> dg.AssetsDefinition:
 
         def backend() -> GenerationBackend:
             # vLLM: a LoRA request on the already-loaded engine; transformers: merged weights
-            base = policy.get_backend(context.log)
+            base = inference.policy_backend(context.log)
             return adapter_backends(base, {exp.name: folder}, base_model=settings.model,
                                     dtype=settings.dtype, device=settings.device)[exp.name]
 
-        return _report(context, experiment, policy, task, backend, f"{exp.split}/{exp.name}",
-                       adapter=folder)
+        return _report(context, experiment, inference, task, backend,
+                       f"{exp.split}/{exp.name}", adapter=folder)
 
     return adapter_eval
 
 
-def _coverage_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+def coverage_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+    """Advisory (WARN): a report missing questions is still readable, and the results table
+    states its eval set; it does not block the tables downstream."""
+
     @dg.asset_check(asset=asset, name="eval_report_covers_every_question", blocking=False,
                     description="The per-question table has exactly the eval set's question "
-                    "ids, each with n samples.")
-    def check(experiment: ExperimentResource, report: pd.DataFrame) -> dg.AssetCheckResult:
+                    "ids, each with n samples (advisory: WARN).")
+    def check(experiment: ExperimentResource, report: pl.DataFrame) -> dg.AssetCheckResult:
         profile = experiment.settings
         expected = {q.question_id for q in eval_questions(profile, task)}
-        got = set(report["question_id"].astype(str))
+        ids = report["question_id"].cast(pl.String)
+        got = set(ids.to_list())
         n = profile.sampling.n
         wrong_n = int((report["n"] != n).sum())
-        duplicated = int(report["question_id"].duplicated().sum())
+        duplicated = report.height - ids.n_unique()
         return dg.AssetCheckResult(
             passed=got == expected and wrong_n == 0 and duplicated == 0,
+            severity=dg.AssetCheckSeverity.WARN,
             metadata={"expected_questions": len(expected), "reported_questions": len(got),
                       "missing": len(expected - got), "unexpected": len(got - expected),
                       "duplicated": duplicated, "questions_without_n_samples": wrong_n,
                       "expected_n": n})
 
     return check
-
-
-def eval_report_assets(task: str, experiments: list[Experiment]) -> list[dg.AssetsDefinition]:
-    return [_base_eval(task), *(_adapter_eval(task, exp) for exp in experiments)]
-
-
-def eval_report_checks(assets: list[dg.AssetsDefinition]) -> list[dg.AssetChecksDefinition]:
-    """One coverage check per eval report asset (the lead wires these into Definitions)."""
-    return [_coverage_check(a.key.path[0], a) for a in assets]

@@ -8,39 +8,42 @@ changed scorer marks exactly its datasets stale. Each is a Parquet file that
 
 
 import dagster as dg
-import pandas as pd
+import polars as pl
 
-from assets._metadata import markdown_table
+from assets._metadata import frame_output, markdown_table
 from resources import ExperimentResource, ParquetIOManager
-from resources.parquet_io import asset_file
+from resources.parquet_io import asset_file, schema_metadata
 from saturated_dag import preference_data as pdata
 from saturated_dag.experiments import Experiment
 
-CODE_VERSION = "3"  # 3: DPO pairs by the paper's rule unless dpo_distinct_texts
 SCORER_ASSETS = {"self_judge": "self_judge_scores", "strong_judge": "strong_judge_scores",
                  "entropy": "entropy_scores", "random": "random_scores"}
 
 
-def _split_rows(frame: pd.DataFrame, split: str) -> pd.DataFrame:
-    return frame[frame["split"] == split]
+def _split_rows(frame: pl.DataFrame, split: str) -> pl.DataFrame:
+    return frame.filter(pl.col("split") == split)
 
 
 PAIR_RULES = {False: "paper: y_w = argmax, y_l = argmin (random ties)",
               True: "dpo_distinct_texts: y_l = lowest-scored text different from y_w"}
 
 
-def _output(table: pd.DataFrame, stats: pdata.BuildStats, split: str,
+def _output(table: pl.DataFrame, stats: pdata.BuildStats, split: str,
             extra: dict[str, object] | None = None) -> dg.Output:
-    if table.empty:
+    if table.is_empty():
         raise dg.Failure(f"no usable questions in split {split!r}: "
                          f"{stats.as_metadata()} (nothing was written)")
-    return dg.Output(table, metadata={**stats.as_metadata(), **(extra or {}),
-                                      "preview": markdown_table(table, max_rows=5)})
+    return frame_output(table, {**stats.as_metadata(), **(extra or {}),
+                                "preview": markdown_table(table, max_rows=5)})
 
 
-def equal_text_pairs(table: pd.DataFrame) -> int:
+def _split_ids(partitions: pl.DataFrame, split: str) -> set[str]:
+    return set(partitions.filter(pl.col("split") == split)["question_id"].to_list())
+
+
+def equal_text_pairs(table: pl.DataFrame) -> int:
     """Pairs whose two completions have the same text (zero DPO gradient)."""
-    if table.empty:
+    if table.is_empty():
         return 0
     return int((table["chosen"] == table["rejected"]).sum())
 
@@ -48,18 +51,19 @@ def equal_text_pairs(table: pd.DataFrame) -> int:
 def _scored_asset(task: str, split: str, kind: str, scorer: str) -> dg.AssetsDefinition:
     @dg.asset(
         key=[task, split, kind, scorer], group_name=f"{task}_{split}",
-        io_manager_key="parquet_io", code_version=CODE_VERSION, kinds={"parquet"},
+        io_manager_key="parquet_io", kinds={"polars", "parquet"},
+        metadata=schema_metadata(kind),
         ins={"generation_pool": dg.AssetIn(key=[task, "generation_pool"]),
              "scores": dg.AssetIn(key=[task, SCORER_ASSETS[scorer]])},
         description=f"{kind} of the {split} split, ranked by the {scorer} scorer.",
     )
-    def dataset(experiment: ExperimentResource, generation_pool: pd.DataFrame,
-                scores: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+    def dataset(experiment: ExperimentResource, generation_pool: pl.DataFrame,
+                scores: pl.DataFrame) -> dg.Output[pl.DataFrame]:
         rows = _split_rows(scores, split)
         if split == "hard":  # all completions, correct ones ranked first (App. C.1)
             rows = pdata.correct_first(rows)
         else:  # quality among correct completions only (Sec. 3.2)
-            rows = rows[rows["correct"].astype(bool)]
+            rows = rows.filter(pl.col("correct"))
         training = experiment.settings.training
         extra: dict[str, object] = {}
         if kind == "rrhf_groups":
@@ -80,15 +84,15 @@ def _scored_asset(task: str, split: str, kind: str, scorer: str) -> dg.AssetsDef
 def _sft_asset(task: str, split: str) -> dg.AssetsDefinition:
     @dg.asset(
         key=[task, split, "sft_set"], group_name=f"{task}_{split}",
-        io_manager_key="parquet_io", code_version=CODE_VERSION, kinds={"parquet"},
+        io_manager_key="parquet_io", kinds={"polars", "parquet"},
+        metadata=schema_metadata("sft_set"),
         ins={"generation_pool": dg.AssetIn(key=[task, "generation_pool"]),
              "difficulty_partitions": dg.AssetIn(key=[task, "difficulty_partitions"])},
         description=f"Every correct completion of the {split} split (the SFT baseline).",
     )
-    def sft_set(generation_pool: pd.DataFrame,
-                difficulty_partitions: pd.DataFrame) -> dg.Output[pd.DataFrame]:
-        ids = set(difficulty_partitions.loc[difficulty_partitions["split"] == split,
-                                            "question_id"])
+    def sft_set(generation_pool: pl.DataFrame,
+                difficulty_partitions: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+        ids = _split_ids(difficulty_partitions, split)
         table, stats = pdata.sft_set(generation_pool, ids)
         return _output(table, stats, split)
 
@@ -101,31 +105,31 @@ def _correctness_asset(task: str, selection: str) -> dg.AssetsDefinition:
     if selection == "self_judge":
         ins["scores"] = dg.AssetIn(key=[task, "self_judge_scores"])
 
-    def build(experiment: ExperimentResource, generation_pool: pd.DataFrame,
-              difficulty_partitions: pd.DataFrame, scores: pd.DataFrame | None) -> dg.Output:
-        ids = set(difficulty_partitions.loc[difficulty_partitions["split"] == "hard",
-                                            "question_id"])
+    def build(experiment: ExperimentResource, generation_pool: pl.DataFrame,
+              difficulty_partitions: pl.DataFrame, scores: pl.DataFrame | None) -> dg.Output:
+        ids = _split_ids(difficulty_partitions, "hard")
         table, stats = pdata.correctness_pairs(generation_pool, ids, scores,
                                                seed=experiment.settings.training.seed)
         return _output(table, stats, "hard")
 
     spec = {"key": [task, "hard", "correctness_pairs", selection],
             "group_name": f"{task}_hard", "io_manager_key": "parquet_io",
-            "code_version": CODE_VERSION, "kinds": {"parquet"}, "ins": ins,
+            "kinds": {"polars", "parquet"}, "ins": ins,
+            "metadata": schema_metadata("correctness_pairs"),
             "description": f"Hard split: correct vs incorrect pairs, chosen by {selection} "
             "(App. C.1); questions with pass@8 = 0 filtered out."}
     if selection == "self_judge":
         @dg.asset(**spec)
-        def judged_pairs(experiment: ExperimentResource, generation_pool: pd.DataFrame,
-                         difficulty_partitions: pd.DataFrame,
-                         scores: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+        def judged_pairs(experiment: ExperimentResource, generation_pool: pl.DataFrame,
+                         difficulty_partitions: pl.DataFrame,
+                         scores: pl.DataFrame) -> dg.Output[pl.DataFrame]:
             return build(experiment, generation_pool, difficulty_partitions, scores)
 
         return judged_pairs
 
     @dg.asset(**spec)
-    def random_pairs(experiment: ExperimentResource, generation_pool: pd.DataFrame,
-                     difficulty_partitions: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+    def random_pairs(experiment: ExperimentResource, generation_pool: pl.DataFrame,
+                     difficulty_partitions: pl.DataFrame) -> dg.Output[pl.DataFrame]:
         return build(experiment, generation_pool, difficulty_partitions, None)
 
     return random_pairs
@@ -149,7 +153,7 @@ def preference_dataset_assets(
     return list(built.values())
 
 
-def pairs_verdict(table: pd.DataFrame, equal_texts_allowed: bool) -> dg.AssetCheckResult:
+def pairs_verdict(table: pl.DataFrame, equal_texts_allowed: bool) -> dg.AssetCheckResult:
     """Two different completions in every pair.
 
     The same sample on both sides is always an error. Equal texts from two samples are
@@ -159,18 +163,18 @@ def pairs_verdict(table: pd.DataFrame, equal_texts_allowed: bool) -> dg.AssetChe
     """
     same_sample = table["chosen_sample"] == table["rejected_sample"]
     same_text = (table["chosen"] == table["rejected"]) & ~same_sample
-    bad = table[same_sample | (same_text & (not equal_texts_allowed))]
+    bad = table.filter(same_sample | (same_text & (not equal_texts_allowed)))
     equal = int(same_text.sum())
-    warn = equal_texts_allowed and equal > 0 and bad.empty
+    warn = equal_texts_allowed and equal > 0 and bad.is_empty()
     return dg.AssetCheckResult(
-        passed=bad.empty,
+        passed=bad.is_empty(),
         severity=dg.AssetCheckSeverity.WARN if warn else dg.AssetCheckSeverity.ERROR,
         description=(f"{equal} of {len(table)} pairs have the same text on both sides (the "
                      "paper's argmax/argmin rule; zero DPO gradient)") if warn else None,
-        metadata={"pairs": len(table), "same_sample_pairs": int(same_sample.sum()),
+        metadata={"pairs": table.height, "same_sample_pairs": int(same_sample.sum()),
                   "equal_text_pairs": equal, "equal_texts_allowed": equal_texts_allowed,
-                  "identical_pairs": len(bad),
-                  "first_identical": str(bad["question_id"].iloc[0]) if len(bad) else ""},
+                  "identical_pairs": bad.height,
+                  "first_identical": str(bad["question_id"][0]) if bad.height else ""},
     )
 
 
@@ -184,7 +188,7 @@ def _pairs_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
     def check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         store: ParquetIOManager = context.resources.parquet_io
         experiment: ExperimentResource = context.resources.experiment
-        table = pd.read_parquet(asset_file(store.base_dir, key.path))
+        table = pl.read_parquet(asset_file(store.base_dir, key.path))
         allowed = ("dpo_pairs" in key.path
                    and not experiment.settings.training.dpo_distinct_texts)
         result = pairs_verdict(table, allowed)

@@ -10,25 +10,26 @@ that loads no model.
 from pathlib import Path
 
 import dagster as dg
-import pandas as pd
+import polars as pl
 
-from assets._metadata import markdown_table
+from assets._metadata import frame_output, markdown_table
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
-from resources import ExperimentResource, GenerationResource, JudgeResource
+from resources import ExperimentResource, InferenceResource
+from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import Profile
-from saturated_dag.scorers.entropy_scores import TeacherForcedEntropy, entropy_scores
+from saturated_dag.scorers.entropy_scores import (
+    TeacherForcedEntropy,
+    entropy_scores,
+    missing_entropies,
+)
 from saturated_dag.scorers.judges import Judge, JudgeRequest, LlmJudge, LogFn, Verdict
 from saturated_dag.scorers.random_scores import random_scores
 from saturated_dag.scorers.selection import Selection, missing_or_nonfinite, select_completions
 from saturated_dag.scorers.tournament import TournamentResult, run_tournament
 from saturated_dag.shards import model_fingerprint
-from saturated_dag.tasks import TASKS
 
-# 2: judged / teacher-forced in cached shards (same scores, comparisons' choice is nullable Int64)
-CODE_VERSIONS = {"entropy_scores": "2", "self_judge_scores": "3", "strong_judge_scores": "3",
-                 "random_scores": "1"}
-SCORERS = tuple(CODE_VERSIONS)
+SCORERS = ("entropy_scores", "self_judge_scores", "strong_judge_scores", "random_scores")
 
 
 def _ins(task: str) -> dict[str, dg.AssetIn]:
@@ -36,18 +37,18 @@ def _ins(task: str) -> dict[str, dg.AssetIn]:
             "difficulty_partitions": dg.AssetIn(key=[task, "difficulty_partitions"])}
 
 
-def selection_for(profile: Profile, pool: pd.DataFrame, parts: pd.DataFrame) -> Selection:
+def selection_for(profile: Profile, pool: pl.DataFrame, parts: pl.DataFrame) -> Selection:
     s = profile.scoring
     return select_completions(pool, parts, s.correct_splits, s.all_completion_splits)
 
 
-def _common_metadata(selection: Selection, scores: pd.DataFrame) -> dict[str, object]:
+def _common_metadata(selection: Selection, scores: pl.DataFrame) -> dict[str, object]:
     meta: dict[str, object] = {
-        "scored_completions": len(scores),
-        "scored_questions": int(scores["question_id"].nunique()) if len(scores) else 0,
-        "completions_by_split": scores["split"].value_counts().to_dict(),
+        "scored_completions": scores.height,
+        "scored_questions": scores["question_id"].n_unique(),
+        "completions_by_split": dict(scores["split"].value_counts(sort=True).iter_rows()),
         "skipped_questions": selection.skipped,
-        "mean_score": float(scores["score"].mean()) if len(scores) else 0.0,
+        "mean_score": float(scores["score"].mean() or 0.0),
         "preview": markdown_table(scores, max_rows=10),
     }
     return meta
@@ -78,16 +79,16 @@ class _LazyTeacher:
         return self._teacher(prompt, completion, finish_reason)
 
 
-def _teacher_forced(policy: GenerationResource, log,
+def _teacher_forced(inference: InferenceResource, log,
                     include_eos: bool = True) -> TeacherForcedEntropy:
     """The policy under transformers: its loaded backend, or a transformers copy when the
     policy is served by vLLM (which exposes no full distributions)."""
-    backend = policy.get_backend(log)
+    backend = inference.policy_backend(log)
     if hasattr(backend, "model") and hasattr(backend, "encode_prompt"):
         return TeacherForcedEntropy.from_backend(backend, include_eos=include_eos)
     from saturated_dag.generation.transformers_backend import TransformersBackend
 
-    settings = policy.settings()
+    settings = inference.policy_settings()
     log.info(f"teacher-forced entropy: loading {settings.model} in transformers")
     tf = TransformersBackend.load(settings.model, settings.dtype, settings.device,
                                   chat_template=settings.chat_template,
@@ -95,44 +96,47 @@ def _teacher_forced(policy: GenerationResource, log,
     return TeacherForcedEntropy.from_backend(tf, include_eos=include_eos)
 
 
-def _entropy_asset(task: str) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=[task, "entropy_scores"], group_name=task, io_manager_key="parquet_io",
-        code_version=CODE_VERSIONS["entropy_scores"], ins=_ins(task), pool="gpu",
-        kinds={"pandas", "parquet"},
-        description=f"{task}: r = 1/max(mean token entropy, eps) under the policy at T=1 "
-        "(from the generation pass, else teacher-forced).",
-    )
+
+def _score_asset(task: str, name: str, description: str, gpu: bool = True):
+    """The decorator every scorer asset shares: key, inputs, schema, and the gpu pool."""
+    return dg.asset(
+        key=[task, name], group_name=task, io_manager_key="parquet_io", ins=_ins(task),
+        pool="gpu" if gpu else None, kinds={"polars", "parquet"},
+        metadata=schema_metadata(name), description=description)
+
+
+def entropy_scores_asset(task: str) -> dg.AssetsDefinition:
+    @_score_asset(task, "entropy_scores",
+                  f"{task}: r = 1/max(mean token entropy, eps) under the policy at T=1 "
+                  "(from the generation pass, else teacher-forced).")
     def entropy_scores_asset(
         context: dg.AssetExecutionContext, experiment: ExperimentResource,
-        policy: GenerationResource, generation_pool: pd.DataFrame,
-        difficulty_partitions: pd.DataFrame,
-    ) -> dg.Output[pd.DataFrame]:
+        inference: InferenceResource, generation_pool: pl.DataFrame,
+        difficulty_partitions: pl.DataFrame,
+    ) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
         selection = selection_for(profile, generation_pool, difficulty_partitions)
         include_eos = profile.scoring.entropy_include_eos
-        needs_tf = bool(selection.rows["mean_entropy"].isna().any()) or not include_eos
-        teacher = (_LazyTeacher(lambda: _teacher_forced(policy, context.log, include_eos))
+        needs_tf = missing_entropies(selection.rows) > 0 or not include_eos
+        teacher = (_LazyTeacher(lambda: _teacher_forced(inference, context.log, include_eos))
                    if needs_tf else None)
-        stage = f"{task}/entropy_scores"
         config: dict[str, object] = {"epsilon": profile.scoring.epsilon}
         if not include_eos:
             config["include_eos"] = False  # absent when true: earlier caches stay valid
         if needs_tf:
-            config["policy"] = policy_identity(policy.settings())
-        store, key = open_store(experiment, stage, CODE_VERSIONS["entropy_scores"], config,
-                                {"selection": selection.rows})
+            config["policy"] = policy_identity(inference.policy_settings())
+        store, key = open_store(context, experiment, config, {"selection": selection.rows})
         with write_errors_reported():
             scores, routes = entropy_scores(selection, profile.scoring.epsilon, teacher,
                                             store=store,
                                             shard_size=profile.stages.shard_questions,
                                             include_eos=include_eos)
         meta = _common_metadata(selection, scores)
-        meta.update(cache_metadata(context, stage, key, store))
+        meta.update(cache_metadata(context, key, store))
         meta.update({f"route_{k}": v for k, v in routes.items()})
         meta["epsilon"] = profile.scoring.epsilon
         meta["entropy_include_eos"] = include_eos
-        return dg.Output(scores, metadata=meta)
+        return frame_output(scores, meta)
 
     return entropy_scores_asset
 
@@ -143,7 +147,7 @@ def _tournament_metadata(result: TournamentResult, selection: Selection, path: P
     meta.update({k: v for k, v in result.summary.items() if v is not None})
     meta["judge"] = judge_name
     meta["comparisons (file)"] = dg.MetadataValue.path(str(path))
-    if len(result.comparisons):
+    if result.comparisons.height:
         meta["comparisons preview"] = markdown_table(result.comparisons, max_rows=5)
     return meta
 
@@ -157,75 +161,67 @@ def _save_comparisons(result: TournamentResult, output_dir: str, task: str, name
 def _tournament(context: dg.AssetExecutionContext, experiment: ExperimentResource, task: str,
                 scorer: str, judge, selection: Selection, label: str,
                 judge_identity: dict[str, object],
-                extra: dict[str, object] | None = None) -> dg.Output[pd.DataFrame]:
+                extra: dict[str, object] | None = None) -> dg.Output[pl.DataFrame]:
     """Run the round robin in cached shards, keep every comparison on disk, report counts."""
     scoring = experiment.settings.scoring
-    stage = f"{task}/{scorer}_scores"
     store, key = open_store(
-        experiment, stage, CODE_VERSIONS[f"{scorer}_scores"],
+        context, experiment,
         {"judge": judge_identity, "both_orders": scoring.both_orders,
          "judge_max_new_tokens": scoring.judge_max_new_tokens,
          "judge_batch_size": scoring.judge_batch_size},
-        {"selection": selection.rows[["question_id", "split", "sample_index", "task", "problem",
-                                      "completion"]]})
+        {"selection": selection.rows.select("question_id", "split", "sample_index", "task",
+                                            "problem", "completion")})
     with write_errors_reported():
         result = run_tournament(selection, judge, scorer, scoring.both_orders,
                                 log=context.log.info, store=store,
                                 shard_size=experiment.settings.stages.shard_questions)
         path = _save_comparisons(result, experiment.output_dir, task, scorer)
     metadata = {**_tournament_metadata(result, selection, path, label),
-                **cache_metadata(context, stage, key, store), **(extra or {})}
-    return dg.Output(result.scores, metadata=metadata)
+                **cache_metadata(context, key, store), **(extra or {})}
+    return frame_output(result.scores, metadata)
 
 
-def _self_judge_asset(task: str) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=[task, "self_judge_scores"], group_name=task, io_manager_key="parquet_io",
-        code_version=CODE_VERSIONS["self_judge_scores"], ins=_ins(task), pool="gpu",
-        kinds={"pandas", "parquet"},
-        description=f"{task}: win rates of a round-robin tournament judged greedily by the "
-        "policy itself (App. D prompts).",
-    )
+def self_judge_scores_asset(task: str) -> dg.AssetsDefinition:
+    @_score_asset(task, "self_judge_scores",
+                  f"{task}: win rates of a round-robin tournament judged greedily by the "
+                  "policy itself (App. D prompts).")
     def self_judge_scores(
         context: dg.AssetExecutionContext, experiment: ExperimentResource,
-        policy: GenerationResource, generation_pool: pd.DataFrame,
-        difficulty_partitions: pd.DataFrame,
-    ) -> dg.Output[pd.DataFrame]:
+        inference: InferenceResource, generation_pool: pl.DataFrame,
+        difficulty_partitions: pl.DataFrame,
+    ) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
         selection = selection_for(profile, generation_pool, difficulty_partitions)
         judge = _LazyJudge("self_judge", lambda: LlmJudge(
-            policy.get_backend(context.log), instruct=profile.judges.self_judge.instruct,
+            inference.policy_backend(context.log), instruct=profile.judges.self_judge.instruct,
             max_new_tokens=profile.scoring.judge_max_new_tokens,
             batch_size=profile.scoring.judge_batch_size, name="self_judge"))
-        identity = {"policy": policy_identity(policy.settings()),
+        settings = inference.policy_settings()
+        identity = {"policy": policy_identity(settings),
                     "instruct": profile.judges.self_judge.instruct}
         return _tournament(context, experiment, task, "self_judge", judge, selection,
-                           f"policy {policy.model}", identity,
+                           f"policy {settings.model}", identity,
                            {"instruct_prompt": profile.judges.self_judge.instruct})
 
     return self_judge_scores
 
 
-def _strong_judge_asset(task: str) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=[task, "strong_judge_scores"], group_name=task, io_manager_key="parquet_io",
-        code_version=CODE_VERSIONS["strong_judge_scores"], ins=_ins(task), pool="gpu",
-        kinds={"pandas", "parquet"},
-        description=f"{task}: win rates of a round-robin tournament judged by the strong judge "
-        "(an LLM, or the chain-sum rubric).",
-    )
+def strong_judge_scores_asset(task: str) -> dg.AssetsDefinition:
+    @_score_asset(task, "strong_judge_scores",
+                  f"{task}: win rates of a round-robin tournament judged by the strong judge "
+                  "(an LLM, or the chain-sum rubric).")
     def strong_judge_scores(
         context: dg.AssetExecutionContext, experiment: ExperimentResource,
-        strong_judge: JudgeResource, generation_pool: pd.DataFrame,
-        difficulty_partitions: pd.DataFrame,
-    ) -> dg.Output[pd.DataFrame]:
+        inference: InferenceResource, generation_pool: pl.DataFrame,
+        difficulty_partitions: pl.DataFrame,
+    ) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
-        settings = strong_judge.settings()
+        settings = profile.judges.strong
         if settings.kind == "rubric" and task != "chain_sum":
             raise dg.Failure(f"the rubric strong judge applies to chain_sum only, not {task}: "
                              "set judges.strong.kind: llm for this task")
         selection = selection_for(profile, generation_pool, difficulty_partitions)
-        judge = _LazyJudge("strong_judge", lambda: strong_judge.get_judge(
+        judge = _LazyJudge("strong_judge", lambda: inference.strong_judge(
             profile.scoring.judge_max_new_tokens, profile.scoring.judge_batch_size,
             context.log))
         name = "rubric" if settings.kind == "rubric" else f"{settings.model} ({settings.backend})"
@@ -238,34 +234,31 @@ def _strong_judge_asset(task: str) -> dg.AssetsDefinition:
     return strong_judge_scores
 
 
-def _random_asset(task: str) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=[task, "random_scores"], group_name=task, io_manager_key="parquet_io",
-        code_version=CODE_VERSIONS["random_scores"], ins=_ins(task),
-        kinds={"pandas", "parquet"},
-        description=f"{task}: uniform random scores, seeded per question (the baseline).",
-    )
+def random_scores_asset(task: str) -> dg.AssetsDefinition:
+    @_score_asset(task, "random_scores",
+                  f"{task}: uniform random scores, seeded per question (the baseline).",
+                  gpu=False)
     def random_scores_asset(
-        experiment: ExperimentResource, generation_pool: pd.DataFrame,
-        difficulty_partitions: pd.DataFrame,
-    ) -> dg.Output[pd.DataFrame]:
+        experiment: ExperimentResource, generation_pool: pl.DataFrame,
+        difficulty_partitions: pl.DataFrame,
+    ) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
         selection = selection_for(profile, generation_pool, difficulty_partitions)
         scores = random_scores(selection, profile.scoring.random_seed)
         meta = _common_metadata(selection, scores)
         meta["seed"] = profile.scoring.random_seed
-        return dg.Output(scores, metadata=meta)
+        return frame_output(scores, meta)
 
     return random_scores_asset
 
 
-def _finite_check(task: str, name: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
+def finite_scores_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=asset, name="scores_finite_for_every_selected_completion",
                     blocking=True, additional_ins=_ins(task),
                     description="Every scored completion (all correct completions of saturated "
                     "and strict-saturated questions, and more) has a finite score.")
-    def check(experiment: ExperimentResource, generation_pool: pd.DataFrame,
-              difficulty_partitions: pd.DataFrame, scores: pd.DataFrame
+    def check(experiment: ExperimentResource, generation_pool: pl.DataFrame,
+              difficulty_partitions: pl.DataFrame, scores: pl.DataFrame
               ) -> dg.AssetCheckResult:
         selection = selection_for(experiment.settings, generation_pool, difficulty_partitions)
         problems = missing_or_nonfinite(scores, selection)
@@ -275,13 +268,7 @@ def _finite_check(task: str, name: str, asset: dg.AssetsDefinition) -> dg.AssetC
     return check
 
 
-_FACTORIES = {"entropy_scores": _entropy_asset, "self_judge_scores": _self_judge_asset,
-              "strong_judge_scores": _strong_judge_asset, "random_scores": _random_asset}
-
-quality_score_assets: list[dg.AssetsDefinition] = []
-quality_score_checks: list[dg.AssetChecksDefinition] = []
-for _task in TASKS:
-    for _name, _factory in _FACTORIES.items():
-        _asset = _factory(_task)
-        quality_score_assets.append(_asset)
-        quality_score_checks.append(_finite_check(_task, _name, _asset))
+SCORE_ASSET_FACTORIES = {"entropy_scores": entropy_scores_asset,
+                         "self_judge_scores": self_judge_scores_asset,
+                         "strong_judge_scores": strong_judge_scores_asset,
+                         "random_scores": random_scores_asset}

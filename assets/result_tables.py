@@ -13,27 +13,27 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-import pandas as pd
+import polars as pl
 
-from assets._metadata import image
-from assets.adapters import adapter_dir
+from assets._adapter_files import adapter_dir
+from assets._metadata import frame_output, image
 from resources import ExperimentResource
+from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_save_figure, atomic_write_csv, atomic_write_text
 from saturated_dag.experiments import SWEEP_TITLES, Experiment, SweepRow
 from saturated_dag.result_tables import eval_set_caption, results_table, sweep_table, to_markdown
+from saturated_dag.schemas import schema, sweep_schema_name
 from saturated_dag.tasks import eval_set_name
 
-CODE_VERSION = "2"  # 2: the eval set is named
 
-
-def _plot(frame: pd.DataFrame, path: Path, title: str) -> Path:
-    labels = [f"{r.split}: {r.method} {r.scorer}".strip() if r.split != "-" else r.method
-              for r in frame.itertuples()]
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(frame) + 1.5))
-    ax.barh(range(len(frame)), frame["pass@1"], color="tab:blue")
-    ax.set_yticks(range(len(frame)), labels, fontsize=8)
+def _plot(frame: pl.DataFrame, path: Path, title: str) -> Path:
+    labels = [f"{r['split']}: {r['method']} {r['scorer']}".strip() if r["split"] != "-"
+              else r["method"] for r in frame.iter_rows(named=True)]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * frame.height + 1.5))
+    ax.barh(range(frame.height), frame["pass@1"].to_list(), color="tab:blue")
+    ax.set_yticks(range(frame.height), labels, fontsize=8)
     ax.invert_yaxis()
-    ax.axvline(frame["pass@1"].iloc[0], color="red", linestyle="--", label="base model")
+    ax.axvline(frame["pass@1"][0], color="red", linestyle="--", label="base model")
     ax.set_xlabel("pass@1 (%)")
     ax.set_title(title)
     ax.legend(loc="lower right")
@@ -50,25 +50,26 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
                 for i, e in enumerate(experiments)})
 
     @dg.asset(key=[task, "results_table"], group_name=task, ins=ins,
-              io_manager_key="parquet_io", code_version=CODE_VERSION, kinds={"parquet"},
+              io_manager_key="parquet_io", kinds={"polars", "parquet"},
+              metadata=schema_metadata("results_table"),
               description=f"{task}: pass@1 / pass@8 of every adapter against the base model.")
     def results(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-                **reports: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+                **reports: pl.DataFrame) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
         k = profile.sampling.n
         runs = {(e.split, e.method, e.scorer): reports[f"run_{i}"]
                 for i, e in enumerate(experiments)}
-        eval_set = eval_set_name(profile, task, len(reports["base"]))
+        eval_set = eval_set_name(profile, task, reports["base"].height)
         frame = results_table(reports["base"], runs, k=k, eval_set=eval_set)
         out = Path(experiment.output_dir) / task
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_csv(frame, out / "results_table.csv", index=False)
+        atomic_write_csv(frame, out / "results_table.csv")
         markdown = to_markdown(frame)
         caption = eval_set_caption(frame)
         atomic_write_text(out / "results_table.md", f"{caption}\n\n{markdown}\n")
         png = _plot(frame, out / "results_table.png", f"{task}: pass@1 by method and scorer")
         context.log.info(f"{caption}\n{markdown}")
-        return dg.Output(frame, metadata={
+        return frame_output(frame, {
             "table": dg.MetadataValue.md(markdown),
             "eval_set": eval_set,
             "policy": profile.policy.model, "profile": profile.name,
@@ -83,18 +84,19 @@ SWEEP_ASSETS = {"rank_weight": "rank_weight_ablation", "rrhf_variants": "rrhf_va
                 "dpo_beta": "dpo_beta_sweep"}
 
 
-def _plot_lambda(frame: pd.DataFrame, k: int, path: Path, title: str) -> Path:
+def _plot_lambda(frame: pl.DataFrame, k: int, path: Path, title: str) -> Path:
     """Figure 6: pass@1 and pass@k against λ on a log axis, λ=0 drawn at the left edge."""
-    rows = frame[frame["split"] != "-"].sort_values("lambda")
-    positive = rows.loc[rows["lambda"] > 0, "lambda"]
-    zero_at = float(positive.min()) / 3 if len(positive) else 1e-3
-    xs = [v if v > 0 else zero_at for v in rows["lambda"]]
+    rows = frame.filter(pl.col("split") != "-").sort("lambda", maintain_order=True)
+    lambdas = rows["lambda"].to_list()
+    positive = [v for v in lambdas if v > 0]
+    zero_at = min(positive) / 3 if positive else 1e-3
+    xs = [v if v > 0 else zero_at for v in lambdas]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, col, color in ((axes[0], "pass@1", "#2C7BB6"), (axes[1], f"pass@{k}", "#DD8452")):
-        ax.plot(xs, rows[col], marker="o", color=color)
-        ax.axhline(frame[col].iloc[0], color="gray", linestyle="--", label="base model")
+        ax.plot(xs, rows[col].to_list(), marker="o", color=color)
+        ax.axhline(frame[col][0], color="gray", linestyle="--", label="base model")
         ax.set_xscale("log")
-        ax.set_xticks(xs, [f"{v:g}" for v in rows["lambda"]])
+        ax.set_xticks(xs, [f"{v:g}" for v in lambdas])
         ax.minorticks_off()
         ax.set_xlabel("rank loss weight λ")
         ax.set_ylabel(f"{col} (%)")
@@ -124,24 +126,26 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow]) -> dg.AssetsD
     title = SWEEP_TITLES[sweep]
 
     @dg.asset(key=[task, name], group_name=task, ins=ins, io_manager_key="parquet_io",
-              code_version=CODE_VERSION, kinds={"parquet"},
+              kinds={"polars", "parquet"},
+              metadata=schema_metadata(sweep_schema_name(sweep)),
               description=f"{task}: {title}, on the {rows[0].experiment.split} split.")
     def table(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-              **reports: pd.DataFrame) -> dg.Output[pd.DataFrame]:
+              **reports: pl.DataFrame) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
         k = profile.sampling.n
         split = rows[0].experiment.split
-        eval_set = eval_set_name(profile, task, len(reports["base"]))
+        eval_set = eval_set_name(profile, task, reports["base"].height)
         entries = []
         for i, row in enumerate(rows):
             settings = {**row.settings,
                         "epochs": _best_epoch(experiment.output_dir, task, row.experiment),
                         "adapter": row.experiment.name}
             entries.append((row.label, settings, reports[f"row_{i}"]))
-        frame = sweep_table(reports["base"], split, entries, k=k, eval_set=eval_set)
+        frame = sweep_table(reports["base"], split, entries, k=k, eval_set=eval_set,
+                            setting_dtypes=schema(sweep_schema_name(sweep), k=k))
         out = Path(experiment.output_dir) / task
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_csv(frame, out / f"{name}.csv", index=False)
+        atomic_write_csv(frame, out / f"{name}.csv")
         markdown = to_markdown(frame)
         caption = eval_set_caption(frame)
         atomic_write_text(out / f"{name}.md", f"{title}\n{caption}\n\n{markdown}\n")
@@ -156,9 +160,10 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow]) -> dg.AssetsD
             metadata["figure"] = image(png, title)
         else:
             labels = [str(r) for r in frame["run"]]
+            relabelled = frame.with_columns(pl.Series("method", labels), scorer=pl.lit(""))
             metadata["figure"] = image(
-                _plot(frame.assign(method=labels, scorer=""), out / f"{name}.png",
+                _plot(relabelled, out / f"{name}.png",
                       f"{task}: {title}"), title)
-        return dg.Output(frame, metadata=metadata)
+        return frame_output(frame, metadata)
 
     return table

@@ -25,28 +25,20 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import dagster as dg
 
-from assets import ALL_ASSETS
-from resources import ExperimentResource, GenerationResource, JudgeResource, ParquetIOManager
+from assets import profile_assets
+from resources import make_resources
 from saturated_dag.config import load_profile
-
-
-def _resources(profile: str, out: Path) -> dict:
-    settings = load_profile(profile)
-    return {
-        "experiment": ExperimentResource(profile=profile, output_dir=str(out)),
-        "policy": GenerationResource.from_settings(settings.policy, seed=settings.sampling.seed),
-        "strong_judge": JudgeResource.from_settings(settings.judges.strong,
-                                                    seed=settings.sampling.seed),
-        "parquet_io": ParquetIOManager(base_dir=str(out / "assets")),
-    }
 
 
 def materialise(profile: str, out: Path, names: list[str]) -> dict[str, dict]:
     """Materialise ``chain_sum/<name>`` for each name; per asset: step seconds and metadata."""
     keys = [dg.AssetKey(["chain_sum", n]) for n in names]
     start = time.perf_counter()
-    result = dg.materialize(ALL_ASSETS, selection=dg.AssetSelection.assets(*keys),
-                            resources=_resources(profile, out))
+    # a fresh resource per call: its engines are set up in the run and torn down after it,
+    # so the second call cannot lean on a model the first one loaded
+    assets, _ = profile_assets(load_profile(profile))
+    result = dg.materialize(assets, selection=dg.AssetSelection.assets(*keys),
+                            resources=make_resources(profile, str(out)))
     wall = time.perf_counter() - start
     assert result.success
     report = {}
@@ -76,9 +68,7 @@ def main() -> None:
                                                      ["difficulty_partitions"])]:
         if upstream:
             materialise(args.profile, out, upstream)
-        GenerationResource.release_all()
         first = materialise(args.profile, out, [name])[name]
-        GenerationResource.release_all()  # the second run may not lean on a loaded model
         second = materialise(args.profile, out, [name])[name]
         rows.append({"asset": f"chain_sum/{name}", "first": first, "second": second,
                      "step_ratio": second["step_s"] / first["step_s"],

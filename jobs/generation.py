@@ -5,7 +5,7 @@ They run in one process (the in-process executor), so the policy model loads onc
 
 import dagster as dg
 
-from saturated_dag.tasks import TASKS
+from saturated_dag.config import Profile
 
 
 def _generation_job(task: str):
@@ -19,4 +19,6 @@ def _generation_job(task: str):
     )
 
 
-generation_jobs = [_generation_job(task) for task in TASKS]
+def generation_jobs(profile: Profile) -> list:
+    """One generation job per task of the profile (no job for a task it does not run)."""
+    return [_generation_job(task) for task in profile.tasks]

@@ -9,7 +9,6 @@ entropy and evaluation; training runs in its own subprocess (``assets/adapters.p
 import dagster as dg
 
 from saturated_dag.config import Profile
-from saturated_dag.tasks import TASKS
 
 
 def paper_job(task: str, profile: Profile):
@@ -24,4 +23,5 @@ def paper_job(task: str, profile: Profile):
 
 
 def paper_jobs(profile: Profile) -> list:
-    return [paper_job(task, profile) for task in TASKS]
+    """One job per task of the profile (a task it does not run has no assets to select)."""
+    return [paper_job(task, profile) for task in profile.tasks]

@@ -1,30 +1,61 @@
-"""Stores DataFrame assets as Parquet files, written atomically.
+"""Stores polars DataFrame assets as Parquet, written atomically and checked against a schema.
 
-``<base_dir>/<key>/<...>/<last segment>.parquet``, or ``<base_dir>/<key path>/<partition>.parquet``
-for a partitioned asset (``asset_file``). The suffix is appended to the whole last segment:
+Base: Dagster's own ``UPathIOManager`` (partitions, fan-in of many partitions, path metadata),
+not ``dagster-polars``: its newest release, 0.27.12, is built for Dagster 1.11 (there is no
+0.29.x for the pinned Dagster 1.13), fails to load any frame under polars 2
+(``ArgumentRemovedError: the argument 'rechunk' for 'scan_parquet' has been removed``) and
+writes files in place, so a crash can leave a truncated file. ``ParquetIOManager`` is a
+``ConfigurableIOManager`` (``base_dir`` config) that delegates to a ``UPathIOManager``
+subclass, the pattern of Dagster's ``FilesystemIOManager`` and ``S3PickleIOManager``.
+
+Paths (``asset_file``, the only naming function): ``<base_dir>/<key>/<...>/<last
+segment>.parquet``; a partitioned asset is the folder ``<base_dir>/<key path>/`` with one
+``<partition>.parquet`` per partition. The suffix is appended to the whole last segment:
 experiment names carry numbers (``rrhf_self_judge_lambda0.01``, ``dpo_..._beta0.3_lr5e-06``),
-and replacing "the suffix" after the last dot would give several assets one file.
+and replacing "the suffix" after the last dot would give several assets one file. Files written
+before this naming (``Path.with_suffix``) are not read: for a segment with a dot the old file
+was shared by several assets, so its content cannot be attributed; loading such an asset names
+the old file and asks for a re-materialisation. Local folders only: the atomic rename below
+needs one filesystem.
 
-Files written before this naming (``Path.with_suffix``) are not read: for a segment with a dot
-the old file was shared by several assets, so its content cannot be attributed. Loading such an
-asset names the old file and asks for a re-materialisation, which writes the new name.
+Writes: ``saturated_dag.atomic.atomic_write_parquet`` (beside the final name, fsynced,
+renamed), so a crash or a full disk never leaves a truncated file where the previous
+materialisation was. Before writing, the frame is checked against the schema the asset
+declares with ``metadata=schema_metadata("<kind>")`` (``saturated_dag.schemas``); an asset
+that declares none is refused. Each materialisation records ``path``, ``dagster/row_count``
+and ``dagster/column_schema`` (the written frame's columns).
 
-A file is written beside its final name, fsynced and renamed (``saturated_dag.atomic``), so a
-crash or a full disk never leaves a truncated file where the previous materialisation was; the
-error names the path and the cause.
+Partitions: a partitioned asset writes one file per partition. A downstream asset that maps
+to several partitions of it (fan-in) receives ``dict[partition key, pl.DataFrame]`` in
+partition order; annotate the input ``dict[str, pl.DataFrame]`` and it is a dict even when
+only one partition is mapped. An input annotated ``pl.DataFrame`` receives one partition's
+frame, and is refused with a message when several are mapped.
+
+Data versions: ``frame_data_version`` is the content hash an asset reports with
+``dg.Output(frame, data_version=...)``, so an unchanged frame leaves downstream fresh.
 """
 
-from collections.abc import Sequence
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, get_origin
 
 import dagster as dg
-import pandas as pd
+import polars as pl
+from pydantic import Field
+from upath import UPath
 
 from saturated_dag.atomic import atomic_write_parquet
+from saturated_dag.schemas import check_frame, get_schema
+from saturated_dag.shards import frame_digest
 
-__all__ = ["SUFFIX", "ParquetIOManager", "asset_file", "atomic_write_parquet"]
+__all__ = ["SCHEMA_KEY", "SUFFIX", "ParquetIOManager", "asset_file", "atomic_write_parquet",
+           "frame_data_version", "schema_metadata", "table_schema"]
 
 SUFFIX = ".parquet"
+SCHEMA_KEY = "saturated_dag/schema"
+"""Definition metadata key naming an asset's frame schema (``saturated_dag.schemas``)."""
 
 
 def _plain_name(part: str, what: str) -> str:
@@ -35,6 +66,13 @@ def _plain_name(part: str, what: str) -> str:
     return part
 
 
+def _key_parts(key_path: Sequence[str]) -> list[str]:
+    """The key's segments, each checked to be one plain file or folder name."""
+    if not key_path:
+        raise ValueError("an asset key needs at least one segment")
+    return [_plain_name(p, "asset key segment") for p in key_path]
+
+
 def asset_file(base_dir: str | Path, key_path: Sequence[str],
                partition: str | None = None) -> Path:
     """Where an asset (or one partition of it) is stored; distinct keys give distinct files.
@@ -43,13 +81,17 @@ def asset_file(base_dir: str | Path, key_path: Sequence[str],
     (never ``with_suffix``, which drops everything after a dot in ``lambda0.01``). A partitioned
     asset is a folder named by its whole key, one ``<partition>.parquet`` per partition.
     """
-    if not key_path:
-        raise ValueError("an asset key needs at least one segment")
-    parts = [_plain_name(p, "asset key segment") for p in key_path]
+    parts = _key_parts(key_path)
     root = Path(base_dir).expanduser()
     if partition is None:
         return root.joinpath(*parts[:-1], parts[-1] + SUFFIX)
     return root.joinpath(*parts, _plain_name(partition, "partition key") + SUFFIX)
+
+
+def _wants_dict(annotation: Any) -> bool:
+    """An input annotated ``dict[...]``/``Mapping[...]``: fan-in partitions as a dict."""
+    origin = get_origin(annotation) or annotation
+    return isinstance(origin, type) and issubclass(origin, Mapping)
 
 
 def _legacy_file(base_dir: str | Path, key_path: Sequence[str]) -> Path:
@@ -57,32 +99,123 @@ def _legacy_file(base_dir: str | Path, key_path: Sequence[str]) -> Path:
     return Path(base_dir).expanduser().joinpath(*key_path).with_suffix(SUFFIX)
 
 
-class ParquetIOManager(dg.ConfigurableIOManager):
-    """DataFrames in, DataFrames out; the file path goes into the asset's metadata."""
+def table_schema(columns: Mapping[str, Any]) -> dg.TableSchema:
+    """A Dagster table schema of polars columns (name -> dtype), in order."""
+    return dg.TableSchema(columns=[dg.TableColumn(name=name, type=str(dtype))
+                                   for name, dtype in columns.items()])
 
-    base_dir: str
 
-    def _path(self, context: dg.OutputContext | dg.InputContext) -> Path:
-        partition = context.asset_partition_key if context.has_asset_partitions else None
-        return asset_file(self.base_dir, context.asset_key.path, partition)
+def schema_metadata(name: str) -> dict[str, Any]:
+    """Definition metadata declaring an asset's frame schema: ``@dg.asset(metadata=...)``.
 
-    def handle_output(self, context: dg.OutputContext, obj: pd.DataFrame) -> None:
-        if not isinstance(obj, pd.DataFrame):
-            raise TypeError(f"{context.asset_key.to_user_string()} must return a DataFrame, "
-                            f"got {type(obj).__name__}")
-        path = self._path(context)
-        atomic_write_parquet(obj, path)
-        context.add_output_metadata({"path": dg.MetadataValue.path(str(path)),
-                                     "rows": len(obj)})
+    The IO manager checks every write against it; the UI shows the declared columns (a
+    parameter such as ``pass@{k}`` as written in the declaration).
+    """
+    declared = get_schema(name)
+    return {SCHEMA_KEY: name,
+            "dagster/column_schema": dg.MetadataValue.table_schema(
+                table_schema(dict(declared.columns)))}
 
-    def load_input(self, context: dg.InputContext) -> pd.DataFrame:
-        path = self._path(context)
-        if not path.is_file():
+
+def frame_data_version(frame: pl.DataFrame) -> dg.DataVersion:
+    """The frame's content hash as a Dagster data version (``dg.Output(data_version=...)``).
+
+    ``saturated_dag.shards.frame_digest``, the hash the stage caches key on: column names and
+    order, dtypes, height and every value, through their Python values (not polars' own row
+    hashes, which may change between polars versions); the same in every process and
+    independent of chunking. An unchanged re-materialisation reports the same version, so
+    nothing downstream turns stale.
+    """
+    return dg.DataVersion(frame_digest(frame))
+
+
+def _declared_schema(context: dg.OutputContext, name: str) -> str:
+    value = context.definition_metadata.get(SCHEMA_KEY)
+    value = getattr(value, "value", value)  # a TextMetadataValue once normalised
+    if not isinstance(value, str) or not value:
+        raise ValueError(
+            f"{name} declares no frame schema, so the Parquet IO manager does not store it: add "
+            f"metadata=schema_metadata('<kind>') (resources.parquet_io) to its definition, with a "
+            "kind declared in saturated_dag/schemas.py")
+    return value
+
+
+class PolarsParquetStore(dg.UPathIOManager):
+    """The ``UPathIOManager`` behind ``ParquetIOManager``: polars frames, ``asset_file`` paths."""
+
+    extension = None  # ``asset_file`` names every file, suffix included
+
+    def __init__(self, base_dir: str):
+        self.base_dir = base_dir
+        super().__init__(base_path=UPath(Path(base_dir).expanduser()))
+
+    def get_asset_relative_path(self, context: dg.InputContext | dg.OutputContext) -> UPath:
+        key = context.asset_key.path
+        if context.has_asset_partitions:  # the key's folder; ``get_path_for_partition`` names
+            return UPath(*_key_parts(key))  # its files
+        return UPath(asset_file(".", key))
+
+    def get_path_for_partition(self, context: dg.InputContext | dg.OutputContext,
+                               path: UPath, partition: str) -> UPath:
+        return UPath(asset_file(self.base_dir, context.asset_key.path, partition))
+
+    def get_op_output_relative_path(self, context: dg.InputContext | dg.OutputContext) -> UPath:
+        raise TypeError(f"the Parquet IO manager stores assets only; op output "
+                        f"{'/'.join(context.get_identifier())} has no asset key")
+
+    def dump_to_path(self, context: dg.OutputContext, obj: Any, path: UPath) -> None:
+        name = context.asset_key.to_user_string()
+        if not isinstance(obj, pl.DataFrame):
+            raise TypeError(f"{name} must return a polars DataFrame, got "
+                            f"{type(obj).__module__}.{type(obj).__name__}")
+        kind = _declared_schema(context, name)
+        try:
+            check_frame(obj, kind)
+        except ValueError as err:
+            raise ValueError(f"{name}: {err}; nothing was written") from err
+        atomic_write_parquet(obj, Path(path))
+
+    def get_metadata(self, context: dg.OutputContext, obj: Any) -> dict[str, dg.MetadataValue]:
+        return {"dagster/row_count": dg.MetadataValue.int(obj.height),
+                "dagster/column_schema": dg.MetadataValue.table_schema(table_schema(obj.schema))}
+
+    def load_from_path(self, context: dg.InputContext, path: UPath) -> pl.DataFrame:
+        file = Path(path)
+        if not file.is_file():
             name = context.asset_key.to_user_string()
-            old = _legacy_file(self.base_dir, context.asset_key.path)
             hint = "materialise it first"
-            if not context.has_asset_partitions and old != path and old.is_file():
+            if context.has_asset_partitions:
+                raise FileNotFoundError(f"{name} has no stored partition at {file}: {hint}")
+            old = _legacy_file(self.base_dir, context.asset_key.path)
+            if old != file and old.is_file():
                 hint = (f"{old} is from the old file naming, which several assets shared, so "
-                        f"it is not read: re-materialise {name} to write {path.name}")
-            raise FileNotFoundError(f"{name} has no stored output at {path}: {hint}")
-        return pd.read_parquet(path)
+                        f"it is not read: re-materialise {name} to write {file.name}")
+            raise FileNotFoundError(f"{name} has no stored output at {file}: {hint}")
+        return pl.read_parquet(file)
+
+    def load_partitions(self, context: dg.InputContext) -> pl.DataFrame | dict[str, pl.DataFrame]:
+        loaded = super().load_partitions(context)
+        wanted = context.dagster_type.typing_type
+        if isinstance(loaded, pl.DataFrame) and _wants_dict(wanted):
+            return {context.asset_partition_keys[0]: loaded}
+        if isinstance(loaded, dict) and wanted is pl.DataFrame:
+            raise TypeError(
+                f"input {context.name!r} maps to {len(context.asset_partition_keys)} partitions "
+                f"of {context.asset_key.to_user_string()}, which load as one frame each: "
+                "annotate it dict[str, pl.DataFrame]")
+        return loaded
+
+
+class ParquetIOManager(dg.ConfigurableIOManager):
+    """polars DataFrames in and out, as Parquet under ``base_dir`` (see the module docstring)."""
+
+    base_dir: str = Field(description="Folder of the asset files (``asset_file`` names them).")
+
+    def _store(self) -> PolarsParquetStore:
+        return PolarsParquetStore(self.base_dir)
+
+    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
+        self._store().handle_output(context, obj)
+
+    def load_input(self, context: dg.InputContext) -> pl.DataFrame | dict[str, pl.DataFrame]:
+        return self._store().load_input(context)

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+import polars as pl
+
 _HINTS = {
     errno.ENOSPC: "the disk is full",
     errno.EDQUOT: "the disk quota is exceeded",
@@ -91,17 +93,31 @@ def atomic_write_text(path: Path | str, text: str, encoding: str = "utf-8") -> P
     return atomic_write_bytes(path, text.encode(encoding))
 
 
-def atomic_write_parquet(frame: Any, path: Path | str) -> Path:
-    """A DataFrame as Parquet (no index), written atomically."""
-    return atomic_write(path, lambda handle: frame.to_parquet(handle, index=False))
+def _polars_frame(frame: Any, what: str) -> pl.DataFrame:
+    """``frame`` if it is a polars DataFrame; anything else is refused by name."""
+    if not isinstance(frame, pl.DataFrame):
+        raise TypeError(f"{what} needs a polars DataFrame, got {type(frame).__module__}."
+                        f"{type(frame).__name__} (convert a pandas frame with pl.from_pandas)")
+    return frame
 
 
-def atomic_write_csv(frame: Any, path: Path | str, **kwargs: Any) -> Path:
-    """A DataFrame as CSV (no index unless asked), written atomically."""
-    kwargs.setdefault("index", False)
-    buffer = io.StringIO()
-    frame.to_csv(buffer, **kwargs)
-    return atomic_write_text(path, buffer.getvalue())
+def atomic_write_parquet(frame: pl.DataFrame, path: Path | str) -> Path:
+    """A polars DataFrame as Parquet, written atomically.
+
+    Serialised in memory first, then written: polars wraps an error of the file it writes into
+    in a ``ComputeError``, which would lose the ``OSError`` (full disk, quota) that
+    ``atomic_write`` turns into a clear ``OutputWriteError``.
+    """
+    frame = _polars_frame(frame, "atomic_write_parquet")
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer)
+    return atomic_write(path, lambda handle: handle.write(buffer.getbuffer()))
+
+
+def atomic_write_csv(frame: pl.DataFrame, path: Path | str, **kwargs: Any) -> Path:
+    """A polars DataFrame as CSV (``DataFrame.write_csv``'s options), written atomically."""
+    frame = _polars_frame(frame, "atomic_write_csv")
+    return atomic_write_text(path, frame.write_csv(None, **kwargs))
 
 
 def atomic_save_figure(figure: Any, path: Path | str, **kwargs: Any) -> Path:

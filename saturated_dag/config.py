@@ -324,6 +324,21 @@ class TrainingSettings(_Strict):
         return self
 
 
+class AutomationSettings(_Strict):
+    """What the automation sensors may start by themselves (``assets/automation.py``).
+
+    CPU assets (partitions, datasets, tables, agreement) always follow their upstream data and
+    their own code; GPU assets (pool, judges, entropy, adapters, eval reports) run by
+    themselves only when missing or when upstream data changed.
+    """
+
+    gpu_on_code_change: bool = False
+    """True: a GPU asset whose code version changed (an edit to any module it imports) is
+    re-run by the ``automation_gpu`` sensor too. Off in every shipped profile: one edit to a
+    widely imported module would otherwise queue every pool, judge and adapter of the profile
+    (``paper`` has over 60 adapters) the moment the code location reloads."""
+
+
 class StageSettings(_Strict):
     """Resumable, cached stages (``saturated_dag.shards``): generation, judging, entropy, eval.
 
@@ -355,6 +370,7 @@ class Profile(_Strict):
     scoring: ScoringSettings = ScoringSettings()
     training: TrainingSettings = TrainingSettings()
     stages: StageSettings = StageSettings()
+    automation: AutomationSettings = AutomationSettings()
 
     @model_validator(mode="after")
     def _rrhf_batches_hold_questions(self) -> Profile:

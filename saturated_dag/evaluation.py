@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import pandas as pd
+import polars as pl
 
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.metrics import pass_at_k
@@ -18,20 +18,25 @@ from saturated_dag.tasks.base import Question
 from saturated_dag.verification import AnswerCheck
 
 
-def per_question_results(completions: pd.DataFrame) -> pd.DataFrame:
-    """(question_id, cell, n, correct) from one row per sampled completion."""
-    if completions.empty:
+def per_question_results(completions: pl.DataFrame) -> pl.DataFrame:
+    """(question_id, cell, n, correct) from one row per sampled completion.
+
+    One row per question, sorted by its keys (a null key last), ``n`` the non-null verdicts
+    and ``correct`` the true ones, both Int64: the order and counts of the pandas version,
+    whose eval reports stay comparable.
+    """
+    if completions.is_empty():
         raise ValueError("no completions to evaluate")
     keys = [c for c in ("question_id", "cell") if c in completions.columns]
-    table = completions.groupby(keys, sort=True, dropna=False)["correct"].agg(
-        n="count", correct="sum").reset_index()
-    table["correct"] = table["correct"].astype(int)
-    return table
+    verdict = pl.col("correct")
+    return (completions.group_by(keys)
+            .agg(n=verdict.count().cast(pl.Int64), correct=verdict.sum().cast(pl.Int64))
+            .sort(keys, nulls_last=True, maintain_order=True))
 
 
-def summarise(per_question: pd.DataFrame, ks: Sequence[int] = (1, 8)) -> dict[str, float]:
+def summarise(per_question: pl.DataFrame, ks: Sequence[int] = (1, 8)) -> dict[str, float]:
     """Mean pass@k over questions (in %), from per-question (n, correct) counts."""
-    if per_question.empty:
+    if per_question.is_empty():
         raise ValueError("no questions to summarise")
     summary: dict[str, float] = {"questions": float(len(per_question))}
     for k in ks:
@@ -52,7 +57,7 @@ def evaluate(
     store: ShardStore | None = None,
     shard_size: int | None = None,
     answer_check: AnswerCheck = "math_verify",
-) -> tuple[pd.DataFrame, dict[str, float]]:
+) -> tuple[pl.DataFrame, dict[str, float]]:
     """Sample and score ``questions``: (per-question results, summary).
 
     ``answer_check``: the profile's rule for reading answers (the paper's Math-Verify

@@ -2,11 +2,14 @@
 
 On D: saturated (p=1) and hard (p<=1/4); the middle is excluded from training. On D'
 (strictly easier): strict-saturated (p=1). p is the empirical pass@1 over the n samples.
+Frames are polars; questions keep the pool's order of first appearance.
 """
 
 from __future__ import annotations
 
-import pandas as pd
+from collections import Counter
+
+import polars as pl
 
 SATURATED, HARD, MIDDLE = "saturated", "hard", "middle"
 STRICT_SATURATED, STRICT_OTHER = "strict_saturated", "strict_excluded"
@@ -15,19 +18,19 @@ TRAINING_SPLITS = (SATURATED, HARD, STRICT_SATURATED)
 QUESTION_COLUMNS = ["question_id", "task", "pool", "cell", "terms", "digits"]
 
 
-def per_question(pool: pd.DataFrame) -> pd.DataFrame:
-    """One row per question: samples, correct samples and p-hat."""
-    if pool.empty:
+def per_question(pool: pl.DataFrame) -> pl.DataFrame:
+    """One row per question: samples, correct samples and p-hat (questions in pool order)."""
+    if pool.is_empty():
         raise ValueError("generation pool is empty: nothing to partition")
     missing = {"question_id", "correct", "pool"} - set(pool.columns)
     if missing:
         raise ValueError(f"generation pool lacks columns {sorted(missing)}")
     keys = [c for c in QUESTION_COLUMNS if c in pool.columns]
-    grouped = pool.groupby(keys, dropna=False, sort=False)["correct"]
-    table = grouped.agg(n_samples="count", n_correct="sum").reset_index()
-    table["n_correct"] = table["n_correct"].astype(int)
-    table["p_hat"] = table["n_correct"] / table["n_samples"]
-    return table
+    table = pool.group_by(keys, maintain_order=True).agg(
+        n_samples=pl.col("correct").count().cast(pl.Int64),
+        n_correct=pl.col("correct").cast(pl.Int64).sum().cast(pl.Int64),
+    )
+    return table.with_columns(p_hat=pl.col("n_correct") / pl.col("n_samples"))
 
 
 def assign_split(pool_name: str, p_hat: float, saturated_min: float, hard_max: float) -> str:
@@ -41,39 +44,50 @@ def assign_split(pool_name: str, p_hat: float, saturated_min: float, hard_max: f
 
 
 def partition(
-    pool: pd.DataFrame, saturated_min: float = 1.0, hard_max: float = 0.25
-) -> pd.DataFrame:
+    pool: pl.DataFrame, saturated_min: float = 1.0, hard_max: float = 0.25
+) -> pl.DataFrame:
     """Per-question table with a ``split`` column."""
     table = per_question(pool)
-    table["split"] = [
-        assign_split(p, x, saturated_min, hard_max)
-        for p, x in zip(table["pool"], table["p_hat"], strict=True)
-    ]
-    return table
+    splits = [assign_split(p, x, saturated_min, hard_max)
+              for p, x in zip(table["pool"], table["p_hat"], strict=True)]
+    return table.with_columns(pl.Series("split", splits, dtype=pl.String))
 
 
-def split_counts(table: pd.DataFrame) -> dict[str, int]:
-    counts = table["split"].value_counts().to_dict()
+def split_counts(table: pl.DataFrame) -> dict[str, int]:
+    counts = Counter(table["split"].to_list())
     return {name: int(counts.get(name, 0)) for name in
             (SATURATED, HARD, MIDDLE, STRICT_SATURATED, STRICT_OTHER)}
 
 
-def pass_at_1_grid(table: pd.DataFrame, pool_name: str) -> pd.DataFrame:
-    """Mean p-hat per (terms, digits) cell of one pool: rows terms, columns digits."""
-    rows = table[table["pool"] == pool_name]
-    if rows.empty or "terms" not in rows:
-        return pd.DataFrame()
-    return rows.pivot_table(index="terms", columns="digits", values="p_hat", aggfunc="mean")
+GRID_INDEX = "terms"
+"""The grid's first column; the others are the digits, named ``str(digits)``."""
 
 
-def grid_markdown(grid: pd.DataFrame, title: str) -> str:
+def pass_at_1_grid(table: pl.DataFrame, pool_name: str) -> pl.DataFrame:
+    """Mean p-hat per (terms, digits) cell of one pool: one row per terms value (ascending),
+    then one column per digits value (ascending as numbers, named by its text); a cell the
+    pool lacks is null. An empty frame when the pool has no such cells (e.g. GSM8K)."""
+    if "terms" not in table.columns or "digits" not in table.columns:
+        return pl.DataFrame()
+    rows = table.filter((pl.col("pool") == pool_name) & pl.col("terms").is_not_null()
+                        & pl.col("digits").is_not_null())
+    if rows.is_empty():
+        return pl.DataFrame()
+    digits = rows["digits"].unique().sort()
+    grid = rows.pivot(on="digits", on_columns=digits, index="terms", values="p_hat",
+                      aggregate_function="mean")
+    return grid.sort(GRID_INDEX).select(GRID_INDEX, *(str(d) for d in digits))
+
+
+def grid_markdown(grid: pl.DataFrame, title: str) -> str:
     """The paper's Table 6 layout: terms down, digits across, pass@1 in %."""
-    if grid.empty:
+    if grid.is_empty():
         return f"**{title}**: no cells\n"
-    header = "| terms / digits | " + " | ".join(str(c) for c in grid.columns) + " |"
-    rule = "|---" * (len(grid.columns) + 1) + "|"
+    digits = [c for c in grid.columns if c != GRID_INDEX]
+    header = "| terms / digits | " + " | ".join(digits) + " |"
+    rule = "|---" * (len(digits) + 1) + "|"
     lines = [f"**{title}**", "", header, rule]
-    for terms, row in grid.iterrows():
-        cells = ["" if pd.isna(v) else f"{100 * v:.0f}" for v in row]
+    for terms, *row in grid.select(GRID_INDEX, *digits).iter_rows():
+        cells = ["" if v is None else f"{100 * v:.0f}" for v in row]
         lines.append(f"| {terms} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

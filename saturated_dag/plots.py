@@ -8,25 +8,33 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-import pandas as pd
+import numpy as np
+import polars as pl
 
 from saturated_dag.atomic import atomic_save_figure
+from saturated_dag.partitions import GRID_INDEX
 
 
-def pass_at_1_heatmap(grids: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
-    """Side-by-side pass@1 heatmaps (one per pool), like the paper's Table 6."""
-    panels = {name: g for name, g in grids.items() if not g.empty}
+def pass_at_1_heatmap(grids: dict[str, pl.DataFrame], path: Path, title: str) -> Path:
+    """Side-by-side pass@1 heatmaps (one per pool), like the paper's Table 6.
+
+    Each grid is ``partitions.pass_at_1_grid``'s frame: terms down, digits across.
+    """
+    panels = {name: g for name, g in grids.items() if not g.is_empty()}
     if not panels:
         raise ValueError("no chain-sum cells to plot")
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
     for ax, (name, grid) in zip(axes[0], panels.items(), strict=True):
-        image = ax.imshow(grid.values * 100, cmap="Blues", vmin=0, vmax=100, aspect="auto")
-        ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
-        ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
+        digits = [c for c in grid.columns if c != GRID_INDEX]
+        values = grid.select(pl.col(digits).cast(pl.Float64)).to_numpy()  # null -> nan
+        image = ax.imshow(values * 100, cmap="Blues", vmin=0, vmax=100, aspect="auto")
+        ax.set_xticks(range(len(digits)), digits)
+        ax.set_yticks(range(grid.height), [str(i) for i in grid[GRID_INDEX]])
         ax.set_xlabel("digits")
         ax.set_ylabel("terms")
         ax.set_title(name)
-        for (r, c), value in pd.DataFrame(grid.values).stack().items():
+        for r, c in zip(*np.nonzero(~np.isnan(values)), strict=True):  # row by row
+            value = values[r, c]
             ax.text(c, r, f"{100 * value:.0f}", ha="center", va="center",
                     color="white" if value > 0.6 else "black", fontsize=8)
         fig.colorbar(image, ax=ax, label="pass@1 (%)")

@@ -10,18 +10,23 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-import pandas as pd
+import polars as pl
 
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.shards import ShardStore, run_shards, shard_seed
 from saturated_dag.tasks.base import Question
 from saturated_dag.verification import AnswerCheck, verify_many
 
-POOL_COLUMNS = [
-    "question_id", "task", "pool", "cell", "terms", "digits", "problem", "prompt", "gold",
-    "sample_index", "completion", "answer", "correct", "num_tokens", "finish_reason",
-    "mean_entropy",
-]
+POOL_SCHEMA = pl.Schema({
+    "question_id": pl.String, "task": pl.String, "pool": pl.String, "cell": pl.String,
+    "terms": pl.Int64, "digits": pl.Int64, "problem": pl.String, "prompt": pl.String,
+    "gold": pl.String, "sample_index": pl.Int64, "completion": pl.String,
+    "answer": pl.String, "correct": pl.Boolean, "num_tokens": pl.Int64,
+    "finish_reason": pl.String, "mean_entropy": pl.Float64,
+})
+"""One row per sampled completion. ``terms``/``digits`` are null for tasks without them,
+``answer`` is null where none was extracted, ``mean_entropy`` where the backend gave none."""
+POOL_COLUMNS = list(POOL_SCHEMA.names())
 
 LogFn = Callable[[str], None]
 BackendSource = GenerationBackend | Callable[[], GenerationBackend]
@@ -42,8 +47,11 @@ def generate_pool(
     store: ShardStore | None = None,
     shard_size: int | None = None,
     answer_check: AnswerCheck = "math_verify",
-) -> pd.DataFrame:
+) -> pl.DataFrame:
     """Sample ``params.n`` completions for every question and check each answer.
+
+    Returns a polars frame of ``POOL_SCHEMA``: questions in the given order, each question's
+    samples in the backend's order.
 
     ``answer_check``: how answers are read (``saturated_dag.verification``); a store's key
     must include it, since it decides the stored ``correct`` column.
@@ -62,7 +70,7 @@ def generate_pool(
                                   progress_every, answer_check)
     loaded: list[GenerationBackend] = []
 
-    def compute(index: int, part: Sequence[Question]) -> pd.DataFrame:
+    def compute(index: int, part: Sequence[Question]) -> pl.DataFrame:
         if not loaded:
             loaded.append(_backend(backend))
         shard_params = replace(params, seed=shard_seed(params.seed, index))
@@ -81,7 +89,7 @@ def _sample_and_verify(
     log: LogFn | None,
     progress_every: int,
     answer_check: AnswerCheck,
-) -> pd.DataFrame:
+) -> pl.DataFrame:
     say = log or (lambda _msg: None)
     prompts = [backend.render(q.prompt_text) for q in questions]
     total_seq = len(prompts) * params.n
@@ -126,8 +134,4 @@ def _sample_and_verify(
     for row, verdict in zip(rows, verdicts, strict=True):
         row["answer"] = verdict.answer
         row["correct"] = verdict.correct
-    frame = pd.DataFrame(rows, columns=POOL_COLUMNS)
-    frame["terms"] = frame["terms"].astype("Int64")
-    frame["digits"] = frame["digits"].astype("Int64")
-    frame["mean_entropy"] = frame["mean_entropy"].astype("float64")
-    return frame
+    return pl.DataFrame(rows, schema=POOL_SCHEMA)

@@ -1,17 +1,23 @@
 """Training sets built from scores (Sec. 3.3-3.4, App. C.1): DPO pairs, σ-RRHF groups, SFT.
 
-Inputs are a generation pool (one row per completion) and a scores table (question_id,
-sample_index, score). Every rule that drops a question is counted in the returned stats, and
-random choices (ties at the top or bottom) draw from a recorded seed.
+Inputs are polars frames: a generation pool (one row per completion) and a scores table
+(question_id, sample_index, score). Every rule that drops a question is counted in the
+returned stats, and random choices (ties at the top or bottom) draw from a recorded seed.
+
+Why the draws are done over Python rows: the seeded ``random.Random`` must see the candidates
+in one fixed order (questions by id, completions by sample index), the order the pandas
+version saw, so the same seed gives the same pairs.
 """
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-import numpy as np
-import pandas as pd
+import polars as pl
 
 KEY = ["question_id", "sample_index"]
 
@@ -42,23 +48,60 @@ class BuildStats:
         return out
 
 
-Built = tuple[pd.DataFrame, BuildStats]
+Built = tuple[pl.DataFrame, BuildStats]
+Row = dict[str, Any]
+"""One completion as a plain dict (a row of the merged pool and scores)."""
+
+PAIR_SCHEMA = {"question_id": pl.String, "prompt": pl.String, "chosen": pl.String,
+               "chosen_sample": pl.Int64, "chosen_score": pl.Float64, "rejected": pl.String,
+               "rejected_sample": pl.Int64, "rejected_score": pl.Float64}
+"""Columns of DPO and correctness pairs (scores are null when the pairs were not scored)."""
+RRHF_SCHEMA = {"question_id": pl.String, "sample_index": pl.Int64, "prompt": pl.String,
+               "completion": pl.String, "score": pl.Float64}
+SFT_SCHEMA = {"question_id": pl.String, "sample_index": pl.Int64, "prompt": pl.String,
+              "completion": pl.String}
 
 
-def _scored(pool: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+def _require_unique_keys(frame: pl.DataFrame, name: str) -> None:
+    dup = frame.select(KEY).filter(pl.struct(KEY).is_duplicated())
+    if dup.height:
+        qid, index = dup.row(0)
+        raise ValueError(f"{name} has more than one row for question {qid}, sample {index}")
+
+
+def _scored(pool: pl.DataFrame, scores: pl.DataFrame) -> pl.DataFrame:
+    """Scores joined to their completions, in the scores table's row order."""
     missing = {"question_id", "sample_index", "score"} - set(scores.columns)
     if missing:
         raise ValueError(f"scores table lacks columns {sorted(missing)}")
-    merged = scores[[*KEY, "score"]].merge(pool, on=KEY, how="left", validate="one_to_one")
-    if merged["completion"].isna().any():
+    if scores["question_id"].null_count():
+        raise ValueError("scores table has rows without a question_id")
+    _require_unique_keys(scores, "scores table")
+    _require_unique_keys(pool, "generation pool")
+    merged = scores.select(*KEY, "score").join(pool, on=KEY, how="left", maintain_order="left")
+    if merged["completion"].null_count():
         raise ValueError("scores refer to completions that are not in the generation pool")
-    if not np.isfinite(merged["score"].to_numpy(dtype=float)).all():
-        bad = merged.loc[~np.isfinite(merged["score"].astype(float)), "question_id"].iloc[0]
-        raise ValueError(f"non-finite score for question {bad}")
+    score = pl.col("score").cast(pl.Float64)
+    bad = merged.filter(score.is_null() | ~score.is_finite())
+    if bad.height:
+        raise ValueError(f"non-finite score for question {bad['question_id'][0]}")
     return merged
 
 
-def _record(prompt: str, chosen: pd.Series, rejected: pd.Series | None = None) -> dict:
+def _question_groups(frame: pl.DataFrame) -> Iterator[list[Row]]:
+    """Each question's rows, questions in id order, rows in frame order within a question
+    (pandas' ``groupby(sort=True)``, which skips rows without a question id)."""
+    rows = frame.filter(pl.col("question_id").is_not_null())
+    ordered = rows.sort("question_id", maintain_order=True)  # stable: keeps row order
+    for group in ordered.partition_by("question_id", maintain_order=True):
+        yield group.to_dicts()
+
+
+def _by_sample(rows: list[Row]) -> list[Row]:
+    return sorted(rows, key=lambda r: r["sample_index"])
+
+
+def _record(prompt: str, chosen: Row, rejected: Row | None = None) -> Row:
     row = {"question_id": chosen["question_id"], "prompt": prompt,
            "chosen": chosen["completion"], "chosen_sample": int(chosen["sample_index"]),
            "chosen_score": float(chosen["score"]) if "score" in chosen else None}
@@ -70,7 +113,7 @@ def _record(prompt: str, chosen: pd.Series, rejected: pd.Series | None = None) -
 
 
 def dpo_pairs(
-    pool: pd.DataFrame, scores: pd.DataFrame, seed: int = 0, distinct_texts: bool = False
+    pool: pl.DataFrame, scores: pl.DataFrame, seed: int = 0, distinct_texts: bool = False
 ) -> Built:
     """y_w = argmax, y_l = argmin of the scores, ties broken at random (Sec. 3.3).
 
@@ -91,13 +134,14 @@ def dpo_pairs(
     rng = random.Random(seed)
     stats = BuildStats(seed=seed)
     rows = []
-    for _qid, group in _scored(pool, scores).groupby("question_id", sort=True):
+    for group in _question_groups(_scored(pool, scores)):
         stats.questions_in += 1
         if len(group) < 2:
             stats.skip("fewer_than_two_completions")
             continue
-        group = group.sort_values("sample_index")
-        if group["score"].max() == group["score"].min():
+        group = _by_sample(group)
+        values = [r["score"] for r in group]
+        if max(values) == min(values):
             stats.skip("all_scores_equal")
             continue
         pair = (_distinct_text_pair(group, rng, stats) if distinct_texts
@@ -108,66 +152,69 @@ def dpo_pairs(
         chosen, rejected = pair
         rows.append(_record(chosen["prompt"], chosen, rejected))
     stats.rows_out = len(rows)
-    return pd.DataFrame(rows), stats
+    return pl.DataFrame(rows, schema=PAIR_SCHEMA), stats
 
 
-Pair = tuple[pd.Series, pd.Series]
+Pair = tuple[Row, Row]
 
 
-def _pick(rows: pd.DataFrame, rng: random.Random) -> pd.Series:
+def _pick(rows: list[Row], rng: random.Random) -> Row:
     """One row uniformly at random (rows in sample order, so the draw is reproducible)."""
-    return rows.iloc[rng.randrange(len(rows))]
+    return rows[rng.randrange(len(rows))]
 
 
-def _argmax_argmin_pair(group: pd.DataFrame, rng: random.Random) -> Pair:
+def _argmax_argmin_pair(group: list[Row], rng: random.Random) -> Pair:
     """The paper's pair: a random argmax against a random argmin."""
-    scores = group["score"]
-    chosen = _pick(group[scores == scores.max()], rng)
-    return chosen, _pick(group[scores == scores.min()], rng)
+    top = max(r["score"] for r in group)
+    low = min(r["score"] for r in group)
+    chosen = _pick([r for r in group if r["score"] == top], rng)
+    return chosen, _pick([r for r in group if r["score"] == low], rng)
 
 
-def _distinct_text_pair(group: pd.DataFrame, rng: random.Random,
+def _distinct_text_pair(group: list[Row], rng: random.Random,
                         stats: BuildStats) -> Pair | None:
     """A top-scored y_w and the lowest-scored y_l with a different text (None: no such pair)."""
-    scores, texts = group["score"], group["completion"]
-    top = scores.max()
-    below = group[scores < top]
-    best = group[scores == top]
+    top = max(r["score"] for r in group)
+    below = [r for r in group if r["score"] < top]
+    best = [r for r in group if r["score"] == top]
     # for each top-scored candidate, the lowest score among lower-scored different texts
-    lowest = pd.Series({i: below.loc[below["completion"] != texts[i], "score"].min()
-                        for i in best.index}).dropna()
-    if lowest.empty:
+    lowest: list[tuple[Row, float]] = []
+    for candidate in best:
+        reach = [r["score"] for r in below if r["completion"] != candidate["completion"]]
+        if reach:
+            lowest.append((candidate, min(reach)))
+    if not lowest:
         return None
-    floor = lowest.min()
-    candidates = best.loc[lowest.index[lowest == floor]]
+    floor = min(value for _, value in lowest)
+    candidates = [row for row, value in lowest if value == floor]
     if len(candidates) < len(best):
         stats.adjust("chosen_tie_restricted_to_distinct_text")
     chosen = _pick(candidates, rng)
-    if floor != scores.min():
+    if floor != min(r["score"] for r in group):
         stats.adjust("rejected_text_equal_to_chosen")
-    worst = below[(below["completion"] != chosen["completion"]) & (below["score"] == floor)]
+    worst = [r for r in below
+             if r["completion"] != chosen["completion"] and r["score"] == floor]
     return chosen, _pick(worst, rng)
 
 
-def rrhf_groups(pool: pd.DataFrame, scores: pd.DataFrame) -> Built:
+def rrhf_groups(pool: pl.DataFrame, scores: pl.DataFrame) -> Built:
     """All scored completions of a question with their scores (one row per completion)."""
     stats = BuildStats()
     merged = _scored(pool, scores)
-    keep = []
-    for _qid, group in merged.groupby("question_id", sort=True):
+    sizes = merged.group_by("question_id").len().sort("question_id")
+    for size in sizes["len"]:
         stats.questions_in += 1
-        if len(group) < 2:
+        if size < 2:
             stats.skip("fewer_than_two_completions")
-            continue
-        keep.append(group)
-    if not keep:
-        return pd.DataFrame(columns=["question_id", "prompt", "completion", "score"]), stats
-    table = pd.concat(keep)[["question_id", "sample_index", "prompt", "completion", "score"]]
-    stats.rows_out = len(table)
-    return table.sort_values(KEY).reset_index(drop=True), stats
+    kept = sizes.filter(pl.col("len") >= 2)["question_id"]
+    table = (merged.filter(pl.col("question_id").is_in(kept.implode()))
+             .select(pl.col(name).cast(dtype) for name, dtype in RRHF_SCHEMA.items())
+             .sort(KEY))
+    stats.rows_out = table.height
+    return table, stats
 
 
-def correct_first(scores: pd.DataFrame) -> pd.DataFrame:
+def correct_first(scores: pl.DataFrame) -> pl.DataFrame:
     """Scores over correct and incorrect completions (the hard split), shifted so that every
     correct completion outranks every incorrect one and the scorer orders within each.
 
@@ -175,43 +222,50 @@ def correct_first(scores: pd.DataFrame) -> pd.DataFrame:
     """
     if "correct" not in scores.columns:
         raise ValueError("scores table lacks the 'correct' column")
-    correct = scores["correct"].astype(bool)
-    solved = scores.loc[correct, "question_id"].unique()
-    kept = scores[scores["question_id"].isin(solved)].copy()
-    values = kept["score"].astype(float)
-    span = float(values.max() - values.min()) if len(values) else 0.0
-    kept["score"] = values + kept["correct"].astype(bool) * (span + 1.0)
-    return kept
+    if scores["correct"].null_count():
+        raise ValueError("scores table has rows without a 'correct' flag")
+    correct = pl.col("correct").cast(pl.Boolean)
+    kept = scores.filter(correct.any().over("question_id"))
+    values = kept["score"].cast(pl.Float64).drop_nulls().drop_nans()
+    span = float(values.max() - values.min()) if len(values) else 0.0  # type: ignore[operator]
+    shifted = pl.col("score").cast(pl.Float64) + correct.cast(pl.Float64) * (span + 1.0)
+    return kept.with_columns(shifted.alias("score"))
 
 
-def sft_set(pool: pd.DataFrame, question_ids: set[str]) -> Built:
+def sft_set(pool: pl.DataFrame, question_ids: set[str]) -> Built:
     """Every correct completion of the split's questions (the paper's SFT baseline)."""
     stats = BuildStats(questions_in=len(question_ids))
-    rows = pool[pool["question_id"].isin(question_ids) & pool["correct"].astype(bool)]
-    table = rows[["question_id", "sample_index", "prompt", "completion"]].sort_values(KEY)
-    stats.rows_out = len(table)
-    return table.reset_index(drop=True), stats
+    ids = pl.Series(sorted(question_ids), dtype=pl.String)
+    rows = pool.filter(pl.col("question_id").is_in(ids.implode())
+                       & pl.col("correct").cast(pl.Boolean))
+    table = rows.select(pl.col(name).cast(dtype) for name, dtype in SFT_SCHEMA.items()).sort(KEY)
+    stats.rows_out = table.height
+    return table, stats
 
 
-def raft_set(pool: pd.DataFrame, scores: pd.DataFrame, seed: int = 0) -> Built:
+def raft_set(pool: pl.DataFrame, scores: pl.DataFrame, seed: int = 0) -> Built:
     """SFT on the scorer's argmax only (RAFT, σ-RRHF with λ=0); ties broken at random."""
     rng = random.Random(seed)
     stats = BuildStats(seed=seed)
     rows = []
-    for _qid, group in _scored(pool, scores).groupby("question_id", sort=True):
+    for group in _question_groups(_scored(pool, scores)):
         stats.questions_in += 1
-        best = group[group["score"] == group["score"].max()].sort_values("sample_index")
-        pick = best.iloc[rng.randrange(len(best))]
+        top = max(r["score"] for r in group)
+        pick = _pick(_by_sample([r for r in group if r["score"] == top]), rng)
         rows.append({"question_id": pick["question_id"], "sample_index": int(pick["sample_index"]),
                      "prompt": pick["prompt"], "completion": pick["completion"]})
     stats.rows_out = len(rows)
-    return pd.DataFrame(rows), stats
+    return pl.DataFrame(rows, schema=SFT_SCHEMA), stats
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def correctness_pairs(
-    pool: pd.DataFrame,
+    pool: pl.DataFrame,
     question_ids: set[str],
-    scores: pd.DataFrame | None = None,
+    scores: pl.DataFrame | None = None,
     seed: int = 0,
 ) -> Built:
     """Hard split (App. C.1): a correct y_w against an incorrect y_l.
@@ -223,30 +277,32 @@ def correctness_pairs(
     """
     rng = random.Random(seed)
     stats = BuildStats(seed=seed)
-    rows = pool[pool["question_id"].isin(question_ids)]
+    ids = pl.Series(sorted(question_ids), dtype=pl.String)
+    rows = pool.filter(pl.col("question_id").is_in(ids.implode()))
     if scores is not None:
-        rows = rows.merge(scores[[*KEY, "score"]], on=KEY, how="left")
+        rows = rows.join(scores.select(*KEY, "score"), on=KEY, how="left",
+                         maintain_order="left")
     out = []
-    for _qid, group in rows.groupby("question_id", sort=True):
+    for group in _question_groups(rows):
         stats.questions_in += 1
-        right = group[group["correct"].astype(bool)].sort_values("sample_index")
-        wrong = group[~group["correct"].astype(bool)].sort_values("sample_index")
-        if right.empty:
+        right = _by_sample([r for r in group if r["correct"]])
+        wrong = _by_sample([r for r in group if not r["correct"]])
+        if not right:
             stats.skip("no_correct_completion")
             continue
-        if wrong.empty:
+        if not wrong:
             stats.skip("no_incorrect_completion")
             continue
         if scores is None:
-            chosen = right.iloc[rng.randrange(len(right))]
-            rejected = wrong.iloc[rng.randrange(len(wrong))]
+            chosen, rejected = _pick(right, rng), _pick(wrong, rng)
         else:
-            if right["score"].isna().any() or wrong["score"].isna().any():
+            if any(_missing(r["score"]) for r in right + wrong):
                 stats.skip("unscored_completion")
                 continue
-            top = right[right["score"] == right["score"].max()]
-            low = wrong[wrong["score"] == wrong["score"].min()]
-            chosen, rejected = top.iloc[rng.randrange(len(top))], low.iloc[rng.randrange(len(low))]
+            top = max(r["score"] for r in right)
+            low = min(r["score"] for r in wrong)
+            chosen = _pick([r for r in right if r["score"] == top], rng)
+            rejected = _pick([r for r in wrong if r["score"] == low], rng)
         out.append(_record(chosen["prompt"], chosen, rejected))
     stats.rows_out = len(out)
-    return pd.DataFrame(out), stats
+    return pl.DataFrame(out, schema=PAIR_SCHEMA), stats

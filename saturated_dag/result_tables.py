@@ -1,7 +1,8 @@
 """Result tables in the shape of the paper's: pass@1 and pass@8 per method and scorer (Tables
 1, 2, 3, 7) or per sweep value (Tables 8, 9, Figure 6), deltas to the base model, best per
 column marked. Built from per-question results, never from stored summaries. Each table names
-the eval set it was measured on (column ``eval_set``; a caption line in Markdown).
+the eval set it was measured on (column ``eval_set``; a caption line in Markdown). Frames are
+polars: eval reports in, tables out.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pandas as pd
+import polars as pl
+from tabulate import tabulate
 
 from saturated_dag.evaluation import summarise
 
@@ -20,97 +22,149 @@ EVAL_SET = "eval_set"
 """The column naming the eval set: the same on every row, so a CSV alone says what it is."""
 
 
-def _with_eval_set(frame: pd.DataFrame, eval_set: str | None) -> pd.DataFrame:
+def _metrics(k: int) -> list[str]:
+    return list(dict.fromkeys(["pass@1", f"pass@{k}"]))  # k = 1: one column, not two
+
+
+def _finish(frame: pl.DataFrame, base_summary: Mapping[str, float], k: int,
+            eval_set: str | None) -> pl.DataFrame:
+    """Δ to the base model for each metric, then the eval set's name (when given)."""
+    frame = frame.with_columns((pl.col(col) - base_summary[col]).alias(f"Δ {col}")
+                               for col in _metrics(k))
     if eval_set is not None:
-        frame[EVAL_SET] = eval_set
+        frame = frame.with_columns(pl.lit(eval_set, dtype=pl.String).alias(EVAL_SET))
     return frame
 
 
+def _same_questions(table: pl.DataFrame, expected: set[Any], name: str) -> None:
+    if set(table["question_id"]) != expected:
+        raise ValueError(f"eval report of {name} covers different questions than the base "
+                         "model's")
+
+
 def results_table(
-    base: pd.DataFrame,
-    runs: Mapping[tuple[str, str, str | None], pd.DataFrame],
+    base: pl.DataFrame,
+    runs: Mapping[tuple[str, str, str | None], pl.DataFrame],
     k: int = 8,
     eval_set: str | None = None,
-) -> pd.DataFrame:
+) -> pl.DataFrame:
     """One row for the base model, then one per (split, method, scorer) run.
 
     ``base`` and each run are per-question (question_id, n, correct) tables on the same
     eval set, named by ``eval_set`` (``tasks.eval_set_name``); a run that does not cover the
     same questions is an error.
     """
+    metrics = _metrics(k)
     base_summary = summarise(base, ks=(1, k))
     rows = [{"split": "-", "method": "Base model", "scorer": "",
-             "pass@1": base_summary["pass@1"], f"pass@{k}": base_summary[f"pass@{k}"]}]
+             **{m: base_summary[m] for m in metrics}}]
     expected = set(base["question_id"])
     for (split, method, scorer), table in runs.items():
-        if set(table["question_id"]) != expected:
-            raise ValueError(f"eval report of {split}/{method}/{scorer} covers different "
-                             "questions than the base model's")
+        _same_questions(table, expected, f"{split}/{method}/{scorer}")
         summary = summarise(table, ks=(1, k))
         rows.append({"split": split, "method": METHOD_LABELS.get(method, method),
                      "scorer": SCORER_LABELS.get(scorer, scorer or ""),
-                     "pass@1": summary["pass@1"], f"pass@{k}": summary[f"pass@{k}"]})
-    frame = pd.DataFrame(rows)
-    for col in ("pass@1", f"pass@{k}"):
-        frame[f"Δ {col}"] = frame[col] - base_summary[col]
-    return _with_eval_set(frame, eval_set)
+                     **{m: summary[m] for m in metrics}})
+    schema = {"split": pl.String, "method": pl.String, "scorer": pl.String,
+              **{m: pl.Float64 for m in metrics}}
+    return _finish(pl.DataFrame(rows, schema=schema), base_summary, k, eval_set)
+
+
+def _setting_dtype(values: list[Any]) -> pl.DataType:
+    """A settings column's type from its given (non-null) values, as pandas inferred it:
+    integers stay integers (best epoch), numbers mixed with integers are floats."""
+    if not values:
+        return pl.Null()
+    if all(isinstance(v, bool) for v in values):
+        return pl.Boolean()
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return pl.Int64()
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return pl.Float64()
+    if all(isinstance(v, str) for v in values):
+        return pl.String()
+    raise ValueError(f"sweep setting values of mixed types: {values!r}")
+
+
+def _column(name: str, values: list[Any], dtype: Any) -> pl.Series:
+    """A column of ``dtype``; integers in a float column become floats (as pandas made them),
+    any other value that does not fit is an error naming the column."""
+    if dtype == pl.Float64 and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                   for v in values if v is not None):
+        values = [None if v is None else float(v) for v in values]
+    try:
+        return pl.Series(name, values, dtype=dtype, strict=True)
+    except (TypeError, pl.exceptions.PolarsError) as err:
+        raise ValueError(f"sweep column {name!r} cannot hold {values!r} as {dtype}") from err
 
 
 def sweep_table(
-    base: pd.DataFrame,
+    base: pl.DataFrame,
     split: str,
-    rows: Sequence[tuple[str, Mapping[str, Any], pd.DataFrame]],
+    rows: Sequence[tuple[str, Mapping[str, Any], pl.DataFrame]],
     k: int = 8,
     eval_set: str | None = None,
-) -> pd.DataFrame:
+    setting_dtypes: Mapping[str, pl.DataType | type[pl.DataType]] | None = None,
+) -> pl.DataFrame:
     """A sweep's table: the base model, then one row per (label, settings, eval report).
 
-    The settings (λ, β, learning rate, best epoch...) become columns, in the given order;
-    ``eval_set`` names the eval set, as in ``results_table``.
+    The settings (λ, β, learning rate, best epoch...) become columns, in the given order
+    (null on the base model's row); ``eval_set`` names the eval set, as in ``results_table``.
+    A setting's dtype is inferred from its values (integers stay integers) unless
+    ``setting_dtypes`` names it; that mapping may be a whole declared schema (names that are
+    not settings are ignored), and is what gives a setting that is null on every row (no
+    best epoch recorded) its declared dtype rather than ``Null``.
     """
+    metrics = _metrics(k)
     base_summary = summarise(base, ks=(1, k))
     expected = set(base["question_id"])
     records: list[dict[str, Any]] = [{"split": "-", "run": "Base model",
-                                      "pass@1": base_summary["pass@1"],
-                                      f"pass@{k}": base_summary[f"pass@{k}"]}]
+                                      **{m: base_summary[m] for m in metrics}}]
     for label, settings, table in rows:
-        if set(table["question_id"]) != expected:
-            raise ValueError(f"eval report of {label} covers different questions than the "
-                             "base model's")
+        _same_questions(table, expected, label)
         summary = summarise(table, ks=(1, k))
         records.append({"split": split, "run": label, **settings,
-                        "pass@1": summary["pass@1"], f"pass@{k}": summary[f"pass@{k}"]})
-    frame = pd.DataFrame(records)
-    given = [v for _, settings, _ in rows for v in settings.items() if v[1] is not None]
-    for col in {key for key, _ in given}:  # integer settings (best epoch) stay integers
-        if all(isinstance(v, int) and not isinstance(v, bool) for key, v in given if key == col):
-            frame[col] = frame[col].astype("Int64")
-    metrics = ["pass@1", f"pass@{k}"]
-    frame = frame[[c for c in frame.columns if c not in metrics] + metrics]
-    for col in metrics:
-        frame[f"Δ {col}"] = frame[col] - base_summary[col]
-    return _with_eval_set(frame, eval_set)
+                        **{m: summary[m] for m in metrics}})
+    names = [key for _, settings, _ in rows for key in settings if key not in metrics]
+    names = [key for key in dict.fromkeys(names) if key not in ("split", "run")]
+    schema: dict[str, Any] = {"split": pl.String, "run": pl.String}
+    declared = setting_dtypes or {}
+    for key in names:
+        schema[key] = declared[key] if key in declared else _setting_dtype(
+            [r[key] for r in records if r.get(key) is not None])
+    schema.update({m: pl.Float64 for m in metrics})
+    columns = {name: _column(name, [r.get(name) for r in records], dtype)
+               for name, dtype in schema.items()}
+    return _finish(pl.DataFrame(list(columns.values())), base_summary, k, eval_set)
 
 
-def eval_set_caption(frame: pd.DataFrame) -> str:
+def eval_set_caption(frame: pl.DataFrame) -> str:
     """``Eval set: <name>`` for a table that names its eval set, else an empty string."""
-    if EVAL_SET not in frame.columns or frame.empty:
+    if EVAL_SET not in frame.columns or frame.is_empty():
         return ""
-    return f"Eval set: {frame[EVAL_SET].iloc[0]}"
+    return f"Eval set: {frame[EVAL_SET][0]}"
 
 
-def to_markdown(frame: pd.DataFrame) -> str:
+def to_markdown(frame: pl.DataFrame) -> str:
     """Values in %, deltas signed, the best value of each column (per split) in bold.
 
     The table alone: the eval set is its caption (``eval_set_caption``), not a column.
+    Every cell is text (no number parsing), an empty cell where a value is null.
     """
-    frame = frame.drop(columns=[EVAL_SET], errors="ignore")
+    frame = frame.drop(EVAL_SET, strict=False)
     metric_cols = [c for c in frame.columns if c.startswith("pass@")]
-    shown = frame.copy().astype(object).where(frame.notna(), "")
+    shown: dict[str, list[Any]] = {
+        c: ["" if v is None else v for v in frame[c].to_list()] for c in frame.columns}
+    splits = frame["split"].to_list()
     for col in metric_cols:
-        shown[col] = frame[col].map(lambda v: f"{v:.2f}")
-        shown[f"Δ {col}"] = frame[f"Δ {col}"].map(lambda v: f"{v:+.2f}")
-        for _split, rows in frame[frame["split"] != "-"].groupby("split"):
-            for i in rows.index[rows[col] == rows[col].max()]:
-                shown.loc[i, col] = f"**{frame.loc[i, col]:.2f}**"
-    return shown.to_markdown(index=False, disable_numparse=True)
+        values = frame[col].to_list()
+        shown[col] = [f"{v:.2f}" for v in values]
+        shown[f"Δ {col}"] = [f"{v:+.2f}" for v in frame[f"Δ {col}"].to_list()]
+        for split in set(splits) - {"-"}:
+            rows = [i for i, s in enumerate(splits) if s == split]
+            best = max(values[i] for i in rows)
+            for i in rows:
+                if values[i] == best:
+                    shown[col][i] = f"**{values[i]:.2f}**"
+    table = list(zip(*shown.values(), strict=True))
+    return tabulate(table, headers=list(shown), tablefmt="pipe", disable_numparse=True)

@@ -18,6 +18,9 @@ and statistically equivalent on vLLM.
 
 Other stages (training, in the lead's asset layer) use the same key and a completed-folder
 marker: ``stage_dir``, ``is_complete`` and ``mark_complete``.
+
+Shards are polars DataFrames, stored as Parquet; a shard computed now and one read back from
+disk are the same frame (``_roundtrip``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pandas as pd
+import polars as pl
 
 from saturated_dag.atomic import atomic_write_parquet, atomic_write_text
 
@@ -44,10 +47,25 @@ MANIFEST = "manifest.json"
 
 # --- keys ----------------------------------------------------------------------------------
 
+def _is_pandas_table(value: Any) -> bool:
+    """A pandas DataFrame or Series, recognised without importing pandas."""
+    kind = type(value)
+    return kind.__module__.startswith("pandas") and kind.__name__ in ("DataFrame", "Series")
+
+
 def _canonical(value: Any) -> Any:
-    """JSON-able form with a stable order; frames and question lists become digests."""
-    if isinstance(value, pd.DataFrame):
+    """JSON-able form with a stable order; frames and question lists become digests.
+
+    A pandas frame (or a lazy polars one) is refused rather than passed to ``default=str``,
+    whose truncated repr would make a key blind to most of the frame's cells.
+    """
+    if isinstance(value, pl.DataFrame):
         return {"frame": frame_digest(value)}
+    if isinstance(value, pl.Series):
+        return {"series": frame_digest(value.to_frame())}
+    if isinstance(value, pl.LazyFrame) or _is_pandas_table(value):
+        raise TypeError(f"cannot hash a {type(value).__module__}.{type(value).__name__} into a "
+                        "cache key: pass a polars DataFrame (pl.from_pandas / LazyFrame.collect)")
     if is_dataclass(value) and not isinstance(value, type):
         return _canonical(asdict(value))
     if hasattr(value, "model_dump"):
@@ -69,12 +87,29 @@ def digest(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def frame_digest(frame: pd.DataFrame) -> str:
-    """Content hash of a DataFrame: column names, dtypes and every value (not the index)."""
+_DIGEST_ROWS = 65_536
+"""Rows per slice when a column is hashed: bounds the memory of one JSON text."""
+
+
+def frame_digest(frame: pl.DataFrame) -> str:
+    """Content hash of a polars DataFrame: column names, dtypes, height and every value.
+
+    Why not ``DataFrame.hash_rows``: polars keeps its hashes stable only within one version,
+    and a digest that moved with a polars upgrade would turn every cached stage into a miss
+    (every adapter retrains). Each column's values are hashed through their Python form as
+    JSON (integers exactly, floats by their shortest round-trip repr, NaN as ``NaN``, null as
+    ``null``), so the digest depends on content only: not on chunking, memory layout or
+    process, and a change to any cell changes it.
+    """
+    if not isinstance(frame, pl.DataFrame):
+        raise TypeError(f"frame_digest needs a polars DataFrame, got {type(frame).__name__}")
     h = hashlib.sha256()
-    h.update(json.dumps([[str(c), str(t)] for c, t in frame.dtypes.items()]).encode())
-    if len(frame):
-        h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    h.update(json.dumps({"columns": [[name, str(dtype)] for name, dtype in frame.schema.items()],
+                         "rows": frame.height}).encode())
+    for series in frame.get_columns():
+        for start in range(0, frame.height, _DIGEST_ROWS):
+            values = series.slice(start, _DIGEST_ROWS).to_list()
+            h.update(json.dumps(values, separators=(",", ":"), default=str).encode())
     return h.hexdigest()
 
 
@@ -88,7 +123,8 @@ def stage_key(stage: str, code_version: str, config: Mapping[str, Any],
     """The cache key of one stage run: a change to any argument changes the key.
 
     ``config`` holds the settings that change the output (sampling, model fingerprint, shard
-    size, judge, ...); ``inputs`` the stage's data (DataFrames are hashed by content).
+    size, judge, ...); ``inputs`` the stage's data (polars DataFrames are hashed by content,
+    ``frame_digest``).
     """
     return digest({"stage": stage, "code_version": code_version, "config": config,
                    "inputs": inputs})
@@ -181,12 +217,20 @@ class ShardStats:
                 f"computed {self.shards_computed} of {self.shards_total} shards")
 
 
-def _roundtrip(frame: pd.DataFrame) -> pd.DataFrame:
+def _roundtrip(frame: pl.DataFrame) -> pl.DataFrame:
     """The frame as a stored shard reads back, so fresh and reused shards match exactly."""
     buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False)
+    frame.write_parquet(buffer)
     buffer.seek(0)
-    return pd.read_parquet(buffer)
+    return pl.read_parquet(buffer)
+
+
+def _checked(frame: Any, index: int) -> pl.DataFrame:
+    """``compute``'s result, refused with a clear message unless it is a polars DataFrame."""
+    if not isinstance(frame, pl.DataFrame):
+        raise TypeError(f"shard {index}: compute returned a {type(frame).__module__}."
+                        f"{type(frame).__name__}; shards are polars DataFrames")
+    return frame
 
 
 def plan_shards(count: int, shard_size: int | None) -> list[range]:
@@ -226,10 +270,10 @@ class ShardStore:
             return False
         return True
 
-    def load(self, index: int) -> pd.DataFrame:
-        return pd.read_parquet(self.shard_path(index))
+    def load(self, index: int) -> pl.DataFrame:
+        return pl.read_parquet(self.shard_path(index))
 
-    def save(self, index: int, frame: pd.DataFrame) -> None:
+    def save(self, index: int, frame: pl.DataFrame) -> None:
         atomic_write_parquet(frame, self.shard_path(index))
 
     def completed(self) -> list[int]:
@@ -257,22 +301,25 @@ class ShardStore:
             tmp.unlink(missing_ok=True)
 
     def run(self, items: Sequence[T], shard_size: int | None,
-            compute: Callable[[int, Sequence[T]], pd.DataFrame],
-            log: LogFn | None = None) -> tuple[pd.DataFrame, ShardStats]:
+            compute: Callable[[int, Sequence[T]], pl.DataFrame],
+            log: LogFn | None = None) -> tuple[pl.DataFrame, ShardStats]:
         return run_shards(self, items, shard_size, compute, log)
 
 
 def run_shards(store: ShardStore | None, items: Sequence[T], shard_size: int | None,
-               compute: Callable[[int, Sequence[T]], pd.DataFrame],
-               log: LogFn | None = None) -> tuple[pd.DataFrame, ShardStats]:
+               compute: Callable[[int, Sequence[T]], pl.DataFrame],
+               log: LogFn | None = None) -> tuple[pl.DataFrame, ShardStats]:
     """``compute(shard index, shard items)`` for every shard not already stored; the
     concatenation of all shards in order. Without a store nothing is persisted, but the plan
-    (and so the result) is the same."""
+    (and so the result) is the same.
+
+    Every shard has the same columns; a shard in which a column is all null may carry the
+    ``Null`` dtype, so the concatenation relaxes each column to the shards' common type."""
     say = log or (lambda _m: None)
     plan = plan_shards(len(items), shard_size)
     stats = ShardStats(store.key if store else "", shards_total=len(plan))
     if not plan:
-        frame = compute(0, [])
+        frame = _checked(compute(0, []), 0)
         if store is not None:
             store.last_stats = stats
         return frame, stats
@@ -288,7 +335,7 @@ def run_shards(store: ShardStore | None, items: Sequence[T], shard_size: int | N
             continue
         if len(plan) > 1:
             say(f"shard {index + 1}/{len(plan)}: {len(span)} items")
-        frame = compute(index, [items[i] for i in span])
+        frame = _checked(compute(index, [items[i] for i in span]), index)
         if store is not None:
             store.save(index, frame)
             frames.append(store.load(index))
@@ -298,6 +345,6 @@ def run_shards(store: ShardStore | None, items: Sequence[T], shard_size: int | N
     if store is not None:
         store.cleanup_temporaries()
         store.last_stats = stats
-    result = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    result = pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
     return result, stats
 

@@ -15,6 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+import polars as pl
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -25,26 +27,36 @@ Row = tuple[str, float, float, float]
 def delta_rows(output_dir: str | Path, task: str) -> tuple[int, list[Row]]:
     """The number of eval questions and a ``Row`` for every eval report."""
     sys.path.insert(0, str(ROOT))
-    import pandas as pd
-
     from saturated_dag.metrics import paired_bootstrap_delta
 
     root = Path(output_dir) / "assets" / task
     base_file = root / "eval" / "base.parquet"
     if not base_file.is_file():
         raise SystemExit(f"no base eval report at {base_file}: run the demo job first")
-    base = pd.read_parquet(base_file).set_index("question_id")
+    base = _report(base_file)
     base_p1 = base["correct"] / base["n"]
     rows = []
     for path in sorted(root.glob("*/eval/*.parquet")):
-        report = pd.read_parquet(path).set_index("question_id")
-        if set(report.index) != set(base.index):
+        report = _report(path)
+        if set(report["question_id"]) != set(base["question_id"]):
             raise SystemExit(f"{path} covers other questions than the base report")
-        run_p1 = (report["correct"] / report["n"]).loc[base.index]
-        delta, low, high = (100 * v for v in paired_bootstrap_delta(run_p1, base_p1))
+        # the run's pass@1 in the base report's question order, so the pairs line up
+        aligned = base.select("question_id").join(report, on="question_id", how="left",
+                                                  maintain_order="left")
+        run_p1 = aligned["correct"] / aligned["n"]
+        delta, low, high = (100 * v for v in paired_bootstrap_delta(run_p1.to_numpy(),
+                                                                     base_p1.to_numpy()))
         rows.append((f"{path.parent.parent.name}/{path.name.removesuffix('.parquet')}",
                      delta, low, high))
-    return len(base), rows
+    return base.height, rows
+
+
+def _report(path: Path) -> pl.DataFrame:
+    """One eval report's (question_id, n, correct), each question once."""
+    report = pl.read_parquet(path, columns=["question_id", "n", "correct"])
+    if report["question_id"].is_duplicated().any():
+        raise SystemExit(f"{path} lists a question more than once")
+    return report
 
 
 def markdown(questions: int, rows: list[Row]) -> str:

@@ -4,11 +4,12 @@ Chain-sum questions with completions in different styles (so the rubric separate
 two saturated questions (4/4 correct), one strict-saturated, one hard with 1/4 correct, one
 hard with 0/4, and one "saturated" question with a single correct completion (n=1 pool rows
 would be odd, so it sits in strict_saturated with 1 correct of 4: skipped by rule).
+A missing generation-pass entropy is null, as Parquet stores it.
 """
 
 from __future__ import annotations
 
-import pandas as pd
+import polars as pl
 
 from saturated_dag import partitions
 from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt
@@ -22,7 +23,7 @@ STYLES = [
 ]
 
 
-def make_pool(entropy_nan: bool = False) -> pd.DataFrame:
+def make_pool(entropy_nan: bool = False) -> pl.DataFrame:
     specs = [  # (question, pool, a, b, correct flags)
         ("q_sat1", "D", 3, 4, [1, 1, 1, 1]),
         ("q_sat2", "D", 5, 2, [1, 1, 1, 1]),
@@ -42,13 +43,13 @@ def make_pool(entropy_nan: bool = False) -> pd.DataFrame:
                 "gold": str(a + b), "sample_index": j,
                 "completion": STYLES[j].format(a=a, b=b, s=s), "answer": str(s),
                 "correct": bool(ok), "num_tokens": 10 + j, "finish_reason": "stop",
-                "mean_entropy": float("nan") if entropy_nan else 0.5 + 0.1 * j,
+                "mean_entropy": None if entropy_nan else 0.5 + 0.1 * j,
             })
-    frame = pd.DataFrame(rows)
-    frame["terms"] = frame["terms"].astype("Int64")
-    frame["digits"] = frame["digits"].astype("Int64")
-    return frame
+    return pl.DataFrame(rows, schema_overrides={"terms": pl.Int64, "digits": pl.Int64,
+                                                "sample_index": pl.Int64,
+                                                "num_tokens": pl.Int64,
+                                                "mean_entropy": pl.Float64})
 
 
-def make_partitions(pool: pd.DataFrame) -> pd.DataFrame:
+def make_partitions(pool: pl.DataFrame) -> pl.DataFrame:
     return partitions.partition(pool, 1.0, 0.25)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -46,7 +45,8 @@ PARAMS = SamplingParams(n=2, max_new_tokens=8)
 def test_pool_and_evaluate_verify_under_the_given_mode(mode: str, correct: bool) -> None:
     pool = generate_pool(QUESTIONS, BACKEND, PARAMS, answer_check=mode)  # type: ignore[arg-type]
     assert (pool["correct"] == correct).all()
-    assert list(pool["answer"].unique()) == (["5", "6", "7"] if correct else [None])
+    answers = pool["answer"].unique(maintain_order=True).to_list()
+    assert answers == (["5", "6", "7"] if correct else [None])
     table, summary = evaluate(QUESTIONS, BACKEND, PARAMS, answer_check=mode)  # type: ignore[arg-type]
     assert (table["correct"] == (2 if correct else 0)).all()
     assert summary["pass@1"] == (100.0 if correct else 0.0)
@@ -61,26 +61,18 @@ def test_the_paper_rule_is_the_default() -> None:
 
 def test_stored_shards_checked_under_another_rule_are_not_reused(
         tmp_path: Path, tiny_model_dir: Path) -> None:
-    from assets.eval_reports import eval_report_assets
-    from assets.generation_pool import generation_pool_assets
-    from resources import ExperimentResource, GenerationResource, ParquetIOManager
+    from tests.pipeline import by_name, graph, resources
 
     overrides = {"chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]},
                                "questions_per_cell": 2, "eval_questions_per_cell": 2,
                                "strict_grid": None},
-                 "sampling": {"n": 2, "max_new_tokens": 6}, "stages": {"shard_questions": 2}}
-    assets = [*(a for a in generation_pool_assets if a.key.path[0] == "chain_sum"),
-              *eval_report_assets("chain_sum", [])]
+                 "sampling": {"n": 2, "max_new_tokens": 6}, "stages": {"shard_questions": 2},
+                 "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
 
     def run(mode: str) -> dict[str, dict]:
-        resources = {
-            "experiment": ExperimentResource(
-                profile="demo", overrides_json=json.dumps({**overrides, "answer_check": mode}),
-                output_dir=str(tmp_path / "out")),
-            "policy": GenerationResource(model=str(tiny_model_dir), batch_size=8),
-            "parquet_io": ParquetIOManager(base_dir=str(tmp_path / "assets")),
-        }
-        result = dg.materialize(assets, resources=resources)
+        settings = {**overrides, "answer_check": mode}
+        assets = by_name(graph("demo", settings)[0], "chain_sum", "generation_pool", "base")
+        result = dg.materialize(assets, resources=resources(tmp_path / "out", "demo", settings))
         return {node: {k: v.value for k, v in
                        result.asset_materializations_for_node(node)[0].metadata.items()}
                 for node in ("chain_sum__generation_pool", "chain_sum__eval__base")}

@@ -140,3 +140,19 @@ def test_kubernetes_code_location_validates() -> None:
                          capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert "All code locations passed validation" in out.stdout + out.stderr
+
+
+def test_every_instance_config_monitors_and_retries_runs(values: dict[str, Any]) -> None:
+    """Local, PostgreSQL and Helm: a dead run is marked failed, its slots freed, and it is
+    retried once from failure (issue 14.4)."""
+    local = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())
+    postgres = yaml.safe_load((REPO_ROOT / "deploy" / "postgres" / "dagster.yaml").read_text())
+    for config in (local, postgres):
+        assert config["run_monitoring"]["enabled"] is True
+        assert config["run_monitoring"]["free_slots_after_run_end_seconds"] > 0
+        assert config["run_retries"] == local["run_retries"]
+    assert postgres["run_monitoring"] == local["run_monitoring"]
+    daemon = values["dagsterDaemon"]
+    assert daemon["runMonitoring"]["enabled"] is True
+    assert daemon["runRetries"] == {"enabled": True,
+                                    "maxRetries": local["run_retries"]["max_retries"]}

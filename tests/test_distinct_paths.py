@@ -12,19 +12,17 @@ from collections import Counter
 from pathlib import Path
 
 import dagster as dg
-import pandas as pd
+import polars as pl
 import pytest
 
-from assets import ALL_ASSETS, experiment_assets, task_cells
+from assets import profile_assets, task_cells
+from assets._adapter_files import adapter_curves_png, adapter_dir, adapter_work_dir
 from assets._stages import open_store, stage_folder
-from assets.adapters import adapter_curves_png, adapter_dir, adapter_work_dir
-from assets.automation import with_lineage
 from resources import ExperimentResource, ParquetIOManager
-from resources.parquet_io import asset_file
+from resources.parquet_io import asset_file, schema_metadata
 from saturated_dag.config import available_profiles, load_profile
 from saturated_dag.experiments import SUFFIX, SWITCHES, Experiment, _number, experiment_matrix
 from saturated_dag.shards import stage_dir, stage_key
-from saturated_dag.tasks import TASKS
 
 OUT = Path("/out")
 # the assets whose compute opens a shard store, named by their own key (``open_store``'s stage)
@@ -33,7 +31,8 @@ STORE_ASSETS = {"generation_pool", "entropy_scores", "self_judge_scores", "stron
 
 def _assets(profile: str) -> list[dg.AssetsDefinition]:
     """The assets ``definitions.py`` builds for ``profile``."""
-    return with_lineage([*ALL_ASSETS, *experiment_assets(load_profile(profile))])
+    assets, _ = profile_assets(load_profile(profile))
+    return [a for a in assets if a.is_executable]
 
 
 def _duplicates(paths: list[Path]) -> dict[Path, int]:
@@ -56,7 +55,7 @@ def _asset_files(assets: list[dg.AssetsDefinition]) -> list[Path]:
 def _adapter_paths(profile: str) -> list[Path]:
     settings = load_profile(profile)
     paths: list[Path] = []
-    for task in TASKS:
+    for task in settings.tasks:
         for exp in task_cells(settings, task):
             paths += [f(str(OUT), task, exp)
                       for f in (adapter_dir, adapter_work_dir, adapter_curves_png)]
@@ -74,9 +73,10 @@ def test_every_asset_file_adapter_folder_and_stage_folder_is_distinct(profile: s
     assets = _assets(profile)
     files, adapters, stages = _asset_files(assets), _adapter_paths(profile), _stages(assets)
     evals = [k for a in assets for k in a.keys if "eval" in k.path[:-1]]
-    cells = sum(len(task_cells(load_profile(profile), t)) for t in TASKS)
-    assert len(evals) == len(TASKS) + cells  # one base report per task, one per adapter
-    assert len(stages) == len(evals) + len(TASKS) * len(STORE_ASSETS)
+    tasks = load_profile(profile).tasks
+    cells = sum(len(task_cells(load_profile(profile), t)) for t in tasks)
+    assert len(evals) == len(tasks) + cells  # one base report per task, one per adapter
+    assert len(stages) == len(evals) + len(tasks) * len(STORE_ASSETS)
 
     folders = [OUT / "stages" / stage_folder(s) for s in stages]
     everything = [*files, *adapters, *folders]
@@ -135,37 +135,49 @@ def test_close_sweep_values_get_different_names() -> None:
     assert len(names) == 2
 
 
+def _report(correct: int) -> pl.DataFrame:
+    """A one-question eval report (the ``eval_report`` schema) with ``correct`` of 8."""
+    return pl.DataFrame({"question_id": ["q"], "cell": ["c"], "n": [8], "correct": [correct]})
+
+
 def test_dotted_keys_are_stored_and_read_back_separately(tmp_path: Path) -> None:
-    """Two reports whose names differ only after a dot: each downstream read gets its own."""
+    """Two reports whose names differ only after a dot: each downstream read gets its own, at
+    the path ``asset_file`` gives (the IO manager's ``path`` metadata says so)."""
     values = {"x_lambda0.01": 1, "x_lambda0.5": 2}
 
     def report(name: str, value: int) -> dg.AssetsDefinition:
-        @dg.asset(key=["t", "eval", name], io_manager_key="parquet_io")
-        def _report() -> pd.DataFrame:
-            return pd.DataFrame({"v": [value]})
+        @dg.asset(key=["t", "eval", name], io_manager_key="parquet_io",
+                  metadata=schema_metadata("eval_report"))
+        def _report_asset() -> pl.DataFrame:
+            return _report(value)
 
-        return _report
+        return _report_asset
 
     @dg.asset(key=["t", "table"], io_manager_key="parquet_io",
+              metadata=schema_metadata("eval_report"),
               ins={"a": dg.AssetIn(key=["t", "eval", "x_lambda0.01"]),
                    "b": dg.AssetIn(key=["t", "eval", "x_lambda0.5"])})
-    def table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-        return pd.concat([a, b])
+    def table(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+        return pl.concat([a, b])
 
     result = dg.materialize([*(report(n, v) for n, v in values.items()), table],
                             resources={"parquet_io": ParquetIOManager(base_dir=str(tmp_path))})
     assert result.success
-    assert pd.read_parquet(tmp_path / "t" / "table.parquet")["v"].tolist() == [1, 2]
+    assert pl.read_parquet(tmp_path / "t" / "table.parquet")["correct"].to_list() == [1, 2]
+    paths = {tuple(m.asset_key.path): m.materialization.metadata["path"].value
+             for m in result.get_asset_materialization_events()}
     for name, value in values.items():
-        stored = pd.read_parquet(tmp_path / "t" / "eval" / f"{name}.parquet")
-        assert stored["v"].tolist() == [value]
+        key = ("t", "eval", name)
+        assert paths[key] == str(asset_file(tmp_path, key))
+        stored = pl.read_parquet(tmp_path / "t" / "eval" / f"{name}.parquet")
+        assert stored["correct"].to_list() == [value]
 
 
 def test_a_file_from_the_old_naming_is_not_read_and_the_error_says_why(tmp_path: Path) -> None:
     """The old ``x_lambda0.parquet`` was shared by λ 0, 0.01 and 0.5: never attributed to one."""
     old = tmp_path / "t" / "eval" / "x_lambda0.parquet"
     old.parent.mkdir(parents=True)
-    pd.DataFrame({"v": [0]}).to_parquet(old)
+    _report(0).write_parquet(old)
     manager = ParquetIOManager(base_dir=str(tmp_path))
     key = dg.AssetKey(["t", "eval", "x_lambda0.01"])
     with dg.build_input_context(asset_key=key) as context, \
@@ -181,10 +193,15 @@ def test_a_file_from_the_old_naming_is_not_read_and_the_error_says_why(tmp_path:
 
 def test_open_store_uses_the_whole_stage_name_for_folder_and_key(tmp_path: Path) -> None:
     """``stages/<stage_folder(stage)>/<key>``, nothing cut at a dot, the stage in the key."""
+    from types import SimpleNamespace
+
     experiment = ExperimentResource(profile="demo", output_dir=str(tmp_path))
     roots, keys = [], []
     for name in ("rrhf_self_judge_lambda0.01", "rrhf_self_judge_lambda0.5"):
-        store, key = open_store(experiment, f"chain_sum/hard/eval/{name}", "2", {}, {})
+        asset_key = dg.AssetKey(["chain_sum", "hard", "eval", name])
+        context = SimpleNamespace(asset_key=asset_key, assets_def=SimpleNamespace(
+            code_versions_by_key={asset_key: "2"}))  # what open_store reads of a context
+        store, key = open_store(context, experiment, {}, {})  # type: ignore[arg-type]
         assert store is not None and store.root == stage_dir(
             tmp_path, f"chain_sum__hard__eval__{name}", key)
         roots.append(store.root)

@@ -9,12 +9,10 @@ import json
 from pathlib import Path
 
 import dagster as dg
-import pandas as pd
+import polars as pl
 
-from assets import ALL_ASSETS, experiment_assets, experiment_checks
-from resources import ExperimentResource, GenerationResource, JudgeResource, ParquetIOManager
-from resources.parquet_io import atomic_write_parquet
-from saturated_dag.config import load_profile
+from saturated_dag.atomic import atomic_write_parquet
+from tests.pipeline import graph, resources
 from tests.scoring_data import make_partitions, make_pool
 
 OVERRIDES = {
@@ -30,26 +28,20 @@ OVERRIDES = {
 
 
 def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_dir: Path) -> None:
-    store = tmp_path / "assets"
+    store = tmp_path / "out" / "assets"
     pool = make_pool()
     atomic_write_parquet(pool, store / "chain_sum" / "generation_pool.parquet")
     atomic_write_parquet(make_partitions(pool),
                          store / "chain_sum" / "difficulty_partitions.parquet")
-    profile = load_profile("demo", OVERRIDES)
-    everything = [*ALL_ASSETS, *experiment_assets(profile)]
+    overrides = {**OVERRIDES, "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
+    everything, checks = graph("demo", overrides)
     wanted = [a.key for a in everything
               if a.key.path[0] == "chain_sum"
               and (a.key.path[1] in ("saturated", "eval", "results_table")
                    or a.key.path[-1] == "entropy_scores")]
-    resources = {
-        "experiment": ExperimentResource(profile="demo", overrides_json=json.dumps(OVERRIDES),
-                                         output_dir=str(tmp_path / "out")),
-        "policy": GenerationResource(model=str(tiny_model_dir), batch_size=8),
-        "strong_judge": JudgeResource(kind="rubric"),
-        "parquet_io": ParquetIOManager(base_dir=str(store)),
-    }
-    result = dg.materialize([*everything, *experiment_checks(profile)], selection=wanted,
-                            resources=resources, raise_on_error=False)
+    run_resources = resources(tmp_path / "out", "demo", overrides)
+    result = dg.materialize([*everything, *checks], selection=wanted,
+                            resources=run_resources, raise_on_error=False)
     evaluations = result.get_asset_check_evaluations()
     assert result.success, [(e.asset_key, e.metadata) for e in evaluations if not e.passed]
     checks = {(e.asset_key.path[-1], e.check_name): e.passed for e in evaluations}
@@ -62,20 +54,20 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
         record = json.loads((adapter / "training_config.json").read_text())
         assert record["best_epoch"] == 1 and "val_pass@1" in record["epochs"][0]
         assert (adapter.parent / f"{name}_curves.png").is_file()
-    pairs = pd.read_parquet(store / "chain_sum" / "saturated" / "dpo_pairs" / "entropy.parquet")
+    pairs = pl.read_parquet(store / "chain_sum" / "saturated" / "dpo_pairs" / "entropy.parquet")
     assert set(pairs["question_id"]) == {"q_sat1", "q_sat2"}
-    raft = pd.read_parquet(store / "chain_sum" / "saturated" / "raft_set" / "entropy.parquet")
-    assert len(raft) == 2  # the argmax completion of each saturated question
-    report = pd.read_parquet(store / "chain_sum" / "saturated" / "eval" / "sft.parquet")
-    assert len(report) == 3 and (report["n"] == 2).all()
-    table = pd.read_csv(tmp_path / "out" / "chain_sum" / "results_table.csv")
-    assert list(table["method"]) == ["Base model", "DPO", "σ-RRHF", "SFT", "RAFT"]
-    assert table[["pass@1", "pass@2"]].notna().all().all()
-    assert table.loc[0, "Δ pass@1"] == 0.0
+    raft = pl.read_parquet(store / "chain_sum" / "saturated" / "raft_set" / "entropy.parquet")
+    assert raft.height == 2  # the argmax completion of each saturated question
+    report = pl.read_parquet(store / "chain_sum" / "saturated" / "eval" / "sft.parquet")
+    assert report.height == 3 and (report["n"] == 2).all()
+    table = pl.read_csv(tmp_path / "out" / "chain_sum" / "results_table.csv")
+    assert table["method"].to_list() == ["Base model", "DPO", "σ-RRHF", "SFT", "RAFT"]
+    assert table.select("pass@1", "pass@2").null_count().sum_horizontal().item() == 0
+    assert table["Δ pass@1"][0] == 0.0
 
     # unchanged data, settings and code: the adapter is reused, and the metadata says so
     sft = dg.AssetKey(["chain_sum", "saturated", "adapter", "sft"])
-    again = dg.materialize(everything, selection=[sft], resources=resources)
+    again = dg.materialize(everything, selection=[sft], resources=run_resources)
     (event,) = again.get_asset_materialization_events()
     assert event.materialization.metadata["cache"].value == "hit"
     first = result.asset_materializations_for_node("chain_sum__saturated__adapter__sft")[0]
@@ -86,7 +78,7 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
 def _seed_reports(store: Path, keys: list[list[str]], question_ids: list[str]) -> None:
     """Per-question eval reports (the IO manager's files) for the given asset keys."""
     for i, key in enumerate(keys):
-        report = pd.DataFrame({"question_id": question_ids, "cell": "2x1", "n": 2,
+        report = pl.DataFrame({"question_id": question_ids, "cell": "2x1", "n": 2,
                                "correct": [(i + j) % 3 for j in range(len(question_ids))]})
         atomic_write_parquet(report, store.joinpath(*key[:-1]) / f"{key[-1]}.parquet")
 
@@ -107,22 +99,18 @@ def test_every_table_names_its_eval_set(tmp_path: Path) -> None:
                                   "(3 questions, seed 0)",
                 json.dumps(fixed): f"{eval_file} (3 questions)"}
     for run, (overrides_json, name) in enumerate(expected.items()):
-        profile = load_profile("demo", json.loads(overrides_json))
-        everything = [*ALL_ASSETS, *experiment_assets(profile)]
+        overrides = json.loads(overrides_json)
+        everything, _ = graph("demo", overrides)
         tables = [a.key for a in everything if a.key.path[0] == "chain_sum"
                   and a.key.path[-1] in ("results_table", "rank_weight_ablation")]
         reports = [a.key.path for a in everything
                    if a.key.path[0] == "chain_sum" and "eval" in a.key.path]
-        store, out = tmp_path / f"run{run}" / "assets", tmp_path / f"run{run}" / "out"
-        _seed_reports(store, reports, ["q1", "q2", "q3"])
-        resources = {"experiment": ExperimentResource(profile="demo", output_dir=str(out),
-                                                      overrides_json=overrides_json),
-                     "policy": GenerationResource(model="arith-base"),  # not loaded
-                     "strong_judge": JudgeResource(kind="rubric"),
-                     "parquet_io": ParquetIOManager(base_dir=str(store))}
-        result = dg.materialize(everything, selection=tables, resources=resources)
+        out = tmp_path / f"run{run}" / "out"
+        _seed_reports(out / "assets", reports, ["q1", "q2", "q3"])
+        result = dg.materialize(everything, selection=tables,
+                                resources=resources(out, "demo", overrides))  # no model loaded
         for table in ("results_table", "rank_weight_ablation"):
-            csv = pd.read_csv(out / "chain_sum" / f"{table}.csv")
+            csv = pl.read_csv(out / "chain_sum" / f"{table}.csv")
             assert set(csv["eval_set"]) == {name}
             assert f"Eval set: {name}\n" in (out / "chain_sum" / f"{table}.md").read_text()
             (event,) = [e for e in result.get_asset_materialization_events()

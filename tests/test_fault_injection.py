@@ -1,35 +1,45 @@
-"""Issue 9 acceptance: SIGKILL a materialisation part-way, re-run, and check the resume.
+"""Killed runs clean up after themselves and resume from their shards (issues 9 and 14).
 
-The generation pool and the self-judge tournament run under the real CLI
-(``dagster asset materialize -f definitions.py``) against a persistent ``DAGSTER_HOME``. Once
-at least one shard is on disk the whole process group is killed with SIGKILL (a killed pod).
-The re-run must reuse exactly the shards that were on disk (same files, untouched), compute
-only the rest, and give the same table as an uninterrupted run with the same seed.
+Runs are started the way the UI, a schedule or a sensor starts them: a persistent instance
+(``DAGSTER_HOME`` holding the repository's ``dagster.yaml``), a code server (``dagster api
+grpc``), the daemon (``dagster-daemon run``) and ``dagster job launch``. The daemon's run
+launcher starts each run in a child process of the code server. The tests SIGKILL that run
+process (what the OOM killer or ``kill -9`` does) and then take no manual step:
 
-A SIGKILLed run never reports its end, so the instance keeps it STARTED and keeps the
-``gpu`` pool slot it claimed: the next run would wait for that slot forever. The re-run is
-preceded by the recovery an operator does (``fail_dead_runs``: mark the dead run failed and
-free its slots), see docs/reliability.md.
+* the code server sees its run process gone and marks the run failed, naming the signal;
+* run monitoring frees the ``gpu`` pool slot the dead run held (a finished run keeps none);
+* run retries launch the run again from failure, and that retry gets the ``gpu`` slot;
+* for the generation pool and the self-judge tournament, the retried step resumes from the
+  shards on disk: it reuses exactly those (same files, untouched), computes only the rest and
+  gives the same table as an uninterrupted run with the same seed.
 """
 
-import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import dagster as dg
-import pandas as pd
+import polars as pl
 import pytest
 import yaml
+from polars.testing import assert_frame_equal
 
+from resources import make_resources
 from resources.parquet_io import asset_file
 from tests.conftest import REPO_ROOT
 
+T = TypeVar("T")
+BIN = Path(sys.executable).parent
 PROFILE = {
     "name": "fault",
     "description": "small chain-sum profile for the fault-injection tests",
@@ -46,8 +56,29 @@ PROFILE = {
                  "validation_questions_per_cell": 2},
     "stages": {"shard_questions": 4},
 }
-IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})
 RESUMED = re.compile(r"cache (\w+): (\S+) (\w+) reused (\d+), computed (\d+) of (\d+) shards")
+# A pool="gpu" asset that waits, holding the slot, until the test lets it finish.
+PROBE_LOCATION = '''
+import os
+import time
+from pathlib import Path
+
+import dagster as dg
+
+WORK = Path(os.environ["PROBE_WORK"])
+
+
+@dg.asset(pool="gpu")
+def hold_gpu() -> None:
+    (WORK / "pids").mkdir(exist_ok=True)
+    (WORK / "pids" / str(os.getpid())).touch()
+    while not (WORK / "release").exists():
+        time.sleep(0.1)
+
+
+defs = dg.Definitions(assets=[hold_gpu], jobs=[dg.define_asset_job("hold_gpu_job", [hold_gpu])],
+                      executor=dg.in_process_executor)
+'''
 
 
 def write_profile(path: Path, scoring: dict | None = None, **stages: object) -> Path:
@@ -57,25 +88,160 @@ def write_profile(path: Path, scoring: dict | None = None, **stages: object) -> 
     return path
 
 
-def dagster_home(tmp: Path) -> Path:
+def wait_for(check: Callable[[], T | None], timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    pytest.fail(f"{what}: not within {timeout:.0f} s")
+
+
+class Process:
+    """A background command in its own session; its output is kept for failure messages."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def output(self) -> str:
+        return "".join(self.lines)[-6000:]
+
+    def stop(self) -> None:
+        """SIGTERM the session (the process and what it started), SIGKILL what is left."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+@contextmanager
+def deployment(tmp: Path, location: list[str], env: dict[str, str], cwd: Path
+               ) -> Iterator[tuple[dg.DagsterInstance, Callable[..., str]]]:
+    """Instance, code server and daemon; yields the instance and ``launch(job)``."""
     home = tmp / "dagster_home"
     home.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
-    return home
+    socket = str(tmp / "code.sock")
+    env = {**os.environ, **env, "DAGSTER_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    workspace = tmp / "workspace.yaml"
+    workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
+        "socket": socket, "host": "localhost", "location_name": "under_test"}}]}))
+    server = Process([str(BIN / "dagster"), "api", "grpc", *location, "--socket", socket],
+                     env, cwd)
+    daemon = None
+    try:
+        wait_for(lambda: "Started Dagster code server" in server.output()
+                 or server.proc.poll() is not None, 240, "code server start")
+        assert server.proc.poll() is None, server.output()
+        daemon = Process([str(BIN / "dagster-daemon"), "run", "-w", str(workspace)], env, cwd)
+
+        def launch(job: str) -> str:
+            run_id = str(uuid.uuid4())
+            args = [str(BIN / "dagster"), "job", "launch", "-w", str(workspace), "-j", job,
+                    "--run-id", run_id]
+            done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True,
+                                  timeout=120)
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+            return run_id
+
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            yield instance, launch
+    except BaseException:
+        print("code server:\n" + server.output())
+        if daemon is not None:
+            print("daemon:\n" + daemon.output())
+        raise
+    finally:
+        if daemon is not None:
+            daemon.stop()
+        server.stop()
 
 
-def cli(select: str, profile: Path, out: Path, home: Path) -> subprocess.Popen:
-    """``dagster asset materialize`` in its own process group (so a kill takes all of it)."""
-    env = {**os.environ, "DAGSTER_HOME": str(home), "SATURATED_DAG_PROFILE": str(profile),
-           "SATURATED_DAG_OUTPUT_DIR": str(out), "HF_HUB_OFFLINE": "1",
-           "PYTHONUNBUFFERED": "1"}
-    dagster = Path(sys.executable).with_name("dagster")
-    return subprocess.Popen(
-        [str(dagster), "asset", "materialize", "-f", "definitions.py", "--select", select,
-         "--config-json", IN_PROCESS],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True)
+def run_worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
+    """The pid of the process executing the run's steps (its "Executing steps" event)."""
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+        data = entry.dagster_event.engine_event_data if entry.dagster_event else None
+        if data is not None and "pid" in data.metadata and "Executing steps" in (
+                entry.message or ""):
+            return int(data.metadata["pid"].value)
+    return None
 
+
+def status(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRunStatus:
+    run = instance.get_run_by_id(run_id)
+    assert run is not None, run_id
+    return run.status
+
+
+def finished(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRunStatus | None:
+    current = status(instance, run_id)
+    return current if current in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE,
+                                  dg.DagsterRunStatus.CANCELED) else None
+
+
+def retry_of(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun | None:
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/parent_run_id": run_id}))
+    return runs[0] if runs else None
+
+
+def kill_run_worker(instance: dg.DagsterInstance, run_id: str) -> None:
+    pid = wait_for(lambda: run_worker_pid(instance, run_id), 60, "run worker pid")
+    os.kill(pid, signal.SIGKILL)
+
+
+def recovered_by_retry(instance: dg.DagsterInstance, run_id: str, timeout: float
+                       ) -> dg.DagsterRun:
+    """After the kill: the run is failed (naming SIGKILL), retried, and the retry succeeds."""
+    wait_for(lambda: status(instance, run_id) == dg.DagsterRunStatus.FAILURE, 30,
+             "the killed run marked failed")
+    messages = [e.message or "" for e in instance.all_logs(run_id)]
+    assert any("SIGKILL" in m for m in messages), messages
+    retry = wait_for(lambda: retry_of(instance, run_id), 30, "an automatic retry")
+    assert retry.tags["dagster/retry_number"] == "1"
+    assert retry.tags.get("dagster/is_resume_retry") == "true"  # from failure
+    final = wait_for(lambda: finished(instance, retry.run_id), timeout,
+                     "the retried run to finish")
+    log = "\n".join(e.message or "" for e in instance.all_logs(retry.run_id))
+    assert final == dg.DagsterRunStatus.SUCCESS, log[-4000:]
+    return retry
+
+
+def test_killed_run_is_failed_its_gpu_slot_freed_and_the_retry_runs(tmp_path: Path) -> None:
+    (tmp_path / "probe.py").write_text(PROBE_LOCATION)
+    work = tmp_path / "work"
+    work.mkdir()
+    with deployment(tmp_path, ["--python-file", "probe.py"], {"PROBE_WORK": str(work)},
+                    tmp_path) as (instance, launch):
+        run_id = launch("hold_gpu_job")
+        wait_for(lambda: list((work / "pids").glob("*")) if (work / "pids").is_dir() else None,
+                 90, "the gpu step to start")
+        kill_run_worker(instance, run_id)
+        killed = time.monotonic()
+        (work / "release").touch()  # the next attempt may finish
+        retry = recovered_by_retry(instance, run_id, timeout=60)
+        took = time.monotonic() - killed
+        steps = [e.step_key for e in instance.all_logs(
+            retry.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS)]
+        assert steps == ["hold_gpu"]  # it ran the gpu step: it got the slot
+        assert took < 60, f"the gpu slot came back after {took:.0f} s"
+        assert len(list((work / "pids").glob("*"))) == 2  # the killed attempt and the retry
+
+
+# --- resume from shards, on the real code location ----------------------------------------
 
 def shards(out: Path, stage: str) -> dict[str, tuple[int, int]]:
     """Shard file name -> (inode, mtime_ns) under the stage's one key folder."""
@@ -86,61 +252,15 @@ def shards(out: Path, stage: str) -> dict[str, tuple[int, int]]:
     return found
 
 
-def kill_after_first_shard(proc: subprocess.Popen, out: Path, stage: str,
-                           timeout: float = 300) -> dict[str, tuple[int, int]]:
-    deadline = time.monotonic() + timeout
-    while not shards(out, stage):
-        if proc.poll() is not None:
-            pytest.fail(f"the run ended before writing a shard:\n{proc.stdout.read()[-3000:]}")
-        if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail("no shard written in time")
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    return shards(out, stage)
-
-
-def fail_dead_runs(home: Path) -> int:
-    """Mark runs whose process is gone as failed and free their pool slots."""
-    from dagster._core.storage.dagster_run import DagsterRunStatus, RunsFilter
-
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        stuck = instance.get_runs(filters=RunsFilter(
-            statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING]))
-        for run in stuck:
-            instance.report_run_failed(run, "the run's process was killed (SIGKILL)")
-            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-        return len(stuck)
-
-
-def finish(proc: subprocess.Popen, timeout: float = 600) -> str:
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise
-    assert proc.returncode == 0, output[-4000:]
-    return output
-
-
-def reference(tmp: Path, profile: Path, names: list[str], out: Path) -> None:
+def reference(profile: Path, names: list[str], out: Path) -> None:
     """An uninterrupted materialisation in this process, with the same definitions."""
-    from assets import ALL_ASSETS
-    from resources import ExperimentResource, GenerationResource, JudgeResource, ParquetIOManager
+    from assets import profile_assets
     from saturated_dag.config import load_profile
 
-    settings = load_profile(str(profile))
+    assets, _ = profile_assets(load_profile(str(profile)))
     keys = [dg.AssetKey(["chain_sum", n]) for n in names]
-    result = dg.materialize(
-        ALL_ASSETS, selection=dg.AssetSelection.assets(*keys),
-        resources={
-            "experiment": ExperimentResource(profile=str(profile), output_dir=str(out)),
-            "policy": GenerationResource.from_settings(settings.policy,
-                                                       seed=settings.sampling.seed),
-            "strong_judge": JudgeResource.from_settings(settings.judges.strong),
-            "parquet_io": ParquetIOManager(base_dir=str(out / "assets")),
-        })
+    result = dg.materialize(assets, selection=dg.AssetSelection.assets(*keys),
+                            resources=make_resources(str(profile), str(out)))
     assert result.success
 
 
@@ -148,8 +268,8 @@ def check_resumed(log: str, stage: str, before: dict[str, tuple[int, int]],
                   after: dict[str, tuple[int, int]]) -> None:
     match = RESUMED.search(log)
     assert match, log[-4000:]
-    status, name, _key, reused, computed, total = match.groups()
-    assert (status, name) == ("resumed", stage)
+    status_, name, _key, reused, computed, total = match.groups()
+    assert (status_, name) == ("resumed", stage)
     assert int(reused) == len(before) >= 1 and int(computed) == int(total) - len(before) >= 1
     for shard, stamp in before.items():
         assert after[shard] == stamp, f"{shard} was rewritten"
@@ -161,28 +281,52 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The uninterrupted reference pool and partitions (profile, output folder)."""
     tmp = tmp_path_factory.mktemp("reference")
     profile = write_profile(tmp / "profile.yaml")
-    reference(tmp, profile, ["generation_pool", "difficulty_partitions"], tmp / "out")
+    reference(profile, ["generation_pool", "difficulty_partitions"], tmp / "out")
     return profile, tmp / "out"
 
 
-def kill_and_resume(select: str, stage: str, profile: Path, out: Path, home: Path) -> None:
-    """SIGKILL the step after its first shard, recover the run, re-run, check the resume."""
-    before = kill_after_first_shard(cli(select, profile, out, home), out, stage)
-    assert not asset_file(out / "assets", select.split("/")).exists()
-    assert fail_dead_runs(home) == 1
-    log = finish(cli(select, profile, out, home))
+# The project's code location plus a job of one asset (``dagster job launch`` selects jobs,
+# not assets; its op selection does not load an asset job's upstream inputs).
+ONE_ASSET_LOCATION = """
+import dagster as dg
+
+import definitions
+
+defs = dg.Definitions.merge(definitions.defs, dg.Definitions(jobs=[dg.define_asset_job(
+    "one_asset", selection=dg.AssetSelection.assets({key!r}))]))
+"""
+
+
+def kill_and_resume(tmp: Path, profile: Path, out: Path, select: str) -> None:
+    """Launch a run of the asset ``select`` through the daemon, SIGKILL its run worker after
+    the stage's first shard, and check that the automatic retry resumes from the shards."""
+    stage = select.replace("/", "__")
+    env = {"SATURATED_DAG_PROFILE": str(profile), "SATURATED_DAG_OUTPUT_DIR": str(out),
+           "HF_HUB_OFFLINE": "1"}
+    (tmp / "location.py").write_text(ONE_ASSET_LOCATION.format(key=select.split("/")))
+    location = ["--python-file", str(tmp / "location.py"), "--working-directory",
+                str(REPO_ROOT)]
+    with deployment(tmp, location, env, REPO_ROOT) as (instance, launch):
+        run_id = launch("one_asset")
+        wait_for(lambda: shards(out, stage) or finished(instance, run_id), 300,
+                 "the stage's first shard")
+        kill_run_worker(instance, run_id)
+        before = shards(out, stage)
+        assert before, f"the run ended before writing a shard: {status(instance, run_id)}"
+        assert not asset_file(out / "assets", select.split("/")).exists()
+        retry = recovered_by_retry(instance, run_id, timeout=300)
+        log = "\n".join(e.message or "" for e in instance.all_logs(retry.run_id))
     check_resumed(log, select, before, shards(out, stage))
 
 
 def test_sigkill_during_generation_resumes_from_shards(tmp_path: Path,
                                                        upstream: tuple[Path, Path]) -> None:
     profile, ref_out = upstream
-    home, out = dagster_home(tmp_path), tmp_path / "out"
-    select, stage = "chain_sum/generation_pool", "chain_sum__generation_pool"
-    kill_and_resume(select, stage, profile, out, home)
-    resumed = pd.read_parquet(out / "assets" / "chain_sum" / "generation_pool.parquet")
-    expected = pd.read_parquet(ref_out / "assets" / "chain_sum" / "generation_pool.parquet")
-    pd.testing.assert_frame_equal(resumed, expected)
+    out = tmp_path / "out"
+    kill_and_resume(tmp_path, profile, out, "chain_sum/generation_pool")
+    name = "chain_sum/generation_pool.parquet"
+    assert_frame_equal(pl.read_parquet(out / "assets" / name),
+                       pl.read_parquet(ref_out / "assets" / name))
 
 
 def test_sigkill_during_self_judging_resumes_from_shards(tmp_path: Path,
@@ -193,15 +337,13 @@ def test_sigkill_during_self_judging_resumes_from_shards(tmp_path: Path,
         "correct_splits": ["saturated"], "all_completion_splits": [],
         "judge_max_new_tokens": 48})
     # the same upstream tables in the reference folder and in the one whose run is killed
-    home, out = dagster_home(tmp_path), tmp_path / "out"
+    out = tmp_path / "out"
     shutil.copytree(ref_out / "assets", out / "assets")
     judge_ref = tmp_path / "reference"
     shutil.copytree(ref_out / "assets", judge_ref / "assets")
-    reference(tmp_path, profile, ["self_judge_scores"], judge_ref)
+    reference(profile, ["self_judge_scores"], judge_ref)
 
-    select, stage = "chain_sum/self_judge_scores", "chain_sum__self_judge_scores"
-    kill_and_resume(select, stage, profile, out, home)
+    kill_and_resume(tmp_path, profile, out, "chain_sum/self_judge_scores")
     for rel in ["assets/chain_sum/self_judge_scores.parquet",
                 "chain_sum/self_judge_comparisons.parquet"]:
-        pd.testing.assert_frame_equal(pd.read_parquet(out / rel),
-                                      pd.read_parquet(judge_ref / rel))
+        assert_frame_equal(pl.read_parquet(out / rel), pl.read_parquet(judge_ref / rel))

@@ -25,15 +25,15 @@ def test_invalid_counts() -> None:
 
 
 def test_summary_is_built_from_per_question_counts() -> None:
-    import pandas as pd
+    import polars as pl
 
     from saturated_dag.evaluation import per_question_results, summarise
 
     rows = [{"question_id": q, "cell": "2x1", "correct": ok}
             for q, flags in {"a": [1] * 8, "b": [1, 0, 0, 0, 0, 0, 0, 0], "c": [0] * 8}.items()
             for ok in flags]
-    table = per_question_results(pd.DataFrame(rows))
-    assert list(table["correct"]) == [8, 1, 0] and list(table["n"]) == [8, 8, 8]
+    table = per_question_results(pl.DataFrame(rows))
+    assert table["correct"].to_list() == [8, 1, 0] and table["n"].to_list() == [8, 8, 8]
     summary = summarise(table)
     assert summary["pass@1"] == pytest.approx(100 * (1 + 1 / 8 + 0) / 3)
     assert summary["pass@8"] == pytest.approx(100 * 2 / 3)
@@ -42,20 +42,21 @@ def test_summary_is_built_from_per_question_counts() -> None:
 
 
 def test_sweep_table_is_built_from_per_question_results() -> None:
-    import pandas as pd
+    import polars as pl
 
     from saturated_dag.result_tables import sweep_table, to_markdown
 
-    base = pd.DataFrame({"question_id": ["a", "b"], "n": [8, 8], "correct": [4, 0]})
-    better = pd.DataFrame({"question_id": ["a", "b"], "n": [8, 8], "correct": [8, 1]})
+    base = pl.DataFrame({"question_id": ["a", "b"], "n": [8, 8], "correct": [4, 0]})
+    better = pl.DataFrame({"question_id": ["b", "a"], "n": [8, 8], "correct": [1, 8]})
     frame = sweep_table(base, "hard", [("λ=0", {"lambda": 0.0}, better),
                                        ("λ=1", {"lambda": 1.0}, base)])
-    assert list(frame["run"]) == ["Base model", "λ=0", "λ=1"]
-    assert frame.loc[1, "pass@1"] == pytest.approx(100 * (1 + 1 / 8) / 2)
-    assert frame.loc[1, "pass@8"] == 100.0 and frame.loc[1, "Δ pass@8"] == 50.0
+    assert frame["run"].to_list() == ["Base model", "λ=0", "λ=1"]
+    row = frame.row(1, named=True)
+    assert row["pass@1"] == pytest.approx(100 * (1 + 1 / 8) / 2)
+    assert row["pass@8"] == 100.0 and row["Δ pass@8"] == 50.0
     markdown = to_markdown(frame)
     assert "**56.25**" in markdown and "+50.00" in markdown
-    other = pd.DataFrame({"question_id": ["a", "c"], "n": [8, 8], "correct": [1, 1]})
+    other = pl.DataFrame({"question_id": ["a", "c"], "n": [8, 8], "correct": [1, 1]})
     with pytest.raises(ValueError, match="covers different questions"):
         sweep_table(base, "hard", [("x", {}, other)])
 

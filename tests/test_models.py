@@ -83,7 +83,9 @@ def test_policy_resource_carries_the_thinking_switch_into_pool_prompts(
     stored prompts (which SFT/DPO/σ-RRHF train on) carry the closed think block."""
     import shutil
 
-    from resources.generation import GenerationResource
+    import dagster as dg
+
+    from resources import make_resources
     from saturated_dag.config import load_profile
     from saturated_dag.generation.base import SamplingParams
     from saturated_dag.pool import generate_pool
@@ -92,23 +94,21 @@ def test_policy_resource_carries_the_thinking_switch_into_pool_prompts(
     folder = tmp_path / "thinking_model"
     shutil.copytree(tiny_model_dir, folder)
     _thinking_tokenizer().save_pretrained(folder)
-    policy = load_profile("paper_instruct").policy.model_copy(update={
-        "backend": "transformers", "model": str(folder), "dtype": "float32", "device": "cpu",
-        "batch_size": 4})
-    assert policy.enable_thinking is False
-    resource = GenerationResource.from_settings(policy)
-    assert resource.settings().enable_thinking is False
-    before = set(GenerationResource._loaded)
-    try:
-        question = chain_sum.build_pool("D", [(2, 1)], 1, 0)[0]
-        pool = generate_pool([question], resource.get_backend(),
+    policy = {"backend": "transformers", "model": str(folder), "dtype": "float32",
+              "device": "cpu", "batch_size": 4}
+    assert load_profile("paper_instruct").policy.enable_thinking is False
+    question = chain_sum.build_pool("D", [(2, 1)], 1, 0)[0]
+    # the resource is set up and torn down as in a run: its engines close at the end
+    with dg.build_resources(make_resources("paper_instruct", str(tmp_path / "out"),
+                                           {"policy": policy})) as live:
+        assert live.inference.policy_settings().enable_thinking is False
+        pool = generate_pool([question], live.inference.policy_backend(),
                              SamplingParams(n=1, max_new_tokens=2))
-        assert pool["prompt"].iloc[0].endswith(THINK_OFF)
-        default = GenerationResource(model=str(folder), batch_size=4).get_backend()
+        assert pool["prompt"][0].endswith(THINK_OFF)
+    with dg.build_resources(make_resources("demo", str(tmp_path / "out"),
+                                           {"policy": policy})) as live:
+        default = live.inference.policy_backend()
         assert default.render(question.prompt_text).endswith("<|im_start|>assistant\n")
-    finally:  # free the two backends loaded here, keep any other test's
-        for key in set(GenerationResource._loaded) - before:
-            GenerationResource._loaded.pop(key).close()
 
 
 def test_adapter_eval_backends_keep_the_base_backends_thinking_switch(

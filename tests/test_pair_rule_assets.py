@@ -4,16 +4,15 @@ WARN) from broken pairs (an error)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import dagster as dg
-import pandas as pd
+import polars as pl
 import pytest
 
 from assets.preference_datasets import _scored_asset, pairs_verdict, preference_dataset_checks
-from resources import ExperimentResource, ParquetIOManager
-from resources.parquet_io import atomic_write_parquet
+from saturated_dag.atomic import atomic_write_parquet
+from tests.pipeline import resources
 from tests.scoring_data import make_pool
 
 
@@ -21,12 +20,17 @@ def _seed(store: Path) -> None:
     pool = make_pool()
     texts = {0: "3 + 4 = 7 \\boxed{7}", 1: "so \\boxed{7}", 2: "3 + 4 = 7 \\boxed{7}",
              3: "\\boxed{7}"}
-    q = pool["question_id"] == "q_sat1"
-    pool.loc[q, "completion"] = pool.loc[q, "sample_index"].map(texts)
-    scores = pool[["question_id", "sample_index", "correct"]].copy()
-    scores["split"] = scores["question_id"].map({"q_sat1": "saturated", "q_sat2": "saturated"})
+    pool = pool.with_columns(completion=pl.when(pl.col("question_id") == "q_sat1")
+                             .then(pl.col("sample_index").replace_strict(
+                                 texts, default=None, return_dtype=pl.String))
+                             .otherwise(pl.col("completion")))
     # q_sat1: argmax 0 and argmin 2 have the same text; q_sat2: plain distinct texts
-    scores["score"] = [1.0, 0.5, 0.0, 0.2, 0.9, 0.1, 0.3, 0.4, *[0.0] * (len(scores) - 8)]
+    values = [1.0, 0.5, 0.0, 0.2, 0.9, 0.1, 0.3, 0.4, *[0.0] * (pool.height - 8)]
+    scores = pool.select("question_id", "sample_index", "correct").with_columns(
+        split=pl.col("question_id").replace_strict(
+            {"q_sat1": "saturated", "q_sat2": "saturated"}, default=None,
+            return_dtype=pl.String),
+        score=pl.Series(values))
     atomic_write_parquet(pool, store / "chain_sum" / "generation_pool.parquet")
     atomic_write_parquet(scores, store / "chain_sum" / "entropy_scores.parquet")
 
@@ -34,24 +38,20 @@ def _seed(store: Path) -> None:
 @pytest.mark.parametrize("distinct", [False, True])
 def test_profile_picks_the_rule_and_the_check_counts_equal_texts(
         tmp_path: Path, distinct: bool) -> None:
-    store = tmp_path / "assets"
+    store = tmp_path / "out" / "assets"
     _seed(store)
     asset = _scored_asset("chain_sum", "saturated", "dpo_pairs", "entropy")
     overrides = {"training": {"dpo_distinct_texts": distinct}}
-    resources = {
-        "experiment": ExperimentResource(profile="ci", overrides_json=json.dumps(overrides),
-                                         output_dir=str(tmp_path / "out")),
-        "parquet_io": ParquetIOManager(base_dir=str(store)),
-    }
     upstream = [dg.SourceAsset(key=["chain_sum", name], io_manager_key="parquet_io")
                 for name in ("generation_pool", "entropy_scores")]
     result = dg.materialize([*upstream, asset, *preference_dataset_checks([asset])],
-                            resources=resources, selection=[asset.key])
+                            resources=resources(tmp_path / "out", "ci", overrides),
+                            selection=[asset.key])
     assert result.success
     meta = {k: v.value for k, v in
             result.asset_materializations_for_node(asset.node_def.name)[0].metadata.items()}
-    pairs = pd.read_parquet(store / "chain_sum" / "saturated" / "dpo_pairs" / "entropy.parquet")
-    first = pairs.set_index("question_id").loc["q_sat1"]
+    pairs = pl.read_parquet(store / "chain_sum" / "saturated" / "dpo_pairs" / "entropy.parquet")
+    first = pairs.filter(pl.col("question_id") == "q_sat1").row(0, named=True)
     (check,) = result.get_asset_check_evaluations()
     assert check.passed and meta["dpo_distinct_texts"] is distinct
     if distinct:
@@ -65,8 +65,8 @@ def test_profile_picks_the_rule_and_the_check_counts_equal_texts(
         assert check.metadata["equal_text_pairs"].value == 1
 
 
-def _pairs(chosen: list[str], rejected: list[str], samples: list[tuple[int, int]]) -> pd.DataFrame:
-    return pd.DataFrame({"question_id": [f"q{i}" for i in range(len(chosen))],
+def _pairs(chosen: list[str], rejected: list[str], samples: list[tuple[int, int]]) -> pl.DataFrame:
+    return pl.DataFrame({"question_id": [f"q{i}" for i in range(len(chosen))],
                          "chosen": chosen, "rejected": rejected,
                          "chosen_sample": [a for a, _ in samples],
                          "rejected_sample": [b for _, b in samples]})

@@ -81,8 +81,8 @@ def test_documented_postgres_instance_records_runs(postgres: dict[str, str],
             assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
             runs = instance.get_runs()
             assert len(runs) == 1 and runs[0].status == dg.DagsterRunStatus.SUCCESS
-            event = instance.get_latest_materialization_event(dg.AssetKey("base_model"))
-            assert event is not None and event.run_id == runs[0].run_id
+            observed = instance.fetch_observations(dg.AssetKey("base_model"), limit=1)
+            assert observed.records and observed.records[0].run_id == runs[0].run_id
             pools = instance.event_log_storage.get_pool_config()
             assert pools.default_pool_limit == 1
     finally:
@@ -99,6 +99,6 @@ def test_documented_postgres_instance_records_runs(postgres: dict[str, str],
         cur.execute("SELECT run_id, status FROM runs")
         assert cur.fetchall() == [(runs[0].run_id, "SUCCESS")]
         cur.execute("SELECT count(*) FROM event_logs WHERE dagster_event_type = "
-                    "'ASSET_MATERIALIZATION' AND asset_key = %s",
+                    "'ASSET_OBSERVATION' AND asset_key = %s",
                     (dg.AssetKey("base_model").to_string(),))
         assert cur.fetchone() == (1,)

@@ -1,14 +1,20 @@
-"""Which result tables each shipped profile produces (Tables 1-3, 7-9, Figure 6)."""
+"""Which assets and result tables each shipped profile defines (Tables 1-3, 7-9, Figure 6)."""
 
 import dagster as dg
 import pytest
 
-from assets import experiment_assets
+from assets import profile_assets
+from jobs import generation_jobs, paper_jobs
 from saturated_dag.config import load_profile
 
 
+def _keys(profile: str) -> set[dg.AssetKey]:
+    assets, _ = profile_assets(load_profile(profile))
+    return {k for a in assets for k in a.keys}
+
+
 def _tables(profile: str) -> set[str]:
-    return {"/".join(k.path) for a in experiment_assets(load_profile(profile)) for k in a.keys
+    return {"/".join(k.path) for k in _keys(profile)
             if k.path[-1] in ("results_table", "rank_weight_ablation", "rrhf_variants",
                               "dpo_beta_sweep")}
 
@@ -18,7 +24,7 @@ def test_paper_profile_has_every_chain_sum_table_and_gsm8k_without_strict_split(
     assert {"chain_sum/results_table", "chain_sum/rank_weight_ablation",
             "chain_sum/rrhf_variants", "chain_sum/dpo_beta_sweep",
             "gsm8k/results_table"} <= tables
-    keys = {k for a in experiment_assets(load_profile("paper")) for k in a.keys}
+    keys = _keys("paper")
     assert dg.AssetKey(["gsm8k", "hard", "adapter", "dpo_correctness_self_judge"]) in keys
     assert not [k for k in keys if k.path[:2] == ["gsm8k", "strict_saturated"]]
 
@@ -27,9 +33,42 @@ def test_paper_profile_has_every_chain_sum_table_and_gsm8k_without_strict_split(
 def test_instruct_profile_is_table_3(profile: str) -> None:
     loaded = load_profile(profile)
     assert loaded.policy.model == "Qwen/Qwen3-1.7B" and loaded.tasks == ["gsm8k"]
-    keys = {"/".join(k.path) for a in experiment_assets(loaded) for k in a.keys
+    keys = {"/".join(k.path) for k in _keys(profile)
             if k.path[0] == "gsm8k" and "adapter" in k.path}
     assert keys == {f"gsm8k/saturated/adapter/dpo_{s}"
                     for s in ("self_judge", "strong_judge", "entropy", "random")} | {
         "gsm8k/hard/adapter/dpo_correctness_random",
         "gsm8k/hard/adapter/dpo_correctness_self_judge"}
+    assert not [k for k in _keys(profile) if k.path[0] == "chain_sum"]
+
+
+@pytest.mark.parametrize("profile", ["demo", "ci", "paper", "paper_instruct"])
+def test_the_graph_holds_only_the_profiles_tasks(profile: str) -> None:
+    """A task the profile does not run has no asset, no check and no job (the demo's graph
+    held about 60 GSM8K assets that could never materialise)."""
+    loaded = load_profile(profile)
+    assets, checks = profile_assets(loaded)
+    tasks = {k.path[0] for a in assets for k in a.keys if k.path != ["base_model"]}
+    assert tasks == set(loaded.tasks)
+    assert {next(iter(c.check_keys)).asset_key.path[0] for c in checks} == set(loaded.tasks)
+    jobs = [*generation_jobs(loaded), *paper_jobs(loaded)]
+    assert {j.name for j in jobs} == {f"{t}_generation" for t in loaded.tasks} | {
+        f"paper_{t}" for t in loaded.tasks}
+
+
+def test_advisory_checks_warn_and_blocking_checks_error(tmp_path) -> None:
+    """The eval-coverage check is advisory (non-blocking): its failure is a WARN. Every other
+    check gates what runs downstream (blocking) and fails as an ERROR."""
+    import polars as pl
+
+    from assets.eval_reports import base_eval_asset, coverage_check
+    from resources import ExperimentResource
+
+    _, checks = profile_assets(load_profile("ci"))
+    specs = [spec for c in checks for spec in c.check_specs]
+    advisory = {s.name for s in specs if not s.blocking}
+    assert advisory == {"eval_report_covers_every_question"}
+    check = coverage_check("chain_sum", base_eval_asset("chain_sum"))
+    verdict = check(experiment=ExperimentResource(profile="ci", output_dir=str(tmp_path)),
+                    report=pl.DataFrame({"question_id": ["not-an-eval-question"], "n": [1]}))
+    assert not verdict.passed and verdict.severity == dg.AssetCheckSeverity.WARN

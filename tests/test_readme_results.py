@@ -3,6 +3,7 @@
 import importlib.util
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from saturated_dag.config import load_profile
@@ -10,9 +11,8 @@ from saturated_dag.config import load_profile
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("readme_results",
-                                                  ROOT / "scripts" / "readme_results.py")
+def _module(name: str = "readme_results"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -21,15 +21,13 @@ def _module():
 def _eval_reports(out: Path) -> None:
     """A base report and one adapter report, 4 questions x 8 samples: Δ pass@1 = +25 points
     on every question (2 more of 8 right), so the interval is [+25, +25]."""
-    import pandas as pd
-
     ids = [f"q{i}" for i in range(4)]
-    base = pd.DataFrame({"question_id": ids, "cell": "3x1", "n": 8, "correct": [0, 2, 4, 6]})
-    run = base.assign(correct=base["correct"] + 2)
+    base = pl.DataFrame({"question_id": ids, "cell": "3x1", "n": 8, "correct": [0, 2, 4, 6]})
+    run = base.with_columns(correct=pl.col("correct") + 2)
     (out / "assets" / "chain_sum" / "eval").mkdir(parents=True)
     (out / "assets" / "chain_sum" / "saturated" / "eval").mkdir(parents=True)
-    base.to_parquet(out / "assets" / "chain_sum" / "eval" / "base.parquet")
-    run.to_parquet(out / "assets" / "chain_sum" / "saturated" / "eval" / "sft.parquet")
+    base.write_parquet(out / "assets" / "chain_sum" / "eval" / "base.parquet")
+    run.write_parquet(out / "assets" / "chain_sum" / "saturated" / "eval" / "sft.parquet")
 
 
 def test_readme_block_is_replaced_from_the_table_files_and_names_the_rules(tmp_path):
@@ -68,3 +66,25 @@ def test_missing_tables_or_markers_are_clear_errors(tmp_path):
     _eval_reports(tmp_path)
     with pytest.raises(SystemExit, match="no <!-- demo-results:start -->"):
         mod.main(["--output-dir", str(tmp_path), "--readme", str(readme)])
+
+
+def test_delta_pairs_each_question_with_its_base_whatever_the_row_order(tmp_path):
+    """A report stored in another row order gives the same Δ and interval (rows are paired
+    by question id); a question listed twice is refused."""
+    delta = _module("delta_intervals")
+    _eval_reports(tmp_path)
+    run_file = tmp_path / "assets" / "chain_sum" / "saturated" / "eval" / "sft.parquet"
+    before = delta.delta_rows(tmp_path, "chain_sum")
+    pl.read_parquet(run_file).reverse().write_parquet(run_file)
+    assert delta.delta_rows(tmp_path, "chain_sum") == before == (
+        4, [("saturated/sft", 25.0, 25.0, 25.0)])
+    # one question much better: the interval now has width, and still pairs correctly
+    pl.read_parquet(run_file).with_columns(
+        correct=pl.when(pl.col("question_id") == "q0").then(8).otherwise(pl.col("correct"))
+    ).write_parquet(run_file)
+    (_, [(_, d, low, high)]) = delta.delta_rows(tmp_path, "chain_sum")
+    assert d == pytest.approx(100 * (8 / 8 + 3 * 2 / 8) / 4) and low < d < high
+    twice = pl.read_parquet(run_file)
+    pl.concat([twice, twice.head(1)]).write_parquet(run_file)
+    with pytest.raises(SystemExit, match="lists a question more than once"):
+        delta.delta_rows(tmp_path, "chain_sum")

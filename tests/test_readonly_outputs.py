@@ -34,20 +34,16 @@ TINY = {
 
 MATERIALISE = """
 import json, sys
+from pathlib import Path
 import dagster as dg
-from resources import ExperimentResource, GenerationResource, ParquetIOManager
-from assets import ALL_ASSETS
+from tests.pipeline import by_name, graph, resources
 
 
 def materialise(out, model, overrides):
-    resources = {
-        "experiment": ExperimentResource(profile="demo", overrides_json=json.dumps(overrides),
-                                         output_dir=out + "/out"),
-        "policy": GenerationResource(model=model, batch_size=8),
-        "parquet_io": ParquetIOManager(base_dir=out + "/assets"),
-    }
-    pool = [a for a in ALL_ASSETS if a.key.path == ["chain_sum", "generation_pool"]]
-    return dg.materialize(pool, resources=resources, raise_on_error=False)
+    overrides = {**overrides, "policy": {"model": model, "batch_size": 8}}
+    pool = by_name(graph("demo", overrides)[0], "chain_sum", "generation_pool")
+    return dg.materialize(pool, resources=resources(Path(out) / "out", "demo", overrides),
+                          raise_on_error=False)
 
 
 def failure_text(result):
@@ -80,7 +76,7 @@ def first(tmp_path: Path, tiny_model_dir: Path) -> tuple[Path, bytes]:
     """One good materialisation; returns (pool path, its bytes)."""
     result = _namespace()["materialise"](str(tmp_path), str(tiny_model_dir), TINY)
     assert result.success
-    path = tmp_path / "assets" / "chain_sum" / "generation_pool.parquet"
+    path = tmp_path / "out" / "assets" / "chain_sum" / "generation_pool.parquet"
     return path, path.read_bytes()
 
 

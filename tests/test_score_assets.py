@@ -4,59 +4,53 @@ The generation pool and partitions are written beforehand (a random model solves
 it could not produce saturated questions); the scorers then run as in the demo job.
 """
 
-import json
 from pathlib import Path
 
 import dagster as dg
 import numpy as np
-import pandas as pd
+import polars as pl
 
-from assets import ALL_ASSET_CHECKS, ALL_ASSETS
-from resources import ExperimentResource, GenerationResource, JudgeResource, ParquetIOManager
-from resources.parquet_io import atomic_write_parquet
+from saturated_dag.atomic import atomic_write_parquet
+from tests.pipeline import asset_path, checks_of, graph, resources
 from tests.scoring_data import make_partitions, make_pool
 
 SCORERS = ["entropy_scores", "self_judge_scores", "strong_judge_scores", "random_scores"]
 OVERRIDES = {"scoring": {"judge_max_new_tokens": 6, "judge_batch_size": 8}}
+RUBRIC = {"kind": "rubric"}
 
 
-def _write_upstream(base: Path, task: str, pool: pd.DataFrame) -> None:
-    atomic_write_parquet(pool, base / task / "generation_pool.parquet")
-    atomic_write_parquet(make_partitions(pool), base / task / "difficulty_partitions.parquet")
+def _write_upstream(out: Path, task: str, pool: pl.DataFrame) -> None:
+    atomic_write_parquet(pool, asset_path(out, task, "generation_pool"))
+    atomic_write_parquet(make_partitions(pool), asset_path(out, task, "difficulty_partitions"))
 
 
-def _resources(tmp_path: Path, model: str, strong: JudgeResource) -> dict:
-    return {
-        "experiment": ExperimentResource(profile="demo", overrides_json=json.dumps(OVERRIDES),
-                                         output_dir=str(tmp_path / "out")),
-        "policy": GenerationResource(model=model, batch_size=8),
-        "strong_judge": strong,
-        "parquet_io": ParquetIOManager(base_dir=str(tmp_path / "assets")),
-    }
+def _overrides(model: str, task: str, strong: dict | None = None,
+               extra: dict | None = None) -> dict:
+    return {**OVERRIDES, **(extra or {}), "tasks": [task],
+            "policy": {"model": model, "batch_size": 8},
+            "judges": {"strong": strong or RUBRIC}}
 
 
 def _materialize(tmp_path: Path, model: str, task: str, names: list[str],
-                 strong: JudgeResource | None = None, **kw) -> dg.ExecuteInProcessResult:
-    assets = [a for a in ALL_ASSETS if a.key.path[0] == task or a.key.path == ["base_model"]]
-    checks = [c for c in ALL_ASSET_CHECKS
-              if next(iter(c.check_keys)).asset_key.path[0] == task
-              and next(iter(c.check_keys)).asset_key.path[1] in names]
+                 strong: dict | None = None, **kw) -> dg.ExecuteInProcessResult:
+    overrides = _overrides(model, task, strong)
+    assets, checks = graph("demo", overrides)
     selection = dg.AssetSelection.assets(*[dg.AssetKey([task, n]) for n in names])
-    return dg.materialize([*assets, *checks], selection=selection,
-                          resources=_resources(tmp_path, model, strong or JudgeResource()), **kw)
+    return dg.materialize([*assets, *checks_of(checks, task, *names)], selection=selection,
+                          resources=resources(tmp_path / "out", "demo", overrides), **kw)
 
 
 def test_scores_and_agreement_on_the_demo_setup(tmp_path: Path, tiny_model_dir: Path) -> None:
-    pool = make_pool()
-    pool.loc[pool["sample_index"] == 2, "mean_entropy"] = np.nan  # teacher-forced for these
-    _write_upstream(tmp_path / "assets", "chain_sum", pool)
+    pool = make_pool().with_columns(  # teacher-forced for these
+        mean_entropy=pl.when(pl.col("sample_index") == 2).then(None)
+        .otherwise(pl.col("mean_entropy")))
+    _write_upstream(tmp_path / "out", "chain_sum", pool)
     result = _materialize(tmp_path, str(tiny_model_dir), "chain_sum",
                           [*SCORERS, "scorer_agreement"])
     assert result.success
-    base = tmp_path / "assets" / "chain_sum"
     for name in SCORERS:
-        scores = pd.read_parquet(base / f"{name}.parquet")
-        assert len(scores) == 16 and np.isfinite(scores["score"]).all(), name
+        scores = pl.read_parquet(asset_path(tmp_path / "out", "chain_sum", name))
+        assert scores.height == 16 and np.isfinite(scores["score"].to_numpy()).all(), name
         assert {"question_id", "sample_index", "split", "scorer", "score"} <= set(scores.columns)
     checks = result.get_asset_check_evaluations()
     assert len(checks) == 4 and all(c.passed for c in checks)
@@ -81,21 +75,21 @@ def test_scores_and_agreement_on_the_demo_setup(tmp_path: Path, tiny_model_dir: 
     assert "nan" not in table.lower()
     assert agree["scorer_pairs"].value == 10  # 5 scorers with the rubric
     assert (tmp_path / "out" / "chain_sum" / "scorer_agreement_rho.png").is_file()
-    csv = pd.read_csv(tmp_path / "out" / "chain_sum" / "scorer_agreement.csv")
+    csv = pl.read_csv(tmp_path / "out" / "chain_sum" / "scorer_agreement.csv")
     assert {"questions", "mean_rho", "median_rho", "pct_positive"} <= set(csv.columns)
 
 
 def test_llm_strong_judge_and_gsm8k_rubric_refusal(tmp_path: Path, tiny_model_dir: Path) -> None:
-    _write_upstream(tmp_path / "assets", "chain_sum", make_pool())
-    strong = JudgeResource(kind="llm", model=str(tiny_model_dir), batch_size=8, instruct=True)
+    _write_upstream(tmp_path / "out", "chain_sum", make_pool())
+    strong = {"kind": "llm", "model": str(tiny_model_dir), "batch_size": 8, "instruct": True}
     result = _materialize(tmp_path, str(tiny_model_dir), "chain_sum", ["strong_judge_scores"],
                           strong=strong)
     assert result.success
     meta = result.asset_materializations_for_node("chain_sum__strong_judge_scores")[0].metadata
     assert meta["judge_calls"].value == 24 and meta["judge"].value.endswith("(transformers)")
 
-    gsm = make_pool().assign(task="gsm8k")
-    _write_upstream(tmp_path / "assets", "gsm8k", gsm)
+    gsm = make_pool().with_columns(task=pl.lit("gsm8k"))
+    _write_upstream(tmp_path / "out", "gsm8k", gsm)
     result = _materialize(tmp_path, str(tiny_model_dir), "gsm8k", ["strong_judge_scores"],
                           raise_on_error=False)
     assert not result.success
@@ -106,12 +100,12 @@ def test_llm_strong_judge_and_gsm8k_rubric_refusal(tmp_path: Path, tiny_model_di
 def test_nothing_to_score_gives_empty_tables_not_errors(tmp_path: Path,
                                                         tiny_model_dir: Path) -> None:
     """A weak policy: no saturated question, no hard question with a correct completion."""
-    _write_upstream(tmp_path / "assets", "chain_sum", make_pool().assign(correct=False))
+    _write_upstream(tmp_path / "out", "chain_sum", make_pool().with_columns(correct=pl.lit(False)))
     result = _materialize(tmp_path, str(tiny_model_dir), "chain_sum",
                           [*SCORERS, "scorer_agreement"])
     assert result.success
     for name in SCORERS:
-        assert pd.read_parquet(tmp_path / "assets" / "chain_sum" / f"{name}.parquet").empty
+        assert pl.read_parquet(asset_path(tmp_path / "out", "chain_sum", name)).is_empty()
     meta = result.asset_materializations_for_node("chain_sum__scorer_agreement")[0].metadata
     assert "nan" not in meta["agreement table"].value.lower()
     assert all(c.passed for c in result.get_asset_check_evaluations())
@@ -119,19 +113,15 @@ def test_nothing_to_score_gives_empty_tables_not_errors(tmp_path: Path,
 
 def test_empty_split_fails_the_dataset_with_its_reason_and_writes_nothing(
         tmp_path: Path, tiny_model_dir: Path) -> None:
-    from assets import experiment_assets
-    from saturated_dag.config import load_profile
-
-    _write_upstream(tmp_path / "assets", "chain_sum", make_pool().assign(correct=False))
-    profile = load_profile("demo", {"training": {"splits": ["saturated"],
-                                                 "scorers": ["entropy"], "methods": ["dpo"]}})
-    assets = [*ALL_ASSETS, *experiment_assets(profile)]
+    _write_upstream(tmp_path / "out", "chain_sum", make_pool().with_columns(correct=pl.lit(False)))
+    overrides = _overrides(str(tiny_model_dir), "chain_sum", extra={
+        "training": {"splits": ["saturated"], "scorers": ["entropy"], "methods": ["dpo"]}})
+    assets, _ = graph("demo", overrides)
     keys = [dg.AssetKey(["chain_sum", "entropy_scores"]),
             dg.AssetKey(["chain_sum", "saturated", "dpo_pairs", "entropy"])]
     result = dg.materialize(assets, selection=keys, raise_on_error=False,
-                            resources=_resources(tmp_path, str(tiny_model_dir),
-                                                 JudgeResource(kind="rubric")))
+                            resources=resources(tmp_path / "out", "demo", overrides))
     assert not result.success
     (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert "no usable questions in split 'saturated'" in str(failure.step_failure_data.error)
-    assert not (tmp_path / "assets" / "chain_sum" / "saturated" / "dpo_pairs").exists()
+    assert not (tmp_path / "out" / "assets" / "chain_sum" / "saturated" / "dpo_pairs").exists()

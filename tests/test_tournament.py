@@ -4,9 +4,11 @@ from collections.abc import Sequence
 from math import comb
 from pathlib import Path
 
+import polars as pl
 import pytest
 import regex
 import torch
+from polars.testing import assert_frame_equal
 from tokenizers import AddedToken
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -27,8 +29,14 @@ from saturated_dag.scorers.judges import (
     judgment_stops,
     render_judge_prompt,
 )
-from saturated_dag.scorers.selection import select_completions
-from saturated_dag.scorers.tournament import expected_calls, run_tournament, schedule_pairs
+from saturated_dag.scorers.selection import SCORE_COLUMNS, select_completions
+from saturated_dag.scorers.tournament import (
+    COMPARISON_SCHEMA,
+    expected_calls,
+    run_tournament,
+    schedule_pairs,
+)
+from saturated_dag.shards import ShardStore
 from saturated_dag.tasks.prompts import chain_sum_problem
 from tests.scoring_data import make_partitions, make_pool
 from tests.tiny_models import build_tokenizer
@@ -142,17 +150,17 @@ def test_win_rates_and_call_count() -> None:
     scores = result.scores
     assert (scores["comparisons"] == 3).all()
     assert (scores["score"] == scores["wins"] / 3).all()
-    for _qid, group in scores.groupby("question_id"):
+    for _qid, group in scores.group_by("question_id"):
         # a strict order by length: win rates are 0, 1/3, 2/3, 1
         assert sorted(group["score"].round(4)) == [0.0, 0.3333, 0.6667, 1.0]
-    assert len(result.comparisons) == 24
+    assert result.comparisons.height == 24
     assert result.summary["parse_failures"] == 0
 
 
 def test_both_orders_cancels_position_bias() -> None:
     sel = _selection()
     biased = run_tournament(sel, LongerWins(always_first=True), "fake")
-    assert biased.scores["score"].nunique() > 1
+    assert biased.scores["score"].n_unique() > 1
     judge = LongerWins(always_first=True)
     fair = run_tournament(sel, judge, "fake", both_orders=True)
     assert judge.calls == 48 == fair.summary["expected_judge_calls"]
@@ -165,6 +173,44 @@ def test_parse_failures_are_counted_not_hidden() -> None:
     assert result.summary["parse_failures"] == 6
     assert result.scores["parse_failures"].sum() == 12  # two completions per failure
     assert (result.scores["comparisons"] == 3).all()
+    assert result.comparisons["choice"].null_count() == 6
+
+
+def test_frames_layout_dtypes_and_order() -> None:
+    """Scores in ``selection.groups()`` order (questions sorted, then sample index) with the
+    counts as Int64 and wins as Float64; comparisons per question in scheduling order, a
+    failed verdict a null ``choice`` in an Int64 column."""
+    sel = _selection()
+    result = run_tournament(sel, LongerWins(fail_every=4), "fake")
+    scores, comparisons = result.scores, result.comparisons
+    assert scores.columns == [*SCORE_COLUMNS, "wins", "comparisons", "parse_failures",
+                              "forced_judgments"]
+    assert scores.schema["wins"] == pl.Float64 and scores.schema["comparisons"] == pl.Int64
+    assert scores.schema["parse_failures"] == scores.schema["forced_judgments"] == pl.Int64
+    assert scores.select("question_id", "sample_index").rows() == [
+        (q, i) for q, _, rows in sel.groups() for i in rows["sample_index"]]
+    assert comparisons.schema == pl.Schema(COMPARISON_SCHEMA)
+    assert comparisons.select("first", "second").rows() == [
+        (a, b) for _ in range(4) for a, b in schedule_pairs(4)]
+    assert comparisons["choice"].to_list()[:4] == [1, 1, 1, None]
+    decided = comparisons["choice"].drop_nulls().to_list()
+    assert len(decided) == 18 and result.summary["parse_failures"] == 6
+    assert result.summary["first_position_win_rate"] == decided.count(0) / 18
+
+
+def test_sharded_tournament_equals_one_pass_and_reuses_its_shards(tmp_path: Path) -> None:
+    sel = _selection()
+    whole = run_tournament(sel, LongerWins(fail_every=4), "fake")
+    store = ShardStore(tmp_path / "stage", "k")
+    sharded = run_tournament(sel, LongerWins(fail_every=4), "fake", store=store, shard_size=3)
+    assert store.last_stats is not None and store.last_stats.shards_computed == 2
+    judge = LongerWins(fail_every=4)
+    reused = run_tournament(sel, judge, "fake", store=store, shard_size=3)
+    assert judge.calls == 0 and store.last_stats.cache == "hit"
+    for result in (sharded, reused):
+        assert_frame_equal(result.scores, whole.scores)
+        assert_frame_equal(result.comparisons, whole.comparisons)
+        assert result.summary == whole.summary
 
 
 def test_rubric_judge_prefers_the_cleaner_solution_and_refuses_gsm8k() -> None:
@@ -180,7 +226,8 @@ def test_rubric_judge_prefers_the_cleaner_solution_and_refuses_gsm8k() -> None:
     with pytest.raises(ValueError, match="GSM8K"):
         RubricJudge().judge([JudgeRequest("gsm8k", "How many?", ("a", "b"))])
     ties = run_tournament(_selection(), RubricJudge(), "rubric")
-    assert ties.scores["score"].between(0, 1).all()
+    assert ties.scores["score"].is_between(0, 1).all()
+    assert ties.summary["ties"] == ties.comparisons["tie"].sum() > 0
 
 
 def test_judgment_parsing_helpers() -> None:
@@ -339,7 +386,7 @@ def test_llm_judge_transformers_route_always_decides(noisy_backend: Transformers
     assert s["judge_calls"] == 24 and s["parse_failures"] == 0
     # a random model never writes "Judgment: [N]": every verdict is forced, and counted
     assert s["forced_judgments"] == 24
-    assert result.comparisons["choice"].isin([0, 1]).all()
+    assert result.comparisons["choice"].is_in([0, 1]).all()
     assert result.comparisons["judge_output"].str.contains(r"Judgment: \[[01]\]").all()
 
 

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import polars as pl
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -31,13 +31,13 @@ PROMPT = "<|user|>Compute the following step by step:\n1 + 2 =<|end|><|assistant
 GOOD, BAD = "1 + 2 = 3 \\boxed{3}", "The answer probably is 3 \\boxed{3}"
 
 
-def _rrhf_data() -> pd.DataFrame:
+def _rrhf_data() -> pl.DataFrame:
     rows = []
     for q in range(2):
         for i, (text, score) in enumerate([(GOOD, 1.0), (BAD, 0.0), (GOOD + " ok", 0.5)]):
             rows.append({"question_id": f"q{q}", "sample_index": i, "prompt": PROMPT,
                          "completion": text, "score": score})
-    return pd.DataFrame(rows)
+    return pl.DataFrame(rows)
 
 
 def _norm_logp(model_dir: str, adapter: str | None, completion: str) -> float:
@@ -79,13 +79,13 @@ def test_rrhf_raises_best_completion_and_keeps_base(tiny_model_dir: Path, tmp_pa
 
 
 def test_dpo_and_sft_train_adapters(tiny_model_dir: Path, tmp_path: Path) -> None:
-    dpo = pd.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 4)
+    dpo = pl.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 4)
     result = train_adapter("dpo", str(tiny_model_dir), dpo, DpoSettings(beta=0.5, **FAST),
                            tmp_path / "dpo")
     assert result.best_epoch == 2 and any("rewards/margins" in h for h in result.log_history)
     assert _norm_logp(str(tiny_model_dir), result.adapter_dir, GOOD) > _norm_logp(
         str(tiny_model_dir), result.adapter_dir, BAD)
-    sft = pd.DataFrame([{"prompt": PROMPT, "completion": GOOD}] * 4)
+    sft = pl.DataFrame([{"prompt": PROMPT, "completion": GOOD}] * 4)
     result = train_adapter("sft", str(tiny_model_dir), sft, SftSettings(**FAST), tmp_path / "sft")
     assert _norm_logp(str(tiny_model_dir), result.adapter_dir, GOOD) > _norm_logp(
         str(tiny_model_dir), None, GOOD)
@@ -111,7 +111,7 @@ def test_nan_loss_stops_and_keeps_previous_adapter(tiny_model_dir: Path, tmp_pat
     assert len(live) == 1 and (tmp_path / "rrhf").resolve().name == live[0]
     assert [n for n in names if n not in live] == ["broken_model", "rrhf"]  # no debris
     # TRL's trainers are guarded too: the logged loss is checked at every logging step
-    dpo = pd.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 2)
+    dpo = pl.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 2)
     with pytest.raises(FloatingPointError, match="training loss is nan"):
         train_adapter("dpo", str(broken), dpo, DpoSettings(**FAST), tmp_path / "dpo")
     assert not (tmp_path / "dpo").exists()
@@ -119,10 +119,46 @@ def test_nan_loss_stops_and_keeps_previous_adapter(tiny_model_dir: Path, tmp_pat
 
 def test_empty_training_set_is_a_clear_error(tiny_model_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="training set is empty"):
-        train_adapter("sft", str(tiny_model_dir), pd.DataFrame(), SftSettings(**FAST),
+        train_adapter("sft", str(tiny_model_dir), pl.DataFrame(), SftSettings(**FAST),
                       tmp_path / "x")
     with pytest.raises(ValueError, match="unknown training method 'ppo'"):
-        train_adapter("ppo", str(tiny_model_dir), pd.DataFrame(), SftSettings(), tmp_path / "x")
+        train_adapter("ppo", str(tiny_model_dir), pl.DataFrame(), SftSettings(), tmp_path / "x")
+    import pandas as pd
+
+    pandas_frame: Any = pd.DataFrame({"prompt": [PROMPT], "completion": [GOOD]})
+    with pytest.raises(TypeError, match="sft: the training set must be a polars DataFrame"):
+        train_adapter("sft", str(tiny_model_dir), pandas_frame, SftSettings(**FAST),
+                      tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_rrhf_groups_keep_the_order_the_trainer_was_given() -> None:
+    """Questions by sorted id (as text: q10 before q2), completions in row order, rows
+    without an id dropped: pandas' ``groupby(sort=True)``, which the seeded data order and so
+    the adapter depends on."""
+    from saturated_dag.training.train import _rrhf_groups
+
+    data = pl.DataFrame({"question_id": ["q2", "q10", "q2", None, "q10", "q2"],
+                         "prompt": ["p2", "p10", "p2", "px", "p10", "p2"],
+                         "completion": ["b", "y", "a", "zz", "x", "c"],
+                         "score": [0.5, 1.0, 0.0, 0.3, 2.0, 1.0]})
+    assert _rrhf_groups(data) == [
+        {"prompt": "p10", "completions": ["y", "x"], "scores": [1.0, 2.0]},
+        {"prompt": "p2", "completions": ["b", "a", "c"], "scores": [0.5, 0.0, 1.0]},
+    ]
+    with pytest.raises(ValueError, match=r"rrhf: 1 completion\(s\) have no score"):
+        _rrhf_groups(data.with_columns(score=pl.Series([0.5, None, 0.0, 0.3, 2.0, 1.0])))
+
+
+def test_trl_dataset_holds_the_frames_rows_in_order() -> None:
+    from saturated_dag.training.train import _dataset
+
+    data = pl.DataFrame({"question_id": ["b", "a", "c"], "prompt": ["p1", "p0", "p2"],
+                         "chosen": ["x\n", "é", ""], "rejected": ["r", "s", "t"]})
+    columns = ["prompt", "chosen", "rejected"]
+    dataset = _dataset(data, columns)
+    assert dataset.column_names == columns
+    assert dataset.to_dict() == data.select(columns).to_dict(as_series=False)
 
 
 def test_swap_in_replaces_an_adapter_in_one_rename(tmp_path: Path) -> None:
@@ -143,7 +179,7 @@ def test_swap_in_replaces_an_adapter_in_one_rename(tmp_path: Path) -> None:
     assert len(hidden) == 1  # the replaced version was removed, the live one kept
 
 
-def _varied_rrhf_data(questions: int) -> pd.DataFrame:
+def _varied_rrhf_data(questions: int) -> pl.DataFrame:
     """``questions`` different questions of 3 completions with distinct scores."""
     rows = []
     for q in range(questions):
@@ -153,18 +189,18 @@ def _varied_rrhf_data(questions: int) -> pd.DataFrame:
         for i, (text, score) in enumerate(zip(texts, [1.0, 0.0, 0.4 + 0.1 * q], strict=True)):
             rows.append({"question_id": f"q{q}", "sample_index": i, "prompt": prompt,
                          "completion": text, "score": score})
-    return pd.DataFrame(rows)
+    return pl.DataFrame(rows)
 
 
-def _mean_question_loss(model_dir: Path, data: pd.DataFrame, config: RrhfLossConfig) -> float:
+def _mean_question_loss(model_dir: Path, data: pl.DataFrame, config: RrhfLossConfig) -> float:
     """The paper's per-question σ-RRHF loss under the base model, averaged over questions
     (each question's loss computed alone, so no batching convention enters)."""
     model, tok = load_model(str(model_dir))
     collate = GroupCollator(tok, 96, add_special_tokens=False)
     losses = []
-    for _, g in data.groupby("question_id"):
-        batch = collate([{"prompt": g["prompt"].iloc[0], "completions": list(g["completion"]),
-                          "scores": list(g["score"])}])
+    for g in data.sort("question_id", maintain_order=True).partition_by("question_id"):
+        batch = collate([{"prompt": g["prompt"][0], "completions": g["completion"].to_list(),
+                          "scores": g["score"].to_list()}])
         with torch.no_grad():
             logits = model(input_ids=batch["input_ids"],
                            attention_mask=batch["attention_mask"]).logits
@@ -244,8 +280,8 @@ def test_rrhf_accumulation_gives_the_update_of_one_batch(
 def _train_probed(method: str, model_dir: Path, out: Path, **overrides: Any
                   ) -> tuple[Any, _Probe]:
     data = {"rrhf": _rrhf_data(),
-            "dpo": pd.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 4),
-            "sft": pd.DataFrame([{"prompt": PROMPT, "completion": GOOD}] * 4)}[method]
+            "dpo": pl.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 4),
+            "sft": pl.DataFrame([{"prompt": PROMPT, "completion": GOOD}] * 4)}[method]
     kind = {"rrhf": RrhfSettings, "dpo": DpoSettings, "sft": SftSettings}[method]
     probe = _Probe()
     result = train_adapter(method, str(model_dir), data,
@@ -340,9 +376,9 @@ def test_trl_accumulation_gives_the_update_of_one_batch(
     # TRL's trainers own their scaling (DPO: mean over pairs, divided by the micro-batches;
     # SFT: mean over the step's completion tokens): 2 x 2 examples must equal 1 x 4.
     texts = [GOOD, BAD, GOOD + " ok", "3 \\boxed{3}"]
-    data = {"dpo": pd.DataFrame([{"prompt": PROMPT, "chosen": t, "rejected": BAD + t[:3]}
+    data = {"dpo": pl.DataFrame([{"prompt": PROMPT, "chosen": t, "rejected": BAD + t[:3]}
                                  for t in texts]),
-            "sft": pd.DataFrame([{"prompt": PROMPT, "completion": t} for t in texts])}[method]
+            "sft": pl.DataFrame([{"prompt": PROMPT, "completion": t} for t in texts])}[method]
     kind = {"dpo": DpoSettings, "sft": SftSettings}[method]
     steps = []
     for per_device in (2, 4):

@@ -19,7 +19,7 @@ pytest.importorskip(
     "vllm", reason="vLLM is not installed here; build its env with `bash .ci/vllm_env.sh`"
 )
 
-import pandas as pd
+import polars as pl
 
 from saturated_dag.evaluation import adapter_backends
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
@@ -53,7 +53,7 @@ def adapter_dir(model_dir: Path, backend: VllmBackend,
                 tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An SFT adapter that pulls greedy decoding towards one fixed completion."""
     prompts = [backend.render(policy_prompt(chain_sum_problem(e))) for e in GREEDY_EXPRESSIONS]
-    data = pd.DataFrame([{"prompt": p, "completion": "1 + 2 = 3 \\boxed{3}"} for p in prompts])
+    data = pl.DataFrame([{"prompt": p, "completion": "1 + 2 = 3 \\boxed{3}"} for p in prompts])
     settings = SftSettings(epochs=2, batch_size=2, per_device_batch_size=2, learning_rate=5e-2,
                            max_length=160, lora=LoraSettings(r=RANK, alpha=2 * RANK, dropout=0.0))
     out = tmp_path_factory.mktemp("adapters") / "sft"

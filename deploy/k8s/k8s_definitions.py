@@ -71,8 +71,9 @@ def _retarget(item: Any, jobs: dict[str, Any]) -> Any:
 
 
 def for_kubernetes(defs: dg.Definitions) -> dg.Definitions:
-    if defs.executor is not None:
-        raise ValueError("the repository's Definitions set an executor; merge it here by hand")
+    """The repository's Definitions on a cluster. Its default executor (in-process, so a
+    local run loads the policy once) is replaced by the GPU-aware ``k8s_job_executor``; the
+    named jobs keep their own executors."""
     gpu_keys = set().union(*gpu_assets(defs).values())
     graph = defs.resolve_asset_graph()
     jobs = {job.name: _with_gpu_run_tag(job, gpu_keys, graph) for job in defs.jobs or []}

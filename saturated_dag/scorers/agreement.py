@@ -9,29 +9,39 @@ ties, rho undefined), skips it by rule and is counted, so no table cell is ever 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from itertools import combinations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+import polars as pl
 from scipy.stats import spearmanr
 
 from saturated_dag.atomic import atomic_save_figure
 from saturated_dag.scorers.judges import chain_sum_expression, load_rubric_score
-from saturated_dag.scorers.selection import Selection, score_frame
+from saturated_dag.scorers.selection import Selection, score_frame, sorted_groups
 
 OK, TOO_FEW, CONSTANT = "ok", "too_few", "constant"
-SUMMARY_COLUMNS = ["split", "scorer_a", "scorer_b", "questions", "mean_rho", "median_rho",
-                   "pct_positive", "skipped_too_few", "skipped_constant"]
+PER_QUESTION_SCHEMA = {"question_id": pl.String, "split": pl.String, "scorer_a": pl.String,
+                       "scorer_b": pl.String, "n": pl.Int64, "rho": pl.Float64,
+                       "status": pl.String}
+"""``rho`` is null where the status is not ``ok``."""
+SUMMARY_SCHEMA = {"split": pl.String, "scorer_a": pl.String, "scorer_b": pl.String,
+                  "questions": pl.Int64, "mean_rho": pl.Float64, "median_rho": pl.Float64,
+                  "pct_positive": pl.Float64, "skipped_too_few": pl.Int64,
+                  "skipped_constant": pl.Int64}
+"""The three statistics are null for a pair with no question of defined rho."""
+SUMMARY_COLUMNS = list(SUMMARY_SCHEMA)
 
 
-def rubric_scores(selection: Selection) -> pd.DataFrame:
+def rubric_scores(selection: Selection) -> pl.DataFrame:
     """The chain-sum rubric as one more scorer (the ground truth every scorer is held to)."""
     rubric_score = load_rubric_score()
     rows = selection.rows
     scores = [rubric_score(c, chain_sum_expression(p))
-              for c, p in zip(rows["completion"], rows["problem"], strict=True)]
+              for c, p in zip(rows["completion"].to_list(), rows["problem"].to_list(),
+                              strict=True)]
     return score_frame(rows, "rubric", scores)
 
 
@@ -47,79 +57,97 @@ def question_rho(a: np.ndarray, b: np.ndarray, min_points: int = 3) -> tuple[flo
     return float(rho), OK
 
 
-def per_question_rho(scores: Mapping[str, pd.DataFrame], correct_only: bool = True,
-                     min_points: int = 3) -> pd.DataFrame:
-    """One row per (question, scorer pair): rho, shared completions and status."""
-    frames = {}
-    for name, frame in scores.items():
-        keep = frame[frame["correct"].astype(bool)] if correct_only else frame
-        frames[name] = keep[["question_id", "split", "sample_index", "score"]]
+KEYS = ["question_id", "split", "sample_index"]
+
+
+def _scored(frame: pl.DataFrame, correct_only: bool, suffix: str) -> pl.DataFrame:
+    """One scorer's ``(question, split, sample, score)``, its score named ``score_<suffix>``."""
+    keep = frame.filter(pl.col("correct").cast(pl.Boolean)) if correct_only else frame
+    return keep.select(pl.col("question_id").cast(pl.String), pl.col("split").cast(pl.String),
+                       pl.col("sample_index").cast(pl.Int64),
+                       pl.col("score").cast(pl.Float64).alias(f"score_{suffix}"))
+
+
+def per_question_rho(scores: Mapping[str, pl.DataFrame], correct_only: bool = True,
+                     min_points: int = 3) -> pl.DataFrame:
+    """One row per (question, scorer pair): rho, shared completions and status.
+
+    Pairs in sorted name order, then questions by ``(question_id, split)``; each question's
+    completions keep the first scorer's row order.
+    """
     rows = []
-    for name_a, name_b in combinations(sorted(frames), 2):
-        joined = frames[name_a].merge(frames[name_b], on=["question_id", "split", "sample_index"],
-                                      suffixes=("_a", "_b"))
-        for (qid, split), group in joined.groupby(["question_id", "split"], sort=True):
-            rho, status = question_rho(group["score_a"].to_numpy(float),
-                                       group["score_b"].to_numpy(float), min_points)
+    for name_a, name_b in combinations(sorted(scores), 2):
+        joined = _scored(scores[name_a], correct_only, "a").join(
+            _scored(scores[name_b], correct_only, "b"), on=KEYS, how="inner",
+            maintain_order="left")
+        for (qid, split), group in sorted_groups(joined, ["question_id", "split"]):
+            rho, status = question_rho(group["score_a"].to_numpy(),
+                                       group["score_b"].to_numpy(), min_points)
             rows.append({"question_id": qid, "split": split, "scorer_a": name_a,
-                         "scorer_b": name_b, "n": len(group), "rho": rho, "status": status})
-    columns = ["question_id", "split", "scorer_a", "scorer_b", "n", "rho", "status"]
-    return pd.DataFrame(rows, columns=columns)
+                         "scorer_b": name_b, "n": group.height, "rho": rho, "status": status})
+    return pl.DataFrame(rows, schema=PER_QUESTION_SCHEMA)
 
 
-def summarize(per_question: pd.DataFrame, scorers: list[str],
-              splits: list[str]) -> pd.DataFrame:
-    """Table rows per (split, scorer pair), including pairs with no defined question."""
+def summarize(per_question: pl.DataFrame, scorers: list[str],
+              splits: list[str]) -> pl.DataFrame:
+    """Table rows per (split, scorer pair), including pairs with no defined question.
+
+    The statistics are numpy's over the question rhos in table order (the same sums as
+    before the polars port, so the rounded values cannot move).
+    """
     out = []
     for split in splits:
         for a, b in combinations(sorted(scorers), 2):
-            sel = per_question[(per_question["split"] == split) & (per_question["scorer_a"] == a)
-                               & (per_question["scorer_b"] == b)]
-            rho = sel.loc[sel["status"] == OK, "rho"].astype(float)
+            sel = per_question.filter((pl.col("split") == split) & (pl.col("scorer_a") == a)
+                                      & (pl.col("scorer_b") == b))
+            rho = sel.filter(pl.col("status") == OK)["rho"].cast(pl.Float64).to_numpy()
+            status = sel["status"]
             out.append({
                 "split": split, "scorer_a": a, "scorer_b": b, "questions": len(rho),
-                "mean_rho": round(float(rho.mean()), 4) if len(rho) else None,
-                "median_rho": round(float(rho.median()), 4) if len(rho) else None,
-                "pct_positive": round(float(100 * (rho > 0).mean()), 1) if len(rho) else None,
-                "skipped_too_few": int((sel["status"] == TOO_FEW).sum()),
-                "skipped_constant": int((sel["status"] == CONSTANT).sum()),
+                "mean_rho": round(float(np.mean(rho)), 4) if len(rho) else None,
+                "median_rho": round(float(np.median(rho)), 4) if len(rho) else None,
+                "pct_positive": round(float(100 * np.mean(rho > 0)), 1) if len(rho) else None,
+                "skipped_too_few": int((status == TOO_FEW).sum()),
+                "skipped_constant": int((status == CONSTANT).sum()),
             })
-    return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
+    return pl.DataFrame(out, schema=SUMMARY_SCHEMA)
 
 
-def summary_markdown(summary: pd.DataFrame, title: str) -> str:
+def summary_markdown(summary: pl.DataFrame, title: str) -> str:
     """The paper's layout; an undefined cell reads ``n/a`` (no question had a defined rho)."""
     header = ["split", "scorers", "questions", "mean rho", "median rho", "% positive",
               "skipped (<3 shared)", "skipped (constant)"]
     lines = [f"**{title}**", "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
 
     def cell(value: object, fmt: str) -> str:
-        return "n/a" if value is None or pd.isna(value) else format(value, fmt)
+        undefined = value is None or (isinstance(value, float) and math.isnan(value))
+        return "n/a" if undefined else format(value, fmt)
 
-    for r in summary.itertuples(index=False):
+    for r in summary.iter_rows(named=True):
         lines.append(
-            f"| {r.split} | {r.scorer_a} vs {r.scorer_b} | {r.questions} | "
-            f"{cell(r.mean_rho, '.3f')} | {cell(r.median_rho, '.3f')} | "
-            f"{cell(r.pct_positive, '.1f')} | {r.skipped_too_few} | {r.skipped_constant} |")
+            f"| {r['split']} | {r['scorer_a']} vs {r['scorer_b']} | {r['questions']} | "
+            f"{cell(r['mean_rho'], '.3f')} | {cell(r['median_rho'], '.3f')} | "
+            f"{cell(r['pct_positive'], '.1f')} | {r['skipped_too_few']} | "
+            f"{r['skipped_constant']} |")
     return "\n".join(lines) + "\n"
 
 
-def rho_figure(per_question: pd.DataFrame, path: Path, title: str) -> Path:
+def rho_figure(per_question: pl.DataFrame, path: Path, title: str) -> Path:
     """Box plots of within-question rho per scorer pair, one panel per split (Figure 4)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ok = per_question[per_question["status"] == OK]
-    splits = sorted(ok["split"].unique()) or ["(none)"]
+    ok = per_question.filter(pl.col("status") == OK)
+    splits = sorted(ok["split"].unique().to_list()) or ["(none)"]
     fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 4), squeeze=False)
     for ax, split in zip(axes[0], splits, strict=True):
-        sel = ok[ok["split"] == split]
+        sel = ok.filter(pl.col("split") == split)
         labels, data = [], []
-        for (a, b), group in sel.groupby(["scorer_a", "scorer_b"], sort=True):
-            labels.append(f"{a}\nvs {b}\n(n={len(group)})")
-            data.append(group["rho"].astype(float).to_numpy())
+        for (a, b), group in sorted_groups(sel, ["scorer_a", "scorer_b"]):
+            labels.append(f"{a}\nvs {b}\n(n={group.height})")
+            data.append(group["rho"].cast(pl.Float64).to_numpy())
         if data:
             ax.boxplot(data, showmeans=True)
             ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=7)

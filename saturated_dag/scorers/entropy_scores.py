@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import polars as pl
 
 from saturated_dag.scorers.selection import Selection, score_frame
 from saturated_dag.shards import ShardStore, run_shards
@@ -65,7 +65,7 @@ def entropy_scores(
     store: ShardStore | None = None,
     shard_size: int | None = None,
     include_eos: bool = True,
-) -> tuple[pd.DataFrame, dict[str, int]]:
+) -> tuple[pl.DataFrame, dict[str, int]]:
     """Scores plus route counts. ``teacher_forced`` is needed only when H-bar is missing (and
     called only for shards not already in ``store``: ``shard_size`` questions per shard).
 
@@ -74,35 +74,44 @@ def entropy_scores(
     """
     rows = selection.rows
     if not include_eos:
-        rows = rows.assign(mean_entropy=np.nan)
+        rows = rows.with_columns(pl.lit(None, dtype=pl.Float64).alias("mean_entropy"))
         selection = Selection(rows, selection.skipped)
-    stored = rows["mean_entropy"].astype(float).to_numpy() if len(rows) else np.array([])
-    missing = ~np.isfinite(stored)
-    if missing.any() and teacher_forced is None:
-        raise ValueError(f"{int(missing.sum())} completions lack a generation-pass entropy and "
+    missing = missing_entropies(rows)
+    if missing and teacher_forced is None:
+        raise ValueError(f"{missing} completions lack a generation-pass entropy and "
                          "no teacher-forced route was given")
-    routes = {"generation_pass": int((~missing).sum()), "teacher_forced": int(missing.sum())}
+    routes = {"generation_pass": rows.height - missing, "teacher_forced": missing}
     if shard_size is None:
         if store is not None:
             raise ValueError("a shard store needs a shard_size")
         return _score_rows(rows, epsilon, teacher_forced), routes
 
-    def compute(_index: int, part: list) -> pd.DataFrame:
-        part_rows = (pd.concat([g for _, _, g in part], ignore_index=True) if part
-                     else rows.iloc[0:0])
+    def compute(_index: int, part: list) -> pl.DataFrame:
+        part_rows = (pl.concat([g for _, _, g in part], how="vertical") if part
+                     else rows.head(0))
         return _score_rows(part_rows, epsilon, teacher_forced)
 
     frame, _stats = run_shards(store, selection.groups(), shard_size, compute)
     return frame, routes
 
 
-def _score_rows(rows: pd.DataFrame, epsilon: float,
-                teacher_forced: EntropyFn | None) -> pd.DataFrame:
-    stored = rows["mean_entropy"].astype(float).to_numpy() if len(rows) else np.array([])
-    missing = ~np.isfinite(stored)
-    entropies = stored.copy()
-    for i in np.flatnonzero(missing):
-        row = rows.iloc[i]
+def missing_entropies(rows: pl.DataFrame) -> int:
+    """Selected rows without a finite generation-pass H-bar (null or NaN): the ones the
+    teacher-forced route recomputes. The asset asks this to decide whether to load a model."""
+    return int((~np.isfinite(_stored_entropies(rows))).sum())
+
+
+def _stored_entropies(rows: pl.DataFrame) -> np.ndarray:
+    """The generation pass's H-bar per row as floats; null (how Parquet keeps a missing value)
+    and NaN both read as NaN, i.e. missing."""
+    return rows["mean_entropy"].cast(pl.Float64).fill_null(float("nan")).to_numpy().copy()
+
+
+def _score_rows(rows: pl.DataFrame, epsilon: float,
+                teacher_forced: EntropyFn | None) -> pl.DataFrame:
+    entropies = _stored_entropies(rows)
+    for i in np.flatnonzero(~np.isfinite(entropies)):
+        row = rows.row(int(i), named=True)
         entropies[i] = teacher_forced(row["prompt"], row["completion"], row["finish_reason"])
     scores = [1.0 / max(h, epsilon) for h in entropies]
     if not all(math.isfinite(s) for s in scores):

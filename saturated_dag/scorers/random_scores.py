@@ -9,17 +9,18 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
-import pandas as pd
+import polars as pl
 
 from saturated_dag.scorers.selection import Selection, score_frame
 
 
-def random_scores(selection: Selection, seed: int = 0) -> pd.DataFrame:
-    """One U(0, 1) score per selected completion."""
+def random_scores(selection: Selection, seed: int = 0) -> pl.DataFrame:
+    """One U(0, 1) score per selected completion, drawn question by question in
+    ``selection.groups()`` order (rows by sample index)."""
     parts = []
     for qid, _split, rows in selection.groups():
         rng = np.random.default_rng([seed, zlib.crc32(qid.encode("utf-8"))])
-        parts.append(score_frame(rows, "random", rng.random(len(rows))))
+        parts.append(score_frame(rows, "random", rng.random(rows.height)))
     if not parts:
         return score_frame(selection.rows, "random", [])
-    return pd.concat(parts, ignore_index=True)
+    return pl.concat(parts, how="vertical")

@@ -4,6 +4,10 @@ Why one rule for every scorer: the agreement table and the preference datasets c
 scorers on identical completions. Correct completions of the saturated splits are what the
 paper ranks (Sec. 3.2); every completion of a hard question with p-hat > 0 is scored too, so a
 later stage can pair the self-judge's best correct completion with its worst incorrect one.
+
+Order is part of the contract: the random scorer draws per question and the tournaments
+schedule pairs by position, so ``Selection.groups`` yields questions sorted by
+``(question_id, split)`` and each question's rows sorted by ``sample_index``.
 """
 
 from __future__ import annotations
@@ -12,30 +16,52 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
+import polars as pl
 
 SCORE_COLUMNS = ["question_id", "sample_index", "split", "correct", "scorer", "score"]
 """Every scorer's output starts with these; scorer-specific columns follow."""
+
+GROUP_KEYS = ["question_id", "split"]
+
+
+def sorted_groups(frame: pl.DataFrame, keys: Sequence[str],
+                  within: Sequence[str] = ()) -> list[tuple[tuple, pl.DataFrame]]:
+    """``(key values, rows)`` per distinct ``keys``, keys ascending, rows sorted by ``within``
+    and otherwise in their original order (pandas ``groupby(sort=True)``, which polars'
+    ``group_by`` does not reproduce by itself)."""
+    if frame.height == 0:
+        return []
+    ordered = frame.sort([*keys, *within], maintain_order=True)
+    parts = ordered.partition_by(list(keys), maintain_order=True, as_dict=True)
+    return list(parts.items())
 
 
 @dataclass
 class Selection:
     """The scored completions (pool rows plus ``split``) and what was skipped, by rule."""
 
-    rows: pd.DataFrame
+    rows: pl.DataFrame
     skipped: dict[str, int] = field(default_factory=dict)
 
-    def groups(self) -> list[tuple[str, str, pd.DataFrame]]:
+    def groups(self) -> list[tuple[str, str, pl.DataFrame]]:
         """``(question_id, split, rows sorted by sample_index)`` per question, in a stable order."""
-        out = []
-        for (qid, split), rows in self.rows.groupby(["question_id", "split"], sort=True):
-            out.append((str(qid), str(split), rows.sort_values("sample_index")))
-        return out
+        return [(str(qid), str(split), rows) for (qid, split), rows
+                in sorted_groups(self.rows, GROUP_KEYS, ["sample_index"])]
+
+
+def _question_sizes(rows: pl.DataFrame) -> pl.Series:
+    """Per row: how many rows its question has (the candidates a ranking would compare)."""
+    return rows.select(pl.len().over("question_id").alias("size")).to_series()
+
+
+def _none_correct(partitions: pl.DataFrame, split: str) -> int:
+    """Questions of ``split`` with no correct completion."""
+    return partitions.filter((pl.col("split") == split) & (pl.col("n_correct") == 0)).height
 
 
 def select_completions(
-    pool: pd.DataFrame,
-    partitions: pd.DataFrame,
+    pool: pl.DataFrame,
+    partitions: pl.DataFrame,
     correct_splits: Sequence[str],
     all_completion_splits: Sequence[str] = (),
     min_completions: int = 2,
@@ -46,53 +72,70 @@ def select_completions(
     overlap = set(correct_splits) & set(all_completion_splits)
     if overlap:
         raise ValueError(f"splits {sorted(overlap)} cannot be both correct-only and all-completion")
-    splits = partitions[["question_id", "split", "n_correct"]]
-    merged = pool.merge(splits, on="question_id", how="inner", validate="many_to_one")
+    splits = partitions.select("question_id", "split", "n_correct")
+    duplicated = splits.filter(pl.col("question_id").is_duplicated())["question_id"].unique()
+    if len(duplicated):
+        raise ValueError(f"difficulty partitions list questions more than once: "
+                         f"{sorted(duplicated.to_list())[:5]}; expected one row per question")
+    merged = pool.join(splits, on="question_id", how="inner", maintain_order="left")
     skipped: dict[str, int] = {}
     parts = []
     for split in correct_splits:
-        rows = merged[(merged["split"] == split) & merged["correct"].astype(bool)]
-        sizes = rows.groupby("question_id")["sample_index"].transform("count")
-        few = rows.loc[sizes < min_completions, "question_id"].nunique()
-        none = int(((partitions["split"] == split) & (partitions["n_correct"] == 0)).sum())
-        skipped[f"{split}_fewer_than_{min_completions}_correct"] = int(few) + none
-        parts.append(rows[sizes >= min_completions])
+        rows = merged.filter((pl.col("split") == split) & pl.col("correct").cast(pl.Boolean))
+        big = _question_sizes(rows) >= min_completions
+        few = rows.filter(~big)["question_id"].n_unique()
+        skipped[f"{split}_fewer_than_{min_completions}_correct"] = (
+            int(few) + _none_correct(partitions, split))
+        parts.append(rows.filter(big))
     for split in all_completion_splits:
-        rows = merged[(merged["split"] == split) & (merged["n_correct"] > 0)]
-        sizes = rows.groupby("question_id")["sample_index"].transform("count")
-        skipped[f"{split}_no_correct"] = int(
-            ((partitions["split"] == split) & (partitions["n_correct"] == 0)).sum())
+        rows = merged.filter((pl.col("split") == split) & (pl.col("n_correct") > 0))
+        big = _question_sizes(rows) >= min_completions
+        skipped[f"{split}_no_correct"] = _none_correct(partitions, split)
         skipped[f"{split}_fewer_than_{min_completions}_completions"] = int(
-            rows.loc[sizes < min_completions, "question_id"].nunique())
-        parts.append(rows[sizes >= min_completions])
-    rows = pd.concat(parts, ignore_index=True) if parts else merged.iloc[0:0]
-    rows = rows.drop(columns=["n_correct"]).sort_values(["question_id", "sample_index"])
-    return Selection(rows.reset_index(drop=True), skipped)
+            rows.filter(~big)["question_id"].n_unique())
+        parts.append(rows.filter(big))
+    rows = pl.concat(parts, how="vertical") if parts else merged.head(0)
+    rows = rows.drop("n_correct").sort(["question_id", "sample_index"], maintain_order=True)
+    return Selection(rows, skipped)
 
 
-def score_frame(rows: pd.DataFrame, scorer: str, scores: Sequence[float],
-                extra: dict[str, Sequence] | None = None) -> pd.DataFrame:
-    """The common output layout: one row per scored completion."""
-    frame = pd.DataFrame({
-        "question_id": rows["question_id"].to_numpy(),
-        "sample_index": rows["sample_index"].astype(int).to_numpy(),
-        "split": rows["split"].to_numpy(),
-        "correct": rows["correct"].astype(bool).to_numpy(),
-        "scorer": scorer,
-        "score": np.asarray(scores, dtype=float),
-    })
-    for name, values in (extra or {}).items():
-        frame[name] = list(values)
+def score_frame(rows: pl.DataFrame, scorer: str, scores: Sequence[float] | np.ndarray | pl.Series,
+                extra: dict[str, Sequence | np.ndarray | pl.Series] | None = None
+                ) -> pl.DataFrame:
+    """The common output layout: one row per scored completion (``SCORE_COLUMNS``, then
+    ``extra`` in its order)."""
+    values = np.asarray(scores, dtype=float)
+    if len(values) != rows.height:
+        raise ValueError(f"{scorer}: {len(values)} scores for {rows.height} selected completions")
+    frame = rows.select(
+        pl.col("question_id"),
+        pl.col("sample_index").cast(pl.Int64),
+        pl.col("split"),
+        pl.col("correct").cast(pl.Boolean),
+        pl.lit(scorer, dtype=pl.String).alias("scorer"),
+    ).with_columns(pl.Series("score", values, dtype=pl.Float64))
+    if extra:
+        frame = frame.with_columns([pl.Series(name, _values(column))
+                                    for name, column in extra.items()])
     return frame
 
 
-def missing_or_nonfinite(scores: pd.DataFrame, selection: Selection) -> dict[str, int]:
-    """Selected completions without a finite score (the asset checks' rule)."""
-    expected = selection.rows[["question_id", "sample_index"]]
-    merged = expected.merge(scores[["question_id", "sample_index", "score"]],
-                            on=["question_id", "sample_index"], how="left")
-    return {
-        "expected": len(expected),
-        "missing": int(merged["score"].isna().sum()),
-        "nonfinite": int((~np.isfinite(merged["score"].fillna(0.0).to_numpy())).sum()),
-    }
+def _values(column: Sequence | np.ndarray | pl.Series) -> np.ndarray | pl.Series | list:
+    """An extra column as polars reads it best: arrays and Series as they are, else a list."""
+    return column if isinstance(column, (np.ndarray, pl.Series)) else list(column)
+
+
+def missing_or_nonfinite(scores: pl.DataFrame, selection: Selection) -> dict[str, int]:
+    """Selected completions without a finite score (the asset checks' rule): a missing row,
+    a null or a NaN score counts as missing, an infinite one as non-finite."""
+    keys = [pl.col("question_id").cast(pl.String), pl.col("sample_index").cast(pl.Int64)]
+    expected = selection.rows.select(keys)
+    scored = scores.select(*keys, pl.col("score").cast(pl.Float64))
+    merged = expected.join(scored, on=["question_id", "sample_index"], how="left")
+    score = pl.col("score")
+    counts = merged.select(
+        missing=(score.is_null() | score.is_nan().fill_null(False)).sum(),
+        nonfinite=score.is_infinite().fill_null(False).sum(),
+    ).row(0, named=True)
+    return {"expected": expected.height, "missing": int(counts["missing"]),
+            "nonfinite": int(counts["nonfinite"])}

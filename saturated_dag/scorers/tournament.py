@@ -14,7 +14,7 @@ from itertools import combinations
 from math import comb
 
 import numpy as np
-import pandas as pd
+import polars as pl
 
 from saturated_dag.scorers.judges import Judge, JudgeRequest, LogFn, Verdict
 from saturated_dag.scorers.selection import Selection, score_frame
@@ -34,8 +34,11 @@ def expected_calls(sizes: Sequence[int], both_orders: bool = False) -> int:
 
 @dataclass
 class TournamentResult:
-    scores: pd.DataFrame
-    comparisons: pd.DataFrame
+    """Win rates per completion (``score_frame`` layout plus counts), one row per judged
+    comparison (``COMPARISON_SCHEMA``) and the tournament's counts."""
+
+    scores: pl.DataFrame
+    comparisons: pl.DataFrame
     summary: dict[str, object] = field(default_factory=dict)
 
 
@@ -57,26 +60,27 @@ def win_rates(k: int, pairs: Sequence[tuple[int, int]], verdicts: Sequence[Verdi
     return wins, seen, failures, forced
 
 
-COMPARISON_COLUMNS = ["question_id", "split", "first", "second", "choice", "forced", "tie",
-                      "judge_output"]
-Group = tuple[str, str, pd.DataFrame]
+COMPARISON_SCHEMA = {"question_id": pl.String, "split": pl.String, "first": pl.Int64,
+                     "second": pl.Int64, "choice": pl.Int64, "forced": pl.Boolean,
+                     "tie": pl.Boolean, "judge_output": pl.String}
+"""``choice`` is null for a comparison without a verdict (a parse failure)."""
+COMPARISON_COLUMNS = list(COMPARISON_SCHEMA)
+Group = tuple[str, str, pl.DataFrame]
 
 
-def _comparison_frame(rows: list[dict]) -> pd.DataFrame:
+def _comparison_frame(rows: list[dict]) -> pl.DataFrame:
     """Comparisons with fixed dtypes (``choice`` nullable), so shards concatenate exactly."""
-    frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
-    return frame.astype({"question_id": str, "split": str, "first": "int64", "second": "int64",
-                         "choice": "Int64", "forced": bool, "tie": bool, "judge_output": str})
+    return pl.DataFrame(rows, schema=COMPARISON_SCHEMA)
 
 
 def judge_groups(groups: Sequence[Group], judge: Judge, both_orders: bool = False,
-                 log: LogFn | None = None) -> pd.DataFrame:
+                 log: LogFn | None = None) -> pl.DataFrame:
     """Every scheduled comparison of these questions, one row each (the expensive part)."""
     requests: list[JudgeRequest] = []
     plan: list[list[tuple[int, int]]] = []
     for _qid, _split, rows in groups:
-        texts = rows["completion"].tolist()
-        task, problem = str(rows["task"].iloc[0]), str(rows["problem"].iloc[0])
+        texts = rows["completion"].to_list()
+        task, problem = str(rows["task"][0]), str(rows["problem"][0])
         pairs = schedule_pairs(len(texts), both_orders)
         plan.append(pairs)
         requests += [JudgeRequest(task, problem, (texts[a], texts[b])) for a, b in pairs]
@@ -85,7 +89,7 @@ def judge_groups(groups: Sequence[Group], judge: Judge, both_orders: bool = Fals
         raise RuntimeError(f"judge returned {len(verdicts)} verdicts for {len(requests)} calls")
     out, cursor = [], 0
     for (qid, split, rows), pairs in zip(groups, plan, strict=True):
-        samples = rows["sample_index"].astype(int).tolist()
+        samples = rows["sample_index"].cast(pl.Int64).to_list()
         for (a, b), verdict in zip(pairs, verdicts[cursor : cursor + len(pairs)], strict=True):
             out.append({"question_id": qid, "split": split, "first": samples[a],
                         "second": samples[b], "choice": verdict.choice, "forced": verdict.forced,
@@ -94,48 +98,54 @@ def judge_groups(groups: Sequence[Group], judge: Judge, both_orders: bool = Fals
     return _comparison_frame(out)
 
 
-def _verdicts(comparisons: pd.DataFrame) -> list[Verdict]:
-    return [Verdict(None if pd.isna(c) else int(c), bool(f), bool(t), str(x)) for c, f, t, x in
-            zip(comparisons["choice"], comparisons["forced"], comparisons["tie"],
-                comparisons["judge_output"], strict=True)]
+def _verdicts(comparisons: pl.DataFrame) -> list[Verdict]:
+    columns = [comparisons[c].to_list() for c in ("choice", "forced", "tie", "judge_output")]
+    return [Verdict(None if c is None else int(c), bool(f), bool(t), str(x))
+            for c, f, t, x in zip(*columns, strict=True)]
 
 
-def tally(groups: Sequence[Group], comparisons: pd.DataFrame, scorer: str,
-          selection_rows: pd.DataFrame) -> pd.DataFrame:
+def tally(groups: Sequence[Group], comparisons: pl.DataFrame, scorer: str,
+          selection_rows: pl.DataFrame) -> pl.DataFrame:
     """Win rates per completion from stored comparisons (cheap: no judge involved)."""
-    by_question = {qid: part for qid, part in comparisons.groupby("question_id", sort=False)}
+    by_question = {key[0]: part for key, part in comparisons.partition_by(
+        "question_id", maintain_order=True, as_dict=True).items()}
     frames = []
     for qid, _split, rows in groups:
-        part = by_question.get(qid, comparisons.iloc[0:0])
-        position = {s: i for i, s in enumerate(rows["sample_index"].astype(int).tolist())}
+        part = by_question.get(qid, comparisons.head(0))
+        position = {s: i for i, s in enumerate(rows["sample_index"].cast(pl.Int64).to_list())}
         pairs = [(position[int(a)], position[int(b)])
-                 for a, b in zip(part["first"], part["second"], strict=True)]
-        wins, seen, failures, forced = win_rates(len(rows), pairs, _verdicts(part))
+                 for a, b in zip(part["first"].to_list(), part["second"].to_list(), strict=True)]
+        wins, seen, failures, forced = win_rates(rows.height, pairs, _verdicts(part))
         with np.errstate(invalid="ignore", divide="ignore"):
             rate = wins / seen
         frames.append(score_frame(rows, scorer, rate, {
             "wins": wins, "comparisons": seen, "parse_failures": failures,
             "forced_judgments": forced}))
-    return (pd.concat(frames, ignore_index=True) if frames
-            else score_frame(selection_rows, scorer, []))
+    if frames:
+        return pl.concat(frames, how="vertical")
+    # nothing to judge: the same columns, empty (the stored schema does not depend on the data)
+    return score_frame(selection_rows.head(0), scorer, [], {
+        "wins": pl.Series([], dtype=pl.Float64), "comparisons": pl.Series([], dtype=pl.Int64),
+        "parse_failures": pl.Series([], dtype=pl.Int64),
+        "forced_judgments": pl.Series([], dtype=pl.Int64)})
 
 
-def summarise_comparisons(comparisons: pd.DataFrame, groups: Sequence[Group],
+def summarise_comparisons(comparisons: pl.DataFrame, groups: Sequence[Group],
                           both_orders: bool, completions: int) -> dict[str, object]:
     """The tournament's counts, from the comparisons table (fresh or reused)."""
-    decided = comparisons[comparisons["choice"].notna() & ~comparisons["tie"]]
+    decided = comparisons.filter(pl.col("choice").is_not_null() & ~pl.col("tie"))
+    first_wins = int((decided["choice"] == 0).sum())
     return {
         "questions": len(groups),
         "completions": completions,
-        "judge_calls": len(comparisons),
-        "expected_judge_calls": expected_calls([len(rows) for _, _, rows in groups],
+        "judge_calls": comparisons.height,
+        "expected_judge_calls": expected_calls([rows.height for _, _, rows in groups],
                                                both_orders),
         "both_orders": both_orders,
-        "parse_failures": int(comparisons["choice"].isna().sum()),
+        "parse_failures": int(comparisons["choice"].null_count()),
         "forced_judgments": int(comparisons["forced"].sum()),
         "ties": int(comparisons["tie"].sum()),
-        "first_position_win_rate": (float((decided["choice"] == 0).mean())
-                                    if len(decided) else None),
+        "first_position_win_rate": (first_wins / decided.height if decided.height else None),
     }
 
 
@@ -156,13 +166,13 @@ def run_tournament(
     """
     say = log or (lambda _m: None)
     groups = selection.groups()
-    expected = expected_calls([len(rows) for _, _, rows in groups], both_orders)
+    expected = expected_calls([rows.height for _, _, rows in groups], both_orders)
     say(f"{scorer}: {len(groups)} questions, {expected} judge calls "
         f"(expected sum C(k,2){' x 2' if both_orders else ''} = {expected})")
     if store is not None and shard_size is None:
         raise ValueError("a shard store needs a shard_size")
 
-    def compute(_index: int, part: Sequence[Group]) -> pd.DataFrame:
+    def compute(_index: int, part: Sequence[Group]) -> pl.DataFrame:
         return judge_groups(part, judge, both_orders, say)
 
     if shard_size is None:

@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import polars as pl
 
 LogFn = Callable[[str], None]
 
@@ -56,7 +56,9 @@ def run_isolated(spec: dict[str, Any], work_dir: Path, log: LogFn | None = None,
 
 
 def train_from_spec(spec: dict[str, Any], log: LogFn | None = None) -> Any:
-    """Train the adapter a spec describes (in whichever process calls this)."""
+    """Train the adapter a spec describes (in whichever process calls this).
+
+    ``spec["data"]`` is the training set's Parquet file, read as a polars frame."""
     from saturated_dag.config import parse_profile
     from saturated_dag.evaluation import evaluate, summarise
     from saturated_dag.generation.transformers_backend import TransformersBackend
@@ -80,7 +82,7 @@ def train_from_spec(spec: dict[str, Any], log: LogFn | None = None) -> Any:
         table, _ = evaluate(questions, backend, params, answer_check=profile.answer_check)
         return summarise(table, ks=(1,))["pass@1"] / 100
 
-    return train_adapter(spec["method"], spec["base_model"], pd.read_parquet(spec["data"]),
+    return train_adapter(spec["method"], spec["base_model"], pl.read_parquet(spec["data"]),
                          settings_for(spec["method"], training), spec["out_dir"],
                          eval_fn=validation_pass_at_1, log=log, record=spec.get("record"))
 

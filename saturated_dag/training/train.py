@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import polars as pl
 from transformers import TrainerCallback, set_seed
 
 from saturated_dag.atomic import fsync_dir
@@ -169,15 +169,37 @@ def _has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def _require(data: pd.DataFrame, columns: list[str], method: str) -> None:
-    if data.empty:
+def _require(data: pl.DataFrame, columns: list[str], method: str) -> None:
+    if data.is_empty():
         raise ValueError(f"{method}: the training set is empty (no usable questions in this split)")
     missing = set(columns) - set(data.columns)
     if missing:
         raise ValueError(f"{method}: training set lacks columns {sorted(missing)}")
 
 
-def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
+def _rrhf_groups(data: pl.DataFrame) -> list[dict[str, Any]]:
+    """One σ-RRHF group per question: questions by sorted id, completions in row order.
+
+    This is the order pandas' ``groupby(sort=True)`` gave (rows without an id dropped): the
+    trainer sees the groups in it, so the adapter of a given seed depends on it.
+    """
+    if data["score"].null_count():
+        raise ValueError(f"rrhf: {data['score'].null_count()} completion(s) have no score")
+    ordered = (data.filter(pl.col("question_id").is_not_null())
+               .sort("question_id", maintain_order=True))
+    return [{"prompt": g["prompt"][0], "completions": g["completion"].to_list(),
+             "scores": [float(s) for s in g["score"]]}
+            for g in ordered.partition_by("question_id", maintain_order=True)]
+
+
+def _dataset(data: pl.DataFrame, columns: list[str]) -> Any:
+    """The ``datasets.Dataset`` a TRL trainer reads: ``columns`` of ``data``, rows in order."""
+    from datasets import Dataset
+
+    return Dataset.from_polars(data.select(columns))
+
+
+def _build_trainer(method: str, model: Any, tokenizer: Any, data: pl.DataFrame,
                    settings: TrainSettings, workdir: str, precision: str) -> Any:
     from datasets import Dataset
 
@@ -189,8 +211,7 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
         args = DPOConfig(**_common_args(settings, workdir, precision), beta=settings.beta,
                          loss_type=[settings.loss_type], max_length=settings.max_length)
         return DPOTrainer(model=model, args=args, processing_class=tokenizer,
-                          train_dataset=Dataset.from_pandas(
-                              data[["prompt", "chosen", "rejected"]], preserve_index=False),
+                          train_dataset=_dataset(data, ["prompt", "chosen", "rejected"]),
                           peft_config=_lora(settings))
     if method in ("sft", "raft"):
         from trl import SFTConfig, SFTTrainer
@@ -199,8 +220,7 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
         args = SFTConfig(**_common_args(settings, workdir, precision),
                          completion_only_loss=True, max_length=settings.max_length)
         return SFTTrainer(model=model, args=args, processing_class=tokenizer,
-                          train_dataset=Dataset.from_pandas(data[["prompt", "completion"]],
-                                                            preserve_index=False),
+                          train_dataset=_dataset(data, ["prompt", "completion"]),
                           peft_config=_lora(settings))
     if method == "rrhf":
         from peft import get_peft_model
@@ -208,9 +228,7 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pd.DataFrame,
 
         assert isinstance(settings, RrhfSettings)
         _require(data, ["question_id", "prompt", "completion", "score"], method)
-        groups = [{"prompt": g["prompt"].iloc[0], "completions": list(g["completion"]),
-                   "scores": [float(s) for s in g["score"]]}
-                  for _, g in data.groupby("question_id", sort=True)]
+        groups = _rrhf_groups(data)
         loss_config = RrhfLossConfig(settings.rank_weight, settings.use_sft, settings.hinge,
                                      settings.logistic_weight, settings.sft_token_mean)
         has_template = bool(getattr(tokenizer, "chat_template", None))
@@ -255,7 +273,7 @@ def swap_in(folder: Path, out: Path, scratch: Path) -> None:
 def train_adapter(
     method: str,
     base_model: str,
-    data: pd.DataFrame,
+    data: pl.DataFrame,
     settings: TrainSettings,
     out_dir: str | Path,
     eval_fn: EvalFn | None = None,
@@ -263,7 +281,8 @@ def train_adapter(
     record: dict[str, Any] | None = None,
     callbacks: list[TrainerCallback] | None = None,
 ) -> TrainResult:
-    """Train ``method`` on ``data`` and save the best epoch's adapter at ``out_dir``.
+    """Train ``method`` on ``data`` (a polars frame) and save the best epoch's adapter at
+    ``out_dir``.
 
     ``record`` is added to the adapter's ``training_config.json`` (e.g. its cache key), with
     the settings and the precision actually used. ``callbacks`` are extra Trainer callbacks
@@ -274,6 +293,9 @@ def train_adapter(
     if not isinstance(settings, SETTINGS_OF_METHOD[method]):
         raise TypeError(f"{method} needs {SETTINGS_OF_METHOD[method].__name__}, "
                         f"got {type(settings).__name__}")
+    if not isinstance(data, pl.DataFrame):
+        raise TypeError(f"{method}: the training set must be a polars DataFrame, "
+                        f"got {type(data).__module__}.{type(data).__name__}")
     say = log or (lambda _msg: None)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # trainers otherwise try a telemetry call
     out = Path(out_dir)

@@ -1,0 +1,172 @@
+"""The one owner of the accelerator: the policy's and the strong judge's engines.
+
+``InferenceResource`` (resource key ``inference``) reads the policy and strong-judge settings
+from the run's profile through the ``experiment`` resource, so a launchpad override of
+``experiment.overrides.policy`` is what the engines load. Engines load lazily, on first use,
+and stay for the rest of the run: with the in-process executor a run loads the policy once for
+all its steps. ``teardown_after_execution`` closes whatever is still loaded.
+
+Residency rule. An engine is *exclusive* when it is on a CUDA device or is a vLLM engine (vLLM
+claims a fixed share of the device's memory when it starts and does not reliably give it back
+while its process lives). At most one exclusive engine is loaded at a time: loading the strong
+judge on CUDA closes the policy's engine first, and the next ``policy_backend()`` closes the
+judge's and reloads the policy. CPU engines under transformers may stay side by side. None is
+held while a training process runs: the training path calls ``release()`` before it starts
+its child process (``resources.training.train_with_pipes``).
+
+(No ``from __future__ import annotations`` here: Dagster reads the ``ResourceDependency``
+annotation itself when the class is created.)
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+from pydantic import PrivateAttr
+
+from resources.experiment import ExperimentResource
+from saturated_dag.config import PolicySettings, ProfileError, StrongJudgeSettings
+from saturated_dag.generation import GenerationBackend, open_backend
+from saturated_dag.generation.base import ChatPrompting
+from saturated_dag.generation.models import resolve as resolve_model
+from saturated_dag.scorers.judges import Judge, LlmJudge, RubricJudge
+
+POLICY, STRONG_JUDGE = "policy", "strong_judge"
+
+
+def is_exclusive(backend: str, device: str) -> bool:
+    """Whether an engine must be alone on the accelerator (CUDA, or any vLLM engine)."""
+    return backend == "vllm" or device.startswith("cuda")
+
+
+@dataclass
+class _Loaded:
+    key: str
+    exclusive: bool
+    engine: GenerationBackend
+
+
+class EngineResidency:
+    """Which engines are loaded, by role, under the residency rule (see the module doc)."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, _Loaded] = {}
+
+    def roles(self) -> list[str]:
+        return sorted(self._loaded)
+
+    def get(self, role: str, key: str, exclusive: bool,
+            load: Callable[[], GenerationBackend]) -> GenerationBackend:
+        """The engine of ``role`` loaded under ``key``; loads it (after closing what the rule
+        says must go) when it is missing or was loaded under another key."""
+        held = self._loaded.get(role)
+        if held is not None and held.key == key:
+            return held.engine
+        self.release(role)
+        if exclusive:
+            for other in [r for r, e in self._loaded.items() if e.exclusive]:
+                self.release(other)
+        engine = load()
+        self._loaded[role] = _Loaded(key, exclusive, engine)
+        return engine
+
+    def release(self, role: str | None = None) -> None:
+        """Close one role's engine, or every engine (``None``)."""
+        for name in [role] if role is not None else list(self._loaded):
+            held = self._loaded.pop(name, None)
+            if held is not None:
+                held.engine.close()
+
+
+class InferenceResource(dg.ConfigurableResource):
+    """The policy and strong-judge engines of a run (residency rule: see the module doc).
+
+    ``experiment`` is the run's ``ExperimentResource``: pass the same object that is bound to
+    the ``experiment`` key (``resources.make_resources`` does), so launch-time config reaches both.
+    """
+
+    experiment: dg.ResourceDependency[ExperimentResource]
+
+    _engines: EngineResidency | None = PrivateAttr(None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._engines = EngineResidency()
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        self.release()
+
+    def _residency(self) -> EngineResidency:
+        if self._engines is None:
+            raise dg.DagsterInvariantViolationError(
+                "InferenceResource was used outside a run: its engines live between Dagster's "
+                "setup_for_execution and teardown_after_execution (use dg.build_resources)")
+        return self._engines
+
+    def loaded_roles(self) -> list[str]:
+        """The roles whose engines are loaded now (``policy``, ``strong_judge``)."""
+        return self._residency().roles()
+
+    def policy_settings(self) -> PolicySettings:
+        """The profile's policy, validated: an unknown model name or a missing path fails
+        here, naming it, before anything loads."""
+        try:
+            policy = self.experiment.settings.policy
+            resolve_model(policy.model)
+        except (ProfileError, ValueError, FileNotFoundError) as err:
+            raise dg.Failure(f"policy: {err}") from None
+        return policy
+
+    def strong_judge_settings(self) -> StrongJudgeSettings:
+        return self.experiment.settings.judges.strong
+
+    def policy_backend(self, log: Any = None) -> GenerationBackend:
+        """The policy's engine, loaded on first use and kept for the run."""
+        engines = self._residency()
+        settings = self.policy_settings()
+        seed = self.experiment.settings.sampling.seed
+
+        def load() -> GenerationBackend:
+            if log is not None:
+                log.info(f"loading {settings.model} on {settings.backend} ({settings.device})")
+            backend = open_backend(
+                settings.backend, settings.model, dtype=settings.dtype, device=settings.device,
+                batch_size=settings.batch_size, chat_template=settings.chat_template,
+                trust_remote_code=settings.trust_remote_code, seed=seed,
+                vllm_options=settings.vllm.model_dump())
+            if isinstance(backend, ChatPrompting):
+                backend.enable_thinking = settings.enable_thinking
+            return backend
+
+        return engines.get(POLICY, f"{settings.model_dump_json()}|seed={seed}",
+                           is_exclusive(settings.backend, settings.device), load)
+
+    def strong_judge(self, max_new_tokens: int, batch_size: int | None = None,
+                     log: Any = None) -> Judge:
+        """The strong judge: the chain-sum rubric, or an LLM on its own engine."""
+        settings = self.strong_judge_settings()
+        if settings.kind == "rubric":
+            return RubricJudge()
+        seed = self.experiment.settings.sampling.seed
+
+        def load() -> GenerationBackend:
+            if log is not None:
+                log.info(f"loading strong judge {settings.model} on {settings.backend} "
+                         f"({settings.device})")
+            return open_backend(
+                settings.backend, str(settings.model), dtype=settings.dtype,
+                device=settings.device, batch_size=settings.batch_size,
+                chat_template=settings.chat_template,
+                trust_remote_code=settings.trust_remote_code, seed=seed,
+                vllm_options=settings.vllm.model_dump())
+
+        backend = self._residency().get(
+            STRONG_JUDGE, f"{settings.model_dump_json()}|seed={seed}",
+            is_exclusive(settings.backend, settings.device), load)
+        return LlmJudge(backend, instruct=settings.instruct, max_new_tokens=max_new_tokens,
+                        batch_size=batch_size or settings.batch_size, name="strong_judge")
+
+    def release(self) -> None:
+        """Close every engine (before a training process starts; at the end of the run)."""
+        if self._engines is not None:
+            self._engines.release()

@@ -1,0 +1,81 @@
+"""Training an adapter in its own process, through Dagster Pipes (the orchestration side).
+
+A crashed or OOM-killed trainer must not take the run with it, and the parent's engines must
+not share the device with it, so each adapter trains in a child process
+(``resources/training_child.py``). Pipes carries the spec there and brings back the child's log
+lines (into the run's log as they happen), its metadata and the adapter's data version; the
+result record comes back as a JSON file the child writes last. Swapping
+``dg.PipesSubprocessClient`` for a Kubernetes client (``dagster_k8s.PipesK8sClient``) runs the
+same child in a GPU pod.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from resources import training_child
+from resources.inference import InferenceResource
+
+# run by path (see the child's docstring); imported here so the adapters' code version covers it
+CHILD = Path(training_child.__file__)
+
+
+def training_client() -> dg.PipesSubprocessClient:
+    """The default client: a local child process, unbuffered so log lines arrive as printed."""
+    return dg.PipesSubprocessClient(env={"PYTHONUNBUFFERED": "1"})
+
+
+def _tail(path: Path, lines: int) -> str:
+    if not path.is_file():
+        return "(the child wrote no log)"
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        return "\n".join(line.rstrip("\n") for line in deque(handle, maxlen=lines))
+
+
+def train_with_pipes(context: dg.AssetExecutionContext, spec: dict[str, Any], work_dir: Path,
+                     inference: InferenceResource | None = None,
+                     client: dg.PipesSubprocessClient | None = None,
+                     tail_lines: int = 40) -> dict[str, Any]:
+    """Train the adapter ``spec`` describes in a Pipes child; its result record.
+
+    ``inference`` (when given) is released first: no engine of this process stays on the
+    device while the child trains. The child's reported metadata is added to the asset's
+    materialisation (``context.add_output_metadata``) and its data version is returned as
+    ``record["data_version"]``. A failing child raises ``dg.Failure`` with its exit status and
+    the last ``tail_lines`` lines of its log (traceback included).
+    """
+    if inference is not None:
+        inference.release()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    result_path, log_path = work_dir / "result.json", work_dir / "train.log"
+    result_path.unlink(missing_ok=True)
+    log_path.unlink(missing_ok=True)
+    extras = {"spec": spec, "result": str(result_path), "log": str(log_path)}
+    command = [sys.executable, "-P", str(CHILD)]
+    what = f"training {spec.get('out_dir', '?')}"
+    try:
+        invocation = (client or training_client()).run(context=context, command=command,
+                                                       extras=extras)
+    except Exception as err:  # a non-zero exit, or Pipes could not talk to the child
+        raise dg.Failure(f"{what} failed: {err}; the child's last lines:\n"
+                         f"{_tail(log_path, tail_lines)}",
+                         metadata={"training_log": dg.MetadataValue.path(str(log_path))}
+                         ) from None
+    reported = [r for r in invocation.get_results(implicit_materializations=False)
+                if isinstance(r, dg.MaterializeResult)]
+    version = reported[0].data_version if len(reported) == 1 else None
+    if not result_path.is_file() or version is None:
+        raise dg.Failure(f"{what}: the child exited cleanly but reported no result "
+                         f"(record written: {result_path.is_file()}, materialisations "
+                         f"reported: {len(reported)}, data version: {version}); its last "
+                         f"lines:\n{_tail(log_path, tail_lines)}")
+    context.add_output_metadata(dict(reported[0].metadata or {}))
+    record = json.loads(result_path.read_text(encoding="utf-8"))
+    record["data_version"] = version.value
+    return record

@@ -1,0 +1,50 @@
+"""The profile's graph and resources as the tests build them: the same calls as definitions.py.
+
+Why one helper: every asset test materialises a slice of ``profile_assets(profile)`` on
+``make_resources(profile, output_dir, overrides)``, so a test runs exactly the versioned
+assets, checks and resources the code location serves.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from assets import profile_assets
+from resources import make_resources
+from saturated_dag.config import load_profile
+
+
+def graph(profile: str = "demo", overrides: dict | None = None
+          ) -> tuple[list[Any], list[dg.AssetChecksDefinition]]:
+    """``(assets, checks)`` of the profile with ``overrides`` merged in."""
+    return profile_assets(load_profile(profile, overrides or {}))
+
+
+def resources(out: Path, profile: str = "demo", overrides: dict | None = None
+              ) -> dict[str, Any]:
+    """The code location's resources, writing under ``out`` (asset files in ``out/assets``)."""
+    return make_resources(profile, str(out), overrides or {})
+
+
+def by_name(items: list[Any], task: str, *names: str) -> list[Any]:
+    """Assets of ``task`` whose key ends in one of ``names``."""
+    return [a for a in items
+            if isinstance(a, dg.AssetsDefinition) and a.key.path[0] == task
+            and a.key.path[-1] in names]
+
+
+def checks_of(checks: list[dg.AssetChecksDefinition], task: str,
+              *names: str) -> list[dg.AssetChecksDefinition]:
+    """Checks on the assets of ``task`` whose key ends in one of ``names``."""
+    out = []
+    for check in checks:
+        key = next(iter(check.check_keys)).asset_key
+        if key.path[0] == task and key.path[-1] in names:
+            out.append(check)
+    return out
+
+
+def asset_path(out: Path, *key: str) -> Path:
+    """Where the IO manager stores an unpartitioned asset under ``out``."""
+    return out.joinpath("assets", *key[:-1], key[-1] + ".parquet")

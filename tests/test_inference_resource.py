@@ -1,0 +1,271 @@
+"""Issue 14 item 5: one inference resource, typed per-run overrides, in-process runs.
+
+* the ``experiment`` overrides are generated from the core's profile models (nothing mirrored
+  by hand), carry launch-time config to both resources, and clear nullable settings;
+* ``InferenceResource`` loads each engine once per run, keeps at most one exclusive (CUDA or
+  vLLM) engine, releases everything for training and at teardown (fake backends stand in
+  for CUDA engines; a tiny real model checks the transformers path);
+* every job of the code location, the implicit one behind UI materialisations and sensor
+  runs included, uses the in-process executor.
+"""
+
+import enum
+import types
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+import dagster as dg
+import pytest
+from pydantic import BaseModel
+
+import resources.inference as inference_module
+from resources import ExperimentResource, InferenceResource, ProfileOverrides, make_resources
+from resources.experiment import NullableSetting, overrides_config, overrides_dict
+from saturated_dag.config import Profile, ProfileError, load_profile
+
+
+def _config_class(tp: Any) -> Any:
+    for arg in (tp, *get_args(tp)):
+        if isinstance(arg, type) and issubclass(arg, dg.Config):
+            return arg
+    return None
+
+
+def _members(tp: Any) -> list[Any]:
+    """The union members of an annotation without ``None`` (itself when not a union)."""
+    if get_origin(tp) in (Union, types.UnionType):
+        return [a for a in get_args(tp) if a is not type(None)]
+    return [tp]
+
+
+def _choices(tp: Any) -> set[str] | None:
+    """The string choices an annotation allows: a Literal's (core) or an Enum's (generated),
+    looking through unions, lists and the preset of a preset-or-model class."""
+    for arg in _members(tp):
+        if get_origin(arg) is Literal and all(isinstance(v, str) for v in get_args(arg)):
+            return set(get_args(arg))
+        if isinstance(arg, type) and issubclass(arg, enum.Enum):
+            return {m.value for m in arg}
+        if get_origin(arg) in (list, tuple):
+            return _choices(get_args(arg)[0])
+        if _config_class(arg) is not None and "preset" in _config_class(arg).model_fields:
+            return _choices(_config_class(arg).model_fields["preset"].annotation)
+    return None
+
+
+def _walk(model: type[BaseModel], config: type[dg.Config], path: str = "") -> list[str]:
+    """Every core field's path, checking that the override class has it with the same
+    choices (a Literal's values become an Enum's)."""
+    seen = []
+    for name, info in model.model_fields.items():
+        where = f"{path}{name}"
+        assert name in config.model_fields, f"{where} has no override field"
+        seen.append(where)
+        generated = config.model_fields[name].annotation
+        assert _choices(info.annotation) == _choices(generated), where
+        nested = [a for a in _members(info.annotation)
+                  if isinstance(a, type) and issubclass(a, BaseModel)]
+        if nested:
+            seen += _walk(nested[0], _config_class(generated), f"{where}.")
+    return seen
+
+
+def test_overrides_are_generated_from_every_profile_field() -> None:
+    paths = _walk(Profile, ProfileOverrides)
+    assert {"policy.vllm.max_lora_rank", "judges.strong.kind", "chain_sum.grid.terms",
+            "training.sweeps.dpo_beta.betas", "stages.shard_questions"} <= set(paths)
+    nullable = {m.value for m in NullableSetting}
+    assert {"chain_sum.strict_grid", "policy.enable_thinking", "training.sweeps.rank_weight",
+            "gsm8k.train_limit"} <= nullable
+    assert nullable <= set(paths)
+
+
+def test_plain_overrides_merge_like_load_profile() -> None:
+    plain = {"chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "strict_grid": None,
+                           "eval_grid": "D_prime"},
+             "sampling": {"n": 2}, "answer_check": "last_boxed",
+             "policy": {"dtype": "float32", "vllm": {"max_lora_rank": 16}},
+             "training": {"methods": ["dpo", "sft"], "sweeps": {"dpo_beta": None}}}
+    config = overrides_config(plain)
+    assert config is not None and sorted(config["unset"]) == ["chain_sum.strict_grid",
+                                                               "training.sweeps.dpo_beta"]
+    assert config["chain_sum"]["eval_grid"] == {"preset": "D_prime"}
+    typed = ProfileOverrides.model_validate(config)
+    assert load_profile("paper", overrides_dict(typed)) == load_profile("paper", plain)
+    assert overrides_config(None) is None and overrides_dict(None) == {}
+
+
+@pytest.mark.parametrize(("plain", "message"), [
+    ({"sampling": {"m": 2}}, "sampling.m"),
+    ({"policy": {"dtype": "float33"}}, "float33"),
+    ({"sampling": {"n": None}}, "sampling.n"),  # not a nullable setting
+])
+def test_malformed_overrides_name_the_field(plain: dict, message: str) -> None:
+    with pytest.raises(ValueError, match="profile overrides") as err:
+        overrides_config(plain)
+    assert message in str(err.value)
+
+
+def test_out_of_range_override_names_the_field_when_the_profile_loads() -> None:
+    resources = make_resources("demo", "out", {"sampling": {"n": 0}})
+    with dg.build_resources(resources) as live:
+        with pytest.raises(ProfileError, match=r"sampling\.n"):
+            _ = live.experiment.settings
+
+
+class FakeBackend:
+    """Stands in for an engine: records loads and closes (no model, no device)."""
+
+    def __init__(self, model: str, device: str, backend: str, log: list[str]) -> None:
+        self.name, self.tokenizer, self.device, self.backend = model, None, device, backend
+        self.log, self.closed = log, False
+        log.append(f"load {model}@{device}")
+
+    def close(self) -> None:
+        self.closed = True
+        self.log.append(f"close {self.name}@{self.device}")
+
+
+@pytest.fixture
+def fake_engines(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    log: list[str] = []
+
+    def fake_open(backend: str, model: str, **kwargs: Any) -> FakeBackend:
+        return FakeBackend(Path(model).name, kwargs["device"], backend, log)
+
+    monkeypatch.setattr(inference_module, "open_backend", fake_open)
+    return log
+
+
+def _engines(tiny: Path, policy: dict, judge: dict) -> dict:
+    return make_resources("demo", "out", {
+        "policy": {"model": str(tiny), **policy},
+        "judges": {"strong": {"kind": "llm", "model": "judge", **judge}}})
+
+
+def test_one_exclusive_engine_at_a_time(tiny_model_dir: Path, fake_engines: list[str]) -> None:
+    cuda = {"device": "cuda:0"}
+    with dg.build_resources(_engines(tiny_model_dir, cuda, cuda)) as live:
+        inference: InferenceResource = live.inference
+        policy = inference.policy_backend()
+        assert inference.policy_backend() is policy  # loaded once
+        judge = inference.strong_judge(max_new_tokens=8)
+        assert policy.closed and inference.loaded_roles() == ["strong_judge"]
+        assert judge.backend.name == "judge" and judge.batch_size == 16
+        again = inference.policy_backend()
+        assert judge.backend.closed and again is not policy
+        assert inference.loaded_roles() == ["policy"]
+        inference.release()  # the training path calls this first
+        assert again.closed and inference.loaded_roles() == []
+    assert fake_engines == ["load model@cuda:0", "close model@cuda:0", "load judge@cuda:0",
+                            "close judge@cuda:0", "load model@cuda:0", "close model@cuda:0"]
+
+
+def test_vllm_is_exclusive_and_cpu_engines_share(tiny_model_dir: Path,
+                                                 fake_engines: list[str]) -> None:
+    with dg.build_resources(_engines(tiny_model_dir, {}, {})) as live:
+        live.inference.policy_backend()
+        live.inference.strong_judge(max_new_tokens=8)
+        assert live.inference.loaded_roles() == ["policy", "strong_judge"]
+    assert fake_engines[-2:] == ["close model@cpu", "close judge@cpu"]  # teardown
+    fake_engines.clear()
+    vllm = {"backend": "vllm"}  # on any device: vLLM claims its memory up front
+    with dg.build_resources(_engines(tiny_model_dir, vllm, vllm)) as live:
+        live.inference.policy_backend()
+        live.inference.strong_judge(max_new_tokens=8)
+        assert live.inference.loaded_roles() == ["strong_judge"]
+    assert fake_engines[:3] == ["load model@cpu", "close model@cpu", "load judge@cpu"]
+    fake_engines.clear()
+    with dg.build_resources(_engines(tiny_model_dir, {}, vllm)) as live:
+        live.inference.policy_backend()  # a CPU transformers engine is not exclusive
+        live.inference.strong_judge(max_new_tokens=8)
+        assert live.inference.loaded_roles() == ["policy", "strong_judge"]
+
+
+def test_rubric_judge_loads_nothing(tiny_model_dir: Path, fake_engines: list[str]) -> None:
+    resources = make_resources("demo", "out", {"policy": {"model": str(tiny_model_dir)}})
+    with dg.build_resources(resources) as live:
+        assert live.inference.strong_judge(max_new_tokens=8).name == "rubric"
+        assert live.inference.loaded_roles() == [] and fake_engines == []
+
+
+def test_outside_a_run_is_a_clear_error(tiny_model_dir: Path) -> None:
+    resource = InferenceResource(experiment=ExperimentResource(profile="demo"))
+    with pytest.raises(dg.DagsterInvariantViolationError, match="outside a run"):
+        resource.policy_backend()
+
+
+def test_unknown_model_fails_before_loading(fake_engines: list[str]) -> None:
+    with dg.build_resources(make_resources("demo", "out", {"policy": {"model": "gpt-17"}})) as live:
+        with pytest.raises(dg.Failure, match="policy: unknown model name 'gpt-17'"):
+            live.inference.policy_backend()
+    assert fake_engines == []
+
+
+def _probe_defs(tiny: Path, seen: dict) -> dg.Definitions:
+    @dg.asset
+    def first(experiment: ExperimentResource, inference: InferenceResource) -> None:
+        seen["first"] = inference.policy_backend()
+        seen["settings"] = (experiment.settings, inference.experiment.settings)
+
+    @dg.asset(deps=[first])
+    def second(inference: InferenceResource) -> None:
+        seen["second"] = inference.policy_backend()
+        seen["closed_during_run"] = seen["first"].closed
+
+    resources = make_resources("demo", "out", {"policy": {"model": str(tiny)},
+                                               "sampling": {"n": 2}})
+    return dg.Definitions(assets=[first, second], resources=resources,
+                          executor=dg.in_process_executor)
+
+
+def test_launch_config_reaches_both_resources_and_the_engine_loads_once_per_run(
+        tiny_model_dir: Path, fake_engines: list[str]) -> None:
+    seen: dict = {}
+    job = _probe_defs(tiny_model_dir, seen).resolve_implicit_global_asset_job_def()
+    assert job.execute_in_process().success
+    own, via_inference = seen["settings"]
+    assert own == via_inference and own.sampling.n == 2  # make_resources' overrides
+    assert seen["first"] is seen["second"] and not seen["closed_during_run"]
+    assert seen["first"].closed and fake_engines == ["load model@cpu", "close model@cpu"]
+
+    launch = {"policy": {"model": str(tiny_model_dir), "batch_size": 5, "dtype": "float32"},
+              "sampling": {"n": 3}, "chain_sum": {"grid": {"preset": "D_prime"}},
+              "unset": ["chain_sum.strict_grid"]}
+    result = job.execute_in_process(run_config={"resources": {"experiment": {"config": {
+        "overrides": launch}}}})
+    assert result.success
+    own, via_inference = seen["settings"]
+    assert own == via_inference
+    assert (own.sampling.n, own.policy.batch_size, own.chain_sum.grid,
+            own.chain_sum.strict_grid) == (3, 5, "D_prime", None)
+
+
+def test_bad_launch_config_is_refused_before_the_run(tiny_model_dir: Path) -> None:
+    job = _probe_defs(tiny_model_dir, {}).resolve_implicit_global_asset_job_def()
+    with pytest.raises(dg.DagsterInvalidConfigError, match="float33"):
+        job.execute_in_process(run_config={"resources": {"experiment": {"config": {
+            "overrides": {"policy": {"dtype": "float33"}}}}}})
+
+
+def test_tiny_model_samples_through_the_resource(tiny_model_dir: Path) -> None:
+    from saturated_dag.generation.base import SamplingParams
+
+    resources = make_resources("demo", "out", {"policy": {"model": str(tiny_model_dir),
+                                                          "batch_size": 2}})
+    with dg.build_resources(resources) as live:
+        backend = live.inference.policy_backend()
+        (samples,) = backend.sample([backend.render("1 + 2")],
+                                    SamplingParams(n=2, temperature=1.0, max_new_tokens=4))
+        assert len(samples) == 2 and live.inference.loaded_roles() == ["policy"]
+
+
+def test_every_job_runs_in_process() -> None:
+    """UI materialisations and sensor runs use the implicit asset job: in-process too."""
+    import definitions
+
+    defs = definitions.defs
+    implicit = defs.resolve_implicit_global_asset_job_def()
+    jobs = [implicit, *defs.resolve_all_job_defs()]
+    assert {job.name: job.executor_def.name for job in jobs} == {
+        job.name: dg.in_process_executor.name for job in jobs}

@@ -1,0 +1,136 @@
+"""Issue 14 item 5: an adapter trains in a child process through Dagster Pipes.
+
+A small asset trains an SFT adapter on the tiny model with ``train_with_pipes``: the child's
+progress lines reach the run's log through Pipes, its metadata lands on the materialisation,
+the data version it reports is the hash of the adapter's weights, and the parent's policy
+engine is released before the child starts. A child that fails gives a ``dg.Failure`` that
+says so and shows the child's last lines.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from resources import InferenceResource, make_resources
+from resources.training import train_with_pipes
+from resources.training_child import ADAPTER_WEIGHTS
+from saturated_dag.shards import file_fingerprint
+
+PROMPT = "<|user|>Compute the following step by step:\n1 + 2 =<|end|><|assistant|>"
+OVERRIDES = {
+    "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
+                  "strict_grid": None, "eval_questions_per_cell": 1},
+    "sampling": {"n": 1, "max_new_tokens": 4},
+    "training": {"splits": ["saturated"], "scorers": ["entropy"], "methods": ["sft"],
+                 "epochs": 1, "batch_size": 2, "per_device_batch_size": 2,
+                 "learning_rate": 1e-2, "max_length": 96, "lora_r": 4, "lora_alpha": 8,
+                 "validation_questions_per_cell": 1},
+}
+
+
+def _adapter_asset(work: Path, out: Path, data: Path, seen: dict[str, Any]
+                   ) -> dg.AssetsDefinition:
+    @dg.asset(name="adapter")
+    def adapter(context: dg.AssetExecutionContext,
+                inference: InferenceResource) -> dg.MaterializeResult:
+        profile = inference.experiment.settings
+        policy = inference.policy_settings()
+        inference.policy_backend(context.log)  # an engine the training must not share with
+        seen["before"] = inference.loaded_roles()
+        spec = {"profile": profile.model_dump(mode="json"), "task": "chain_sum",
+                "method": "sft", "training_overrides": {}, "base_model": policy.model,
+                "batch_size": policy.batch_size, "chat_template": policy.chat_template,
+                "enable_thinking": policy.enable_thinking, "data": str(data),
+                "out_dir": str(out), "record": {"cache_key": "test"}}
+        record = train_with_pipes(context, spec, work, inference=inference)
+        seen["after"], seen["record"] = inference.loaded_roles(), record
+        return dg.MaterializeResult(metadata={"own": "parent"},
+                                    data_version=dg.DataVersion(record["data_version"]))
+
+    return adapter
+
+
+def _sft_data(path: Path) -> Path:
+    pl.DataFrame({"prompt": [PROMPT] * 4,
+                  "completion": ["1 + 2 = 3 \\boxed{3}"] * 4}).write_parquet(path)
+    return path
+
+
+def _materialise(tmp_path: Path, model: Path, data: Path, seen: dict
+                 ) -> tuple[dg.ExecuteInProcessResult, list[str]]:
+    """The run's result and every message of its log (the child's lines included)."""
+    resources = make_resources("demo", str(tmp_path / "outputs"),
+                               {**OVERRIDES, "policy": {"model": str(model), "batch_size": 2}})
+    asset = _adapter_asset(tmp_path / "work", tmp_path / "adapter", data, seen)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([asset], resources=resources, raise_on_error=False,
+                                instance=instance)
+        log = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    return result, log
+
+
+def test_training_reports_logs_metadata_and_data_version_through_pipes(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    seen: dict = {}
+    result, log = _materialise(tmp_path, tiny_model_dir, _sft_data(tmp_path / "data.parquet"),
+                               seen)
+    assert result.success
+    assert seen["before"] == ["policy"] and seen["after"] == []  # released for the child
+    record = seen["record"]
+    weights = Path(record["adapter_dir"]) / ADAPTER_WEIGHTS
+    assert weights.is_file() and record["best_epoch"] == 1 and len(record["epochs"]) == 1
+
+    (event,) = result.get_asset_materialization_events()
+    materialization = event.materialization
+    metadata = {k: v.value for k, v in materialization.metadata.items()}
+    assert metadata["own"] == "parent"  # the asset's own metadata and the child's, together
+    assert metadata["best_epoch"] == 1 and metadata["epochs_trained"] == 1
+    assert metadata["adapter_weights_version"] == file_fingerprint(weights)
+    assert metadata["training_seconds"] > 0
+    assert materialization.tags["dagster/data_version"] == file_fingerprint(weights)
+    assert record["data_version"] == file_fingerprint(weights)
+
+    assert any("training sft on 4 rows" in m for m in log), log  # a line the child logged
+    assert any("[pipes] external process successfully opened" in m for m in log)
+
+
+def test_failing_child_is_a_clear_failure(tmp_path: Path, tiny_model_dir: Path) -> None:
+    missing = tmp_path / "no-such-data.parquet"
+    seen: dict = {}
+    result, _ = _materialise(tmp_path, tiny_model_dir, missing, seen)
+    assert not result.success
+    (failure,) = result.get_step_failure_events()
+    message = failure.step_failure_data.error.message
+    assert f"training {tmp_path / 'adapter'} failed" in message
+    assert "failed with code 1" in message  # the child's exit status
+    assert "the child's last lines" in message and "no-such-data.parquet" in message
+    assert "Traceback" in message  # the child's own traceback, from its log
+    assert failure.step_failure_data.user_failure_data.metadata["training_log"].value == str(
+        tmp_path / "work" / "train.log")
+    assert not (tmp_path / "adapter").exists()
+
+
+def test_release_happens_before_the_child_starts(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """The engine is closed when the Pipes client is called, not after the child ran."""
+    seen: dict = {}
+    closed_when_started: list[list[str]] = []
+
+    class Probe(dg.PipesSubprocessClient):
+        def run(self, *, context: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            closed_when_started.append(list(seen["inference"].loaded_roles()))
+            raise RuntimeError("stopped before starting the child")
+
+    @dg.asset
+    def adapter(context: dg.AssetExecutionContext, inference: InferenceResource) -> None:
+        seen["inference"] = inference
+        inference.policy_backend()
+        with pytest.raises(dg.Failure, match="stopped before starting the child"):
+            train_with_pipes(context, {"out_dir": "x"}, tmp_path / "work",
+                             inference=inference, client=Probe())
+
+    resources = make_resources("demo", str(tmp_path), {"policy": {"model": str(tiny_model_dir)}})
+    assert dg.materialize([adapter], resources=resources).success
+    assert closed_when_started == [[]]
