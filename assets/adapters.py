@@ -1,8 +1,9 @@
 """``<task>/<split>/adapter/<name>``: one LoRA adapter per cell of the experiment matrix.
 
 Training runs 1-4 epochs and keeps the epoch with the best validation pass@1 (App. B), in its
-own process by default (``training.isolate``). The per-epoch curve and, for DPO, the reward
-margins per step are in the metadata.
+own process by default (``training.isolate``), started through Dagster Pipes: its log lines,
+metadata and data version (the hash of the adapter's weights) come back into the run. The
+per-epoch curve and, for DPO, the reward margins per step are in the metadata.
 """
 
 import json

@@ -1,19 +1,17 @@
-"""Training in its own process: ``python -m saturated_dag.training.isolated SPEC.json``.
+"""One adapter's training from a JSON spec, in whichever process calls it.
 
 vLLM does not reliably free GPU memory inside a process, and a crashed or OOM-killed trainer
-should not take the orchestrating process with it, so each adapter trains in a child process.
-The parent streams the child's output line by line (the Dagster run log shows progress) and
-reads the result from a JSON file the child writes last; a non-zero exit is an error that
-carries the child's last lines.
+should not take the orchestrating process with it, so the pipeline trains each adapter in a
+child process: the Dagster layer starts it through Dagster Pipes
+(``resources/training.py``, ``resources/training_child.py``), which calls ``train_from_spec``.
+Without Dagster: ``python -m saturated_dag.training.isolated SPEC.json``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -22,37 +20,6 @@ from typing import Any
 import polars as pl
 
 LogFn = Callable[[str], None]
-
-
-class TrainingProcessError(RuntimeError):
-    """The training child process failed; the message holds its exit code and last lines."""
-
-
-def run_isolated(spec: dict[str, Any], work_dir: Path, log: LogFn | None = None,
-                 tail_lines: int = 40) -> dict[str, Any]:
-    """Run one training spec in a child process and return its result record."""
-    say = log or (lambda _msg: None)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    spec_path, result_path = work_dir / "spec.json", work_dir / "result.json"
-    result_path.unlink(missing_ok=True)
-    spec_path.write_text(json.dumps({**spec, "result": str(result_path)}))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    tail: deque[str] = deque(maxlen=tail_lines)
-    with subprocess.Popen(
-        [sys.executable, "-m", "saturated_dag.training.isolated", str(spec_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-    ) as child:
-        assert child.stdout is not None
-        for line in child.stdout:
-            line = line.rstrip()
-            tail.append(line)
-            if line.startswith("[train] "):
-                say(line[len("[train] "):])
-        code = child.wait()
-    if code != 0 or not result_path.is_file():
-        raise TrainingProcessError(
-            f"training process exited with code {code}; its last lines:\n" + "\n".join(tail))
-    return json.loads(result_path.read_text())
 
 
 def train_from_spec(spec: dict[str, Any], log: LogFn | None = None) -> Any:
