@@ -33,6 +33,13 @@ frame, and is refused with a message when several are mapped.
 
 Data versions: ``frame_data_version`` is the content hash an asset reports with
 ``dg.Output(frame, data_version=...)``, so an unchanged frame leaves downstream fresh.
+
+Reads are verified: each write records the frame's row count and content hash
+(``saturated_dag/content_hash``), and a read compares the file with what its latest
+materialisation recorded. A file edited behind Dagster's back (rows removed, values changed)
+fails the reading step naming the file, instead of feeding a downstream asset data no run
+produced. Materialisations without a recorded hash (older runs, files seeded by hand with no
+materialisation) are read as they are.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ __all__ = ["SCHEMA_KEY", "SUFFIX", "ParquetIOManager", "asset_file", "atomic_wri
 SUFFIX = ".parquet"
 SCHEMA_KEY = "saturated_dag/schema"
 """Definition metadata key naming an asset's frame schema (``saturated_dag.schemas``)."""
+CONTENT_KEY = "saturated_dag/content_hash"
+"""Materialisation metadata: the written frame's content hash, checked on every read."""
 
 
 def _plain_name(part: str, what: str) -> str:
@@ -129,6 +138,40 @@ def frame_data_version(frame: pl.DataFrame) -> dg.DataVersion:
     return dg.DataVersion(frame_digest(frame))
 
 
+def _recorded(context: dg.InputContext, file: Path) -> dict[str, Any] | None:
+    """The metadata of the materialisation that wrote ``file`` last (``None``: none known)."""
+    instance = context.instance if context.step_context is not None else None
+    if instance is None:
+        return None
+    partitions = None
+    if context.has_asset_partitions:
+        partitions = [p for p in context.asset_partition_keys if file.name == p + SUFFIX]
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=partitions), limit=1)
+    if not records.records:
+        return None
+    materialization = records.records[0].asset_materialization
+    return None if materialization is None else dict(materialization.metadata)
+
+
+def _verify_recorded(context: dg.InputContext, file: Path, frame: pl.DataFrame) -> None:
+    """Refuse a file whose content is not what its latest materialisation wrote."""
+    recorded = _recorded(context, file)
+    if not recorded or CONTENT_KEY not in recorded:
+        return
+    name = context.asset_key.to_user_string()
+    rows = getattr(recorded.get("dagster/row_count"), "value", None)
+    fix = (f"it was changed outside Dagster; re-materialise {name} (or restore the file) "
+           "before reading it")
+    if rows is not None and rows != frame.height:
+        raise ValueError(f"{file} has {frame.height} rows but the materialisation of {name} "
+                         f"that wrote it recorded {rows}: {fix}")
+    if recorded[CONTENT_KEY].value != frame_digest(frame):
+        raise ValueError(f"{file} differs from what the materialisation of {name} wrote "
+                         f"(content hash {frame_digest(frame)[:12]}, recorded "
+                         f"{recorded[CONTENT_KEY].value[:12]}): {fix}")
+
+
 def _declared_schema(context: dg.OutputContext, name: str) -> str:
     value = context.definition_metadata.get(SCHEMA_KEY)
     value = getattr(value, "value", value)  # a TextMetadataValue once normalised
@@ -177,7 +220,8 @@ class PolarsParquetStore(dg.UPathIOManager):
 
     def get_metadata(self, context: dg.OutputContext, obj: Any) -> dict[str, dg.MetadataValue]:
         return {"dagster/row_count": dg.MetadataValue.int(obj.height),
-                "dagster/column_schema": dg.MetadataValue.table_schema(table_schema(obj.schema))}
+                "dagster/column_schema": dg.MetadataValue.table_schema(table_schema(obj.schema)),
+                CONTENT_KEY: dg.MetadataValue.text(frame_digest(obj))}
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> pl.DataFrame:
         file = Path(path)
@@ -191,7 +235,9 @@ class PolarsParquetStore(dg.UPathIOManager):
                 hint = (f"{old} is from the old file naming, which several assets shared, so "
                         f"it is not read: re-materialise {name} to write {file.name}")
             raise FileNotFoundError(f"{name} has no stored output at {file}: {hint}")
-        return pl.read_parquet(file)
+        frame = pl.read_parquet(file)
+        _verify_recorded(context, file, frame)
+        return frame
 
     def load_partitions(self, context: dg.InputContext) -> pl.DataFrame | dict[str, pl.DataFrame]:
         loaded = super().load_partitions(context)

@@ -7,6 +7,11 @@ fsynced, then renamed over the target with ``os.replace`` (atomic on POSIX withi
 filesystem), and the folder is fsynced so the rename itself survives a power cut. On any
 failure the temporary file is removed and the previous file, if any, is left untouched; the
 error names the path and the cause (``OutputWriteError``).
+
+The temporary file comes from ``mkstemp``, which creates it with mode 0600 whatever the
+umask; before the rename it is given the mode a plain ``open()`` would have given it,
+``0o666 & ~umask`` (``new_file_mode``), so a group-shared output folder (umask 002) stays
+readable by the group and the mode does not depend on whether a file was written atomically.
 """
 
 from __future__ import annotations
@@ -60,6 +65,53 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it where the OS allows.
+
+    ``os.umask`` can only be read by setting it, and between setting and restoring it another
+    thread's new file would get the wrong mode; Linux reports it in ``/proc/self/status``, so
+    the set-and-restore is only the fallback.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: ``0o666`` less the umask."""
+    return 0o666 & ~current_umask()
+
+
+def new_folder_mode() -> int:
+    """The mode ``os.mkdir`` gives a new folder: ``0o777`` less the umask (``mkdtemp``'s
+    folders are 0700 whatever the umask)."""
+    return 0o777 & ~current_umask()
+
+
+def give_umask_modes(folder: Path) -> None:
+    """Give ``folder`` and everything in it the modes a plain ``mkdir``/``open`` would.
+
+    For a folder built in a ``mkdtemp`` staging folder and renamed into place (an adapter, a
+    converted model): ``mkdtemp`` makes it 0700 and some writers (safetensors weights) make
+    their files 0600, so without this a group-shared output folder (umask 002) would hold
+    folders only their writer can read.
+    """
+    file_mode, folder_mode = new_file_mode(), new_folder_mode()
+    for root, folders, files in os.walk(folder):
+        for name in folders + files:
+            path = Path(root) / name
+            if not path.is_symlink():  # a link's target is not this folder's to change
+                path.chmod(folder_mode if name in folders else file_mode)
+    folder.chmod(folder_mode)
+
+
 def atomic_write(path: Path | str, write: Callable[[IO[bytes]], Any]) -> Path:
     """Call ``write(handle)`` on a temporary file beside ``path``, then rename it into place."""
     path = Path(path)
@@ -67,6 +119,11 @@ def atomic_write(path: Path | str, write: Callable[[IO[bytes]], Any]) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            os.fchmod(fd, new_file_mode())  # mkstemp's 0600 -> what open() would give
+        except BaseException:
+            os.close(fd)
+            raise
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()

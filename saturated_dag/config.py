@@ -3,15 +3,31 @@
 ``load_profile("demo")`` reads ``saturated_dag/profiles/demo.yaml``; any other argument is a
 path to a YAML file of the same shape. Every error names the field, the bad value and what
 is allowed (pydantic's message), prefixed with the profile it came from.
+
+Three rules hold for every field (issue 15): a number must be finite (``.inf``/``.nan`` are
+never a setting anyone means), a boolean is accepted only where the field is a boolean (pydantic
+alone would read ``n: true`` as ``n=1``), and ``trust_remote_code`` is granted only by the
+profile file, for the model it names, never by an override (``load_profile``).
 """
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from saturated_dag.generation.base import SamplingParams
 from saturated_dag.tasks import chain_sum
@@ -25,8 +41,91 @@ class ProfileError(ValueError):
     """An invalid profile or run config."""
 
 
+def _admits_bool(tp: Any) -> bool:
+    """Whether a field of type ``tp`` means to hold a boolean (``bool``, ``bool | None``)."""
+    if tp is bool or tp is Any:
+        return True
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return any(_admits_bool(arm) for arm in get_args(tp))
+    if origin is Literal:
+        return any(isinstance(v, bool) for v in get_args(tp))
+    return False
+
+
+def _item_types(tp: Any, length: int) -> list[Any] | None:
+    """The annotations of a list/tuple field's items (the first sequence arm of a union)."""
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        for arm in get_args(tp):
+            found = _item_types(arm, length)
+            if found is not None:
+                return found
+        return None
+    args = get_args(tp)
+    if origin is list and args:
+        return [args[0]] * length
+    if origin is tuple and args:
+        return [args[0]] * length if args[-1] is Ellipsis else list(args)[:length]
+    return None
+
+
+def _type_text(tp: Any) -> str:
+    """What a field allows, for the error message (``an integer``, ``one of [1, 8, ...]``)."""
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_text(arm) for arm in get_args(tp) if arm is not type(None))
+    if origin is Literal:
+        return f"one of {list(get_args(tp))}"
+    if origin in (list, tuple):
+        return "a list"
+    return {int: "an integer", float: "a number", str: "a string"}.get(tp, getattr(
+        tp, "__name__", str(tp)))
+
+
+def _misplaced_bool(value: Any, tp: Any, where: str = "") -> tuple[str, Any] | None:
+    """The first boolean in ``value`` where ``tp`` expects none: (item path, expected type).
+    Nested models are left to their own validator (it runs when they validate)."""
+    if _admits_bool(tp):
+        return None
+    if isinstance(value, bool):
+        return where, tp
+    if isinstance(value, (list, tuple)):
+        items = _item_types(tp, len(value))
+        for i, (item, item_tp) in enumerate(zip(value, items or [], strict=False)):
+            found = _misplaced_bool(item, item_tp, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """The shared base: no unknown keys, no infinities or NaN in any float (``allow_inf_nan``
+    applies to every float field, lists of floats included), no boolean where a number or any
+    other non-boolean type is expected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_non_bool(cls, value: Any, info: ValidationInfo) -> Any:
+        """pydantic's lax mode reads ``true`` as 1 for ``int``, ``float`` and ``Literal[1, ...]``
+        fields (``sampling: {n: true}`` would sample once); a YAML boolean there is a mistake.
+        Strict int types would do the same for scalars but not inside ``tuple[int, int]``
+        without ``Annotated`` items, which the Dagster override generator does not read."""
+        if info.field_name is None:
+            return value
+        tp = cls.model_fields[info.field_name].annotation
+        found = _misplaced_bool(value, tp)
+        if found is not None:
+            where, expected = found
+            raise PydanticCustomError(
+                "bool_not_allowed",
+                "a boolean is not allowed {where}: expected {expected} (YAML true/false is a "
+                "boolean, not 1/0; write the value itself)",
+                {"where": f"at {info.field_name}{where}" if where else "here",
+                 "expected": _type_text(expected)})
+        return value
 
 
 class GridSpec(_Strict):
@@ -272,10 +371,12 @@ class SweepSettings(_Strict):
 class TrainingSettings(_Strict):
     """LoRA training (App. B, Table 5). Defaults are the paper's for Qwen3-1.7B-Base."""
 
-    splits: list[TrainSplit] = Field(default_factory=lambda: ["saturated", "strict_saturated"])
+    splits: list[TrainSplit] = Field(default_factory=lambda: ["saturated", "strict_saturated"],
+                                     min_length=1)
+    """At least one: an empty list would train nothing and leave the tables empty."""
     scorers: list[Scorer] = Field(
         default_factory=lambda: ["self_judge", "strong_judge", "entropy", "random"])
-    methods: list[Method] = Field(default_factory=lambda: ["dpo", "rrhf", "sft"])
+    methods: list[Method] = Field(default_factory=lambda: ["dpo", "rrhf", "sft"], min_length=1)
     """raft (SFT on each scorer's argmax, App. C.2's λ=0) is available but off by default."""
     epochs: int = Field(4, ge=1, le=4)
     batch_size: int = Field(8, ge=1)
@@ -435,8 +536,59 @@ def parse_profile(data: dict[str, Any], source: str = "<dict>") -> Profile:
         raise ProfileError(_describe(err, source)) from None
 
 
+_REMOTE_CODE_SECTIONS: tuple[tuple[str, ...], ...] = (("policy",), ("judges", "strong"))
+"""The settings whose ``trust_remote_code`` runs a model repository's own Python code."""
+_BOOL = TypeAdapter(bool)
+
+
+def _section(data: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None  # type: ignore[assignment]
+    return data if isinstance(data, dict) else {}
+
+
+def _file_allows(value: Any) -> bool:
+    """The file's ``trust_remote_code`` as pydantic reads it (``true``, ``yes``, ``"on"``)."""
+    try:
+        return _BOOL.validate_python(value)
+    except ValidationError:
+        return False
+
+
+def _check_remote_code(profile: Profile, data: dict[str, Any], overrides: dict[str, Any],
+                       source: str) -> None:
+    """Remote code runs only where the profile file itself grants it, for the model it names.
+
+    Overrides come from places less reviewed than a profile file (the launchpad, a run config,
+    an environment), so an override may switch ``trust_remote_code`` off or restate it, but
+    may not switch it on, nor, where it is on, point the section at another model (whose code
+    the file never trusted).
+    """
+    for path in _REMOTE_CODE_SECTIONS:
+        settings: Any = profile
+        for key in path:
+            settings = getattr(settings, key)
+        if not settings.trust_remote_code:
+            continue
+        name, in_file = ".".join(path), _section(data, path)
+        if not _file_allows(in_file.get("trust_remote_code")):
+            raise ProfileError(
+                f"invalid profile {source}:\n  {name}.trust_remote_code: an override may not "
+                "switch on remote code; only the profile file can (set "
+                f"{name}.trust_remote_code: true in {source} for a model you trust)")
+        overridden = _section(overrides, path)
+        if "model" in overridden and overridden["model"] != in_file.get("model"):
+            raise ProfileError(
+                f"invalid profile {source}:\n  {name}.model: the profile trusts remote code "
+                f"of {in_file.get('model')!r} only; an override may not point it at "
+                f"{overridden['model']!r} (change the model in the profile file, or override "
+                f"{name}.trust_remote_code to false)")
+
+
 def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> Profile:
-    """A named profile (``demo``, ``paper``) or a YAML file, with optional nested overrides."""
+    """A named profile (``demo``, ``paper``) or a YAML file, with optional nested overrides.
+
+    Overrides may change any setting except grant remote code (``_check_remote_code``)."""
     path = PROFILE_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         path = Path(name_or_path).expanduser()
@@ -448,4 +600,6 @@ def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> 
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(data, dict):
         raise ProfileError(f"profile {path} must be a YAML mapping, got {type(data).__name__}")
-    return parse_profile(_merge(data, overrides or {}), str(path))
+    profile = parse_profile(_merge(data, overrides or {}), str(path))
+    _check_remote_code(profile, data, overrides or {}, str(path))
+    return profile

@@ -140,6 +140,26 @@ def verify_answer(completion: str, gold: str, mode: AnswerCheck = "math_verify")
     return _math_verify_verdict(completion, gold)
 
 
+def unmatched_answer_checks(gold: str, answer: str) -> list[str]:
+    """The answer checks that would mark ``\\boxed{answer}`` wrong against ``gold``.
+
+    For dataset loaders: a gold that a correct, boxed answer cannot match (``1e3`` against
+    ``\\boxed{1000}``) would silently score every right completion as wrong, so a loader asks
+    this with the gold's plain form and refuses the row. A gold Math-Verify cannot parse at all
+    fails every check. Empty when every mode in ``ANSWER_CHECKS`` accepts the answer.
+    """
+    completion = f"\\boxed{{{answer}}}"
+    failed: list[str] = []
+    for mode in ANSWER_CHECKS:
+        try:
+            correct = verify_answer(completion, gold, mode).correct
+        except ValueError:  # the gold itself cannot be parsed
+            correct = False
+        if not correct:
+            failed.append(mode)
+    return failed
+
+
 def _verify_chunk(pairs: list[tuple[str, str]], mode: AnswerCheck) -> list[Verdict]:
     return [verify_answer(c, g, mode) for c, g in pairs]
 

@@ -110,6 +110,93 @@ def test_gsm8k_missing_file_and_folder(tmp_path: Path) -> None:
         gsm8k.load_split(str(tmp_path / "nope"), "test")
 
 
+@pytest.mark.parametrize(
+    ("gold", "message"),
+    [
+        ("1e3", "not a number in plain decimal form"),  # loaded; \\boxed{1000} was then wrong
+        ("1_000", "not a number in plain decimal form"),
+        ("nan", "not a number in plain decimal form"),
+        ("inf", "not a number in plain decimal form"),
+        ("-Infinity", "not a number in plain decimal form"),
+        ("\uff11\uff10\uff10\uff10", "not a number in plain decimal form"),  # full-width 1000
+        ("1 000", "not a number in plain decimal form"),
+        ("+5", "not a number in plain decimal form"),
+        (".5", "not a number in plain decimal form"),
+        ("1" * 250, "answers over 200 characters wrong"),
+    ],
+)
+def test_gsm8k_gold_the_checker_cannot_match_names_file_and_line(
+    tmp_path: Path, gold: str, message: str
+) -> None:
+    """Issue 15: such golds loaded and then scored right answers wrong, or crashed the checker."""
+    good = json.dumps({"question": "Q?", "answer": "#### 3"})
+    bad = json.dumps({"question": "Q?", "answer": f"Work.\n#### {gold}"})
+    (tmp_path / "train.jsonl").write_text(f"{good}\n{bad}\n")
+    with pytest.raises(gsm8k.DatasetFormatError, match=message) as err:
+        gsm8k.load_split(str(tmp_path), "train")
+    assert f"{tmp_path / 'train.jsonl'}:2" in str(err.value)
+    assert repr(gold) in str(err.value) or "characters" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("written", "gold", "boxed"),
+    [("1,000", "1000", "1000"), ("-5", "-5", "-5"), ("0.5", "0.5", "0.5"),
+     ("12.50", "12.50", "12.5"), ("007", "007", "7"), ("-0", "-0", "0")],
+)
+def test_gsm8k_accepted_golds_match_a_correct_boxed_answer_in_both_checks(
+    tmp_path: Path, written: str, gold: str, boxed: str
+) -> None:
+    from saturated_dag.verification import ANSWER_CHECKS, verify_answer
+
+    row = {"question": "How many?", "answer": f"Work.\n#### {written}"}
+    (tmp_path / "train.jsonl").write_text(json.dumps(row) + "\n")
+    assert gsm8k.load_split(str(tmp_path), "train")[0].gold == gold
+    for mode in ANSWER_CHECKS:
+        assert verify_answer(f"So \\boxed{{{boxed}}}.", gold, mode).correct, mode
+
+
+def test_unmatched_answer_checks_names_the_modes() -> None:
+    from saturated_dag.verification import ANSWER_CHECKS, unmatched_answer_checks
+
+    assert unmatched_answer_checks("1000", "1000") == []
+    assert unmatched_answer_checks("1e3", "1000") == list(ANSWER_CHECKS)
+    assert unmatched_answer_checks("\uff11\uff10\uff10\uff10", "1000") == list(ANSWER_CHECKS)
+
+
+def test_gsm8k_every_real_gold_matches_its_boxed_value_in_both_checks() -> None:
+    """Both real files load under the stricter gold check, and each gold is matchable."""
+    from saturated_dag.verification import ANSWER_CHECKS, verify_answer
+
+    golds = {q.gold for split in ("train", "test")
+             for q in gsm8k.load_split(str(GSM8K_DIR), split)}
+    assert len(golds) > 900
+    for gold in golds:
+        for mode in ANSWER_CHECKS:
+            assert verify_answer(f"\\boxed{{{int(gold)}}}", gold, mode).correct, (gold, mode)
+
+
+def test_gsm8k_ids_are_line_numbers_blank_lines_included(tmp_path: Path) -> None:
+    """Ids follow the file's lines, so a blank line never renumbers the rows above it."""
+    rows = [json.dumps({"question": f"Q{i}?", "answer": f"#### {i}"}) for i in range(3)]
+    path = tmp_path / "train.jsonl"
+    path.write_text(f"{rows[0]}\n\n{rows[1]}\n   \n{rows[2]}\n")
+    ids = [q.question_id for q in gsm8k.load_split(str(tmp_path), "train")]
+    assert ids == ["gsm8k/train/0", "gsm8k/train/2", "gsm8k/train/4"]
+    path.write_text(f"{rows[0]}\n\n{rows[1]}\n\n\n{rows[2]}\n\n")
+    moved = {q.problem: q.question_id for q in gsm8k.load_split(str(tmp_path), "train")}
+    assert (moved["Q0?"], moved["Q1?"]) == ("gsm8k/train/0", "gsm8k/train/2")
+    assert [q.question_id for q in gsm8k.load_split(str(tmp_path), "train", limit=2)] == ids[:2]
+
+
+def test_gsm8k_real_ids_are_line_indices() -> None:
+    """The real files have no blank lines: line-based ids are the row indices they always were."""
+    for split, count in (("train", 7473), ("test", 1319)):
+        lines = (GSM8K_DIR / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
+        assert len(lines) == count and all(line.strip() for line in lines)
+        ids = [q.question_id for q in gsm8k.load_split(str(GSM8K_DIR), split)]
+        assert ids == [f"gsm8k/{split}/{i}" for i in range(count)]
+
+
 def test_prompt_uses_chat_template_only_when_present() -> None:
     text = chain_sum.build_pool("D", [(2, 1)], 1, 0)[0].prompt_text
     assert text.startswith("Compute the following step by step:\n")

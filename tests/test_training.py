@@ -390,3 +390,134 @@ def test_trl_accumulation_gives_the_update_of_one_batch(
     assert steps[0]["step"] == steps[1]["step"] == 1
     for key in ("loss", "grad_norm"):
         assert steps[0][key] == pytest.approx(steps[1][key], rel=1e-4), key
+
+
+# --- issue 15 item 5: what a killed run leaves beside the adapter is removed on its next start
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _scratch(parent: Path, name: str, pid: int | None = None) -> Path:
+    import socket
+
+    folder = parent / name
+    folder.mkdir()
+    (folder / "trainer").mkdir()  # as a killed run leaves it: checkpoints inside
+    if pid is not None:
+        (folder / "owner.json").write_text(json.dumps({"host": socket.gethostname(),
+                                                        "pid": pid}))
+    return folder
+
+
+def _debris_of_two_adapters(parent: Path) -> tuple[set[str], set[str]]:
+    """Leftovers of adapter ``sft`` and files of other adapters with names sharing its
+    prefix (``sft_entropy``, ``sft-abc``, ``sft.link``): (sft's leftovers, everything else)."""
+    parent.mkdir(parents=True)
+    live = parent / ".sft@200"
+    live.mkdir()
+    (parent / "sft").symlink_to(live.name)
+    for name in (".sft@100", ".sft_entropy@100", ".sft-abc@100"):
+        (parent / name).mkdir()
+    (parent / ".sft_entropy").mkdir()  # not a leftover's name at all
+    (parent / "sft_entropy").symlink_to(".sft_entropy@100")
+    _scratch(parent, ".sft-abc12345")  # an older version's: no owner file
+    _scratch(parent, ".sft-x_9y8z7w", pid=_dead_pid())
+    for name in (".sft_entropy-abc12345", ".sft-abc-q1w2e3r4", ".sft-abc-run", ".sft-run",
+                 ".sft-abc123", ".sft.link-12345678"):  # the last: adapter `sft.link`'s
+        _scratch(parent, name)
+    (parent / ".sft.link-4242").symlink_to(live.name)
+    (parent / ".sft_entropy.link-4242").symlink_to(".sft_entropy@100")
+    (parent / "sft_curves.png").write_bytes(b"png")
+    ours = {".sft@100", ".sft-abc12345", ".sft-x_9y8z7w", ".sft.link-4242"}
+    return ours, {p.name for p in parent.iterdir()} - ours
+
+
+def test_remove_leftovers_takes_only_that_adapters_debris(tmp_path: Path) -> None:
+    from saturated_dag.training.train import remove_leftovers
+
+    parent = tmp_path / "adapters" / "gsm8k" / "easy"
+    ours, others = _debris_of_two_adapters(parent)
+    removed = remove_leftovers(parent / "sft")
+    assert {p.name for p in removed} == ours
+    assert {p.name for p in parent.iterdir()} == others  # other adapters' files untouched
+    assert (parent / "sft").resolve() == (parent / ".sft@200").resolve()  # the live one kept
+    # the other way round: sft_entropy's start takes its own and leaves sft's alone
+    removed = remove_leftovers(parent / "sft_entropy")
+    assert {p.name for p in removed} == {".sft_entropy-abc12345", ".sft_entropy.link-4242"}
+    assert (parent / ".sft_entropy@100").is_dir() and (parent / ".sft@200").is_dir()
+    assert remove_leftovers(tmp_path / "missing" / "sft") == []
+
+
+def test_remove_leftovers_spares_a_live_run(tmp_path: Path) -> None:
+    """A run still alive on this machine (here: the test's parent process) keeps its scratch
+    folder, and the swapped-in folders and links it may be between renaming are kept too."""
+    import os
+
+    from saturated_dag.training.train import remove_leftovers
+
+    parent = tmp_path / "adapters"
+    parent.mkdir()
+    _scratch(parent, ".sft-live1234", pid=os.getppid())
+    _scratch(parent, ".sft-dead1234", pid=_dead_pid())
+    (parent / ".sft@100").mkdir()
+    (parent / ".sft.link-1").symlink_to(".sft@100")
+    removed = remove_leftovers(parent / "sft")
+    assert [p.name for p in removed] == [".sft-dead1234"]
+    assert sorted(p.name for p in parent.iterdir()) == [".sft-live1234", ".sft.link-1",
+                                                        ".sft@100"]
+
+
+def test_mkdtemp_names_fit_the_leftover_pattern() -> None:
+    """The pattern relies on mkdtemp's random part: 8 characters without "-", "." or "@"."""
+    import re
+    import tempfile
+
+    from saturated_dag.training.train import _leftover_patterns
+
+    scratch = _leftover_patterns("sft_lambda0.01")[0]
+    names = [Path(tempfile.mkdtemp(prefix=".sft_lambda0.01-", dir=tempfile.gettempdir()))
+             for _ in range(20)]
+    try:
+        assert all(scratch.fullmatch(n.name) for n in names)
+        assert not scratch.fullmatch(".sft_lambda0x01-abcdefgh")  # the dot is literal
+        assert not re.search(r"[-.@]", "".join(n.name[-8:] for n in names))
+    finally:
+        for n in names:
+            n.rmdir()
+
+
+def test_training_start_removes_a_killed_runs_leftovers_and_keeps_the_umask(
+        tiny_model_dir: Path, tmp_path: Path) -> None:
+    """A killed run's ``.sft-XXXXXXXX`` goes on the next start of ``sft``; ``sft_entropy``'s
+    stays. The adapter's folder and files get the umask's modes (002: group-writable), not
+    mkdtemp's 0700."""
+    import os
+    import stat
+
+    out = tmp_path / "adapters" / "sft"
+    out.parent.mkdir(parents=True)
+    killed = _scratch(out.parent, ".sft-k1ll3d00")
+    other = _scratch(out.parent, ".sft_entropy-k1ll3d00")
+    said: list[str] = []
+    previous = os.umask(0o002)
+    try:
+        result = train_adapter("sft", str(tiny_model_dir),
+                               pl.DataFrame([{"prompt": PROMPT, "completion": GOOD}] * 2),
+                               SftSettings(**{**FAST, "epochs": 1}), out, log=said.append)
+    finally:
+        os.umask(previous)
+    assert not killed.exists() and other.is_dir()
+    assert any(".sft-k1ll3d00" in line for line in said)
+    assert sorted(p.name for p in out.parent.iterdir() if not p.name.startswith(".sft@")) == [
+        ".sft_entropy-k1ll3d00", "sft"]  # and this run left nothing of its own
+    folder = Path(result.adapter_dir).resolve()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o775
+    for path in folder.iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == (0o775 if path.is_dir() else 0o664), path

@@ -1,31 +1,75 @@
 """GSM8K from a local folder of ``train.jsonl``/``test.jsonl`` or a hub dataset id.
 
-The gold is the text after ``####`` with thousands separators removed. Malformed rows are
-errors that name the file and line: a silently dropped row would change the pool.
+The gold is the text after ``####`` with thousands separators (commas) removed, and must then
+be a plain decimal number: ASCII digits, an optional leading ``-`` and an optional decimal
+point. Every gold is also checked at load with the answer checker itself (both modes of
+``saturated_dag.verification``): a boxed correct answer must be marked right. Without that a
+gold such as ``1e3`` or ``1_000`` loads and every right ``\\boxed{1000}`` scores as wrong, and a
+full-width ``１０００`` crashes answer checking far from the file. Malformed rows are errors that
+name the file and line: a silently dropped row would change the pool.
+
+A question's id is ``gsm8k/<split>/<line number - 1>``, counting every line of the file, blank
+ones included, so a blank line never renumbers the rows above it (hub rows use their index).
 """
 
 from __future__ import annotations
 
+import re
+from decimal import Decimal
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from saturated_dag.tasks.base import DatasetFormatError, Question, jsonl_rows
 from saturated_dag.tasks.prompts import policy_prompt
+from saturated_dag.verification import MAX_ANSWER_CHARS, unmatched_answer_checks
 
 TASK = "gsm8k"
 SPLIT_FILES = {"train": "train.jsonl", "test": "test.jsonl"}
 POOL_OF_SPLIT = {"train": "D", "test": "eval"}
 
+_PLAIN_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+"""What a gold may be after comma removal; ASCII only (``str.isdigit`` accepts ``１``)."""
+
+
+def _plain_form(gold: str) -> str:
+    """The value as a model would box it: ``007`` -> ``7``, ``12.50`` -> ``12.5``."""
+    value = Decimal(gold)
+    return format(value.normalize(), "f") if value else "0"
+
+
+@lru_cache(maxsize=4096)
+def _unmatched(gold: str) -> tuple[str, ...]:
+    """``"<mode> marks \\boxed{x} wrong"`` for each failure; cached, as golds repeat often."""
+    problems = []
+    for answer in dict.fromkeys((gold, _plain_form(gold))):
+        problems += [f"answer check {mode!r} marks \\boxed{{{answer}}} wrong"
+                     for mode in unmatched_answer_checks(gold, answer)]
+    return tuple(problems)
+
 
 def parse_gold(answer: str, where: str) -> str:
-    """The final answer after ``####``, commas removed; must be a number."""
+    """The final answer after ``####``, commas removed; a plain number the checker can match."""
     if "####" not in answer:
         raise DatasetFormatError(f"{where}: answer has no '####' final-answer marker")
     gold = answer.rsplit("####", 1)[1].strip().replace(",", "")
-    try:
-        float(gold)
-    except ValueError:
-        raise DatasetFormatError(f"{where}: final answer {gold!r} is not a number") from None
+    if not _PLAIN_NUMBER.fullmatch(gold):
+        raise DatasetFormatError(
+            f"{where}: final answer {gold!r} is not a number in plain decimal form: expected "
+            "ASCII digits with an optional leading '-' and decimal point, thousands commas "
+            "allowed (no exponent, underscores, nan/inf, spaces or non-ASCII digits)"
+        )
+    if len(gold) > MAX_ANSWER_CHARS:  # the checker marks longer answers wrong unparsed
+        raise DatasetFormatError(
+            f"{where}: final answer has {len(gold)} characters; the answer checker marks "
+            f"answers over {MAX_ANSWER_CHARS} characters wrong, so no completion could match it"
+        )
+    problems = _unmatched(gold)
+    if problems:
+        raise DatasetFormatError(
+            f"{where}: final answer {gold!r} cannot be matched by the answer checker "
+            f"({'; '.join(problems)}): a correct completion would be scored wrong"
+        )
     return gold
 
 

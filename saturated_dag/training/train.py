@@ -9,7 +9,10 @@ every method; docs/training-memory.md estimates what each method needs on the pa
 
 The final adapter folder is written beside its destination and swapped in by one atomic
 symlink rename (``swap_in``), so a crash or a NaN loss never replaces a previous one and a
-reader never finds the adapter missing.
+reader never finds the adapter missing. A run killed part-way leaves its scratch folder
+``.<name>-XXXXXXXX`` beside the adapter (and perhaps a half-swapped ``.<name>@<ns>`` folder
+or ``.<name>.link-<pid>`` link); the next start of the same adapter removes them
+(``remove_leftovers``), and only them: never another adapter's, never a live run's.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,7 +33,7 @@ from typing import Any
 import polars as pl
 from transformers import TrainerCallback, set_seed
 
-from saturated_dag.atomic import fsync_dir
+from saturated_dag.atomic import fsync_dir, give_umask_modes
 from saturated_dag.generation.models import load_model
 from saturated_dag.losses import RrhfLossConfig
 from saturated_dag.training.config import (
@@ -270,6 +275,94 @@ def swap_in(folder: Path, out: Path, scratch: Path) -> None:
         shutil.rmtree(previous, ignore_errors=True)
 
 
+# ``tempfile.mkdtemp``'s random part: 8 characters from this alphabet (CPython's
+# ``tempfile._RandomNameSequence``). It has no "-", "." or "@", so ``.sft-`` plus 8 of them
+# is never a file of another adapter: adapter ``sft-abc`` leaves ``.sft-abc-XXXXXXXX``,
+# ``.sft-abc-run``, ``.sft-abc@<ns>`` and ``.sft-abc.link-<pid>``, each with a character after
+# ``.sft-`` that the pattern refuses or of another length, and ``sft_entropy``'s
+# ``.sft_entropy-...`` does not start with ``.sft-`` at all.
+_MKDTEMP_PART = "[a-z0-9_]{8}"
+OWNER_FILE = "owner.json"
+
+
+def _leftover_patterns(name: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """The scratch folder, swapped-in folder and temporary link names of adapter ``name``."""
+    quoted = re.escape(name)
+    return (re.compile(rf"\.{quoted}-{_MKDTEMP_PART}"), re.compile(rf"\.{quoted}@\d+"),
+            re.compile(rf"\.{quoted}\.link-\d+"))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _owner_alive(folder: Path) -> bool:
+    """Whether the run that made scratch ``folder`` is still running on this machine.
+
+    A folder without a readable owner file (an older version's, or a run killed before it
+    wrote one) or owned by a process that is gone counts as dead. One adapter trained on two
+    machines at once is not supported (both would swap into the same folder), so another
+    machine's owner counts as dead too rather than leaving its leftovers forever.
+    """
+    try:
+        owner = json.loads((folder / OWNER_FILE).read_text())
+        host, pid = owner["host"], int(owner["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return host == socket.gethostname() and pid != os.getpid() and _pid_alive(pid)
+
+
+def _claim(work: Path) -> None:
+    """Mark scratch folder ``work`` as this process's, so a concurrent start of the same
+    adapter leaves it alone."""
+    (work / OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(),
+                                               "pid": os.getpid()}))
+
+
+def remove_leftovers(out: Path) -> list[Path]:
+    """Remove what killed runs of adapter ``out`` left beside it; return what was removed.
+
+    Scratch folders ``.<name>-XXXXXXXX`` (mkdtemp's, see ``_MKDTEMP_PART``) of runs no longer
+    alive; and, when no run of this adapter is alive, swapped-in folders ``.<name>@<ns>`` that
+    the ``<name>`` link does not name (a crash between the rename and the link swap) and
+    temporary links ``.<name>.link-<pid>``. Only real folders match the first two and only
+    symlinks the last, so a file of a dotted name (adapter ``x.link``) is never taken for one.
+    """
+    if not out.parent.is_dir():
+        return []
+    scratch, swapped, link = _leftover_patterns(out.name)
+    removed: list[Path] = []
+    live_run = False
+    entries = sorted(out.parent.iterdir())
+    for entry in entries:
+        if scratch.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
+            if _owner_alive(entry):
+                live_run = True
+                continue
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    if live_run:  # a live run may be between its rename and its link swap
+        return removed
+    current = out.resolve() if out.is_symlink() else None
+    for entry in entries:
+        if swapped.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
+            if entry.resolve() != current:
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry)
+        elif link.fullmatch(entry.name) and entry.is_symlink():
+            entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
 def train_adapter(
     method: str,
     base_model: str,
@@ -304,8 +397,11 @@ def train_adapter(
     model, tokenizer = load_model(base_model, dtype=precision)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    for leftover in remove_leftovers(out):
+        say(f"removed {leftover.name}, left beside {out.name} by a killed training run")
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
+        _claim(work)
         # LoRA's A matrices are drawn when the adapter is created, before the Trainer seeds
         # anything: seed here so an adapter's start does not depend on what ran before it.
         set_seed(settings.seed)
@@ -328,6 +424,7 @@ def train_adapter(
                    "best_epoch": best, "epochs": selector.epochs, "settings": asdict(settings),
                    "precision": precision}
         (final / "training_config.json").write_text(json.dumps(written, indent=1))
+        give_umask_modes(final)
         swap_in(final, out, work)
         return TrainResult(str(out), best, selector.epochs,
                            [dict(h) for h in trainer.state.log_history])
