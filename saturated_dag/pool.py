@@ -13,17 +13,12 @@ from dataclasses import replace
 import polars as pl
 
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
+from saturated_dag.schemas import schema
 from saturated_dag.shards import ShardStore, run_shards, shard_seed
 from saturated_dag.tasks.base import Question
 from saturated_dag.verification import AnswerCheck, verify_many
 
-POOL_SCHEMA = pl.Schema({
-    "question_id": pl.String, "task": pl.String, "pool": pl.String, "cell": pl.String,
-    "terms": pl.Int64, "digits": pl.Int64, "problem": pl.String, "prompt": pl.String,
-    "gold": pl.String, "sample_index": pl.Int64, "completion": pl.String,
-    "answer": pl.String, "correct": pl.Boolean, "num_tokens": pl.Int64,
-    "finish_reason": pl.String, "mean_entropy": pl.Float64,
-})
+POOL_SCHEMA = schema("generation_pool")  # declared once, in saturated_dag/schemas.py
 """One row per sampled completion. ``terms``/``digits`` are null for tasks without them,
 ``answer`` is null where none was extracted, ``mean_entropy`` where the backend gave none."""
 POOL_COLUMNS = list(POOL_SCHEMA.names())

@@ -19,6 +19,8 @@ from typing import Any
 
 import polars as pl
 
+from saturated_dag.schemas import schema
+
 KEY = ["question_id", "sample_index"]
 
 
@@ -52,14 +54,11 @@ Built = tuple[pl.DataFrame, BuildStats]
 Row = dict[str, Any]
 """One completion as a plain dict (a row of the merged pool and scores)."""
 
-PAIR_SCHEMA = {"question_id": pl.String, "prompt": pl.String, "chosen": pl.String,
-               "chosen_sample": pl.Int64, "chosen_score": pl.Float64, "rejected": pl.String,
-               "rejected_sample": pl.Int64, "rejected_score": pl.Float64}
+# the asset frames' columns, declared once in saturated_dag/schemas.py
+PAIR_SCHEMA = schema("dpo_pairs")
 """Columns of DPO and correctness pairs (scores are null when the pairs were not scored)."""
-RRHF_SCHEMA = {"question_id": pl.String, "sample_index": pl.Int64, "prompt": pl.String,
-               "completion": pl.String, "score": pl.Float64}
-SFT_SCHEMA = {"question_id": pl.String, "sample_index": pl.Int64, "prompt": pl.String,
-              "completion": pl.String}
+RRHF_SCHEMA = schema("rrhf_groups")
+SFT_SCHEMA = schema("sft_set")
 
 
 def _require_unique_keys(frame: pl.DataFrame, name: str) -> None:

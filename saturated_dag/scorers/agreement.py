@@ -19,13 +19,12 @@ import polars as pl
 from scipy.stats import spearmanr
 
 from saturated_dag.atomic import atomic_save_figure
+from saturated_dag.schemas import schema
 from saturated_dag.scorers.judges import chain_sum_expression, load_rubric_score
 from saturated_dag.scorers.selection import Selection, score_frame, sorted_groups
 
 OK, TOO_FEW, CONSTANT = "ok", "too_few", "constant"
-PER_QUESTION_SCHEMA = {"question_id": pl.String, "split": pl.String, "scorer_a": pl.String,
-                       "scorer_b": pl.String, "n": pl.Int64, "rho": pl.Float64,
-                       "status": pl.String}
+PER_QUESTION_SCHEMA = schema("scorer_agreement")  # declared once, in saturated_dag/schemas.py
 """``rho`` is null where the status is not ``ok``."""
 SUMMARY_SCHEMA = {"split": pl.String, "scorer_a": pl.String, "scorer_b": pl.String,
                   "questions": pl.Int64, "mean_rho": pl.Float64, "median_rho": pl.Float64,
