@@ -2,37 +2,50 @@
 
 ``make_resources`` builds the resource dict of the code location (``definitions.py``) and of
 the tests. Training through Dagster Pipes is ``resources.training.train_with_pipes``.
+Importing the package installs ``resources.pool_wait``'s corrections of Dagster's pool wait.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from resources.experiment import ExperimentResource, ProfileOverrides, overrides_config
+from resources import pool_wait
+from resources.experiment import (
+    ExperimentLocation,
+    ExperimentResource,
+    ProfileOverrides,
+    overrides_config,
+)
 from resources.inference import InferenceResource
 from resources.parquet_io import ParquetIOManager
+
+# A step blocked by a pool limit names the run holding the slot and sleeps between claim checks
+# instead of spinning a core (Dagster 1.13's busy wait; see resources/pool_wait.py).
+pool_wait.install()
 
 
 def make_resources(profile: str, output_dir: str,
                    overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """``experiment``, ``inference`` and ``parquet_io`` for a profile and an output folder.
 
-    ``overrides`` is a plain nested dict merged into the profile (``{"policy": {"model": path,
-    "batch_size": 8}}``; ``None`` values clear a setting). ``experiment`` is configured at
-    launch (``configure_at_launch``) with these values as its defaults, and ``inference`` holds
-    that same object, so config given in the launchpad reaches both: a fully built
-    ``ExperimentResource`` nested in another resource would not see launch-time config. Use
+    The profile, the folder and ``overrides`` (a plain nested dict merged into the profile:
+    ``{"policy": {"model": path, "batch_size": 8}}``; ``None`` values clear a setting) form one
+    ``ExperimentLocation``, nested fully configured in ``experiment`` and ``parquet_io``, so no
+    run config can change them. ``experiment`` is configured at launch
+    (``configure_at_launch``): its only run config is ``overrides``, laid over the location's.
+    ``inference`` holds that same partial object, so launch config reaches both: a fully built
+    ``ExperimentResource`` nested in another resource would not see it. Use
     ``dg.build_resources(make_resources(...))`` for live instances outside a run.
     """
-    experiment = ExperimentResource.configure_at_launch(
-        profile=profile, output_dir=output_dir, overrides=overrides_config(overrides))
+    location = ExperimentLocation(profile=profile, output_dir=output_dir,
+                                  overrides=overrides_config(overrides))
+    experiment = ExperimentResource.configure_at_launch(location=location)
     return {
         "experiment": experiment,
         "inference": InferenceResource(experiment=experiment),
-        "parquet_io": ParquetIOManager(base_dir=str(Path(output_dir) / "assets")),
+        "parquet_io": ParquetIOManager(location=location),
     }
 
 
-__all__ = ["ExperimentResource", "InferenceResource", "ParquetIOManager", "ProfileOverrides",
-           "make_resources"]
+__all__ = ["ExperimentLocation", "ExperimentResource", "InferenceResource", "ParquetIOManager",
+           "ProfileOverrides", "make_resources"]

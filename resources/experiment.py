@@ -1,7 +1,8 @@
 """The experiment profile as a Dagster resource, with typed per-run overrides.
 
-``ExperimentResource(profile=..., output_dir=..., overrides=...)``: ``profile`` names a shipped
-profile or a YAML file; ``overrides`` is a typed, nested Dagster config whose shape is the
+``ExperimentResource(location=ExperimentLocation(profile=..., output_dir=...), overrides=...)``:
+the location names a shipped profile or a YAML file and the output folder, fixed for the code
+location (not run config); ``overrides`` is a typed, nested Dagster config whose shape is the
 profile's own (``{"sampling": {"n": 4}}``, ``{"policy": {"batch_size": 8}}``), so the launchpad
 shows and checks every setting instead of taking a JSON string.
 
@@ -26,12 +27,13 @@ from __future__ import annotations
 import enum
 import types
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 import dagster as dg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from saturated_dag.config import Profile, load_profile
+from saturated_dag.config import Profile, load_profile, merge_settings
 
 _NONE = type(None)
 _ENUMS: dict[tuple[str, ...], type[enum.Enum]] = {}
@@ -219,16 +221,83 @@ def overrides_config(overrides: dict[str, Any] | None) -> dict[str, Any] | None:
     return data
 
 
-class ExperimentResource(dg.ConfigurableResource):
-    """Which profile the run uses (``demo``, ``paper``, ``ci`` or a YAML file), where its
-    outputs go, and typed per-run overrides of any of its settings."""
+PROFILE_TAG = "saturated_dag/profile"
+OUTPUT_DIR_TAG = "saturated_dag/output_dir"
 
-    profile: str = Field("demo", description="demo, paper, paper_instruct, ci or a YAML path")
-    output_dir: str = Field("outputs", description="asset files, adapters, tables, stages")
+
+class ExperimentLocation(dg.ConfigurableResource):
+    """The profile and output folder a code location serves, and its own overrides.
+
+    Set once where the resources are built (``definitions.py`` from ``SATURATED_DAG_PROFILE``
+    and ``SATURATED_DAG_OUTPUT_DIR``; tests through ``make_resources``) and nested, fully
+    configured, in ``ExperimentResource`` and the Parquet IO manager, so Dagster keeps it out
+    of run config: no launchpad, run.yaml or sensor can point one resource at another profile
+    or folder than the rest. Every run records both as tags (``saturated_dag/profile``,
+    ``saturated_dag/output_dir``) and every stored frame as metadata.
+    """
+
+    profile: str = Field(description="demo, paper, paper_instruct, ci or a YAML path")
+    output_dir: str = Field(description="asset files, adapters, tables, stages")
+    overrides: ProfileOverrides | None = Field(  # type: ignore[valid-type]
+        None, description="the location's own changes to the profile (tests' tiny models); "
+        "a run's launch overrides are laid over them")
+
+    @property
+    def output_path(self) -> str:
+        """The output folder as an absolute path, as runs record it."""
+        return str(Path(self.output_dir).expanduser().resolve())
+
+    def tags(self) -> dict[str, str]:
+        return {PROFILE_TAG: self.profile, OUTPUT_DIR_TAG: self.output_path}
+
+
+class ExperimentResource(dg.ConfigurableResource):
+    """The location's profile (``demo``, ``paper``, ``ci`` or a YAML file) and output folder,
+    with typed per-run overrides of any of the profile's settings.
+
+    Only ``overrides`` is run config; they are laid over the location's own, so a launch
+    override changes exactly the settings it names. The settings are validated when the run
+    starts (``setup_for_execution``), so a bad value (``sampling.n: 0``) fails the run before
+    any step waits for the ``gpu`` pool, naming the setting.
+    """
+
+    location: ExperimentLocation = Field(
+        description="profile and output folder of the code location (not run config)")
     overrides: ProfileOverrides | None = Field(  # type: ignore[valid-type]
         None, description="per-run changes to the profile, in its own shape")
+
+    @property
+    def profile(self) -> str:
+        return self.location.profile
+
+    @property
+    def output_dir(self) -> str:
+        return self.location.output_dir
 
     @cached_property
     def settings(self) -> Profile:
         """The validated profile with the overrides merged in (a bad value names its field)."""
-        return load_profile(self.profile, overrides_dict(self.overrides))
+        # a launch override changes only what it names (nested sections merge)
+        return load_profile(self.profile, merge_settings(
+            overrides_dict(self.location.overrides), overrides_dict(self.overrides)))
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Validate the settings and tag the run with the profile and folder it uses."""
+        settings = self.settings  # raises naming the setting, before any step runs
+        run = context.dagster_run
+        if context.log is not None:
+            context.log.info(f"profile {settings.name!r} ({self.profile}), outputs in "
+                             f"{self.location.output_path}")
+        if run is None or context.instance is None:
+            return
+        tags = self.location.tags()
+        clash = {k: run.tags[k] for k in tags if k in run.tags and run.tags[k] != tags[k]}
+        if clash:
+            raise ValueError(
+                f"run {run.run_id} is tagged {clash}, but this code location serves profile "
+                f"{self.profile!r} with outputs in {self.location.output_path}: the profile "
+                "and folder come from SATURATED_DAG_PROFILE and SATURATED_DAG_OUTPUT_DIR of "
+                "the code location, not from run tags or run config")
+        missing = {k: v for k, v in tags.items() if k not in run.tags}
+        if missing:
+            context.instance.add_run_tags(run.run_id, missing)

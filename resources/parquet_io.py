@@ -5,7 +5,7 @@ not ``dagster-polars``: its newest release, 0.27.12, is built for Dagster 1.11 (
 0.29.x for the pinned Dagster 1.13), fails to load any frame under polars 2
 (``ArgumentRemovedError: the argument 'rechunk' for 'scan_parquet' has been removed``) and
 writes files in place, so a crash can leave a truncated file. ``ParquetIOManager`` is a
-``ConfigurableIOManager`` (``base_dir`` config) that delegates to a ``UPathIOManager``
+``ConfigurableIOManager`` that delegates to a ``UPathIOManager``
 subclass, the pattern of Dagster's ``FilesystemIOManager`` and ``S3PickleIOManager``.
 
 Paths (``asset_file``, the only naming function): ``<base_dir>/<key>/<...>/<last
@@ -40,6 +40,10 @@ materialisation recorded. A file edited behind Dagster's back (rows removed, val
 fails the reading step naming the file, instead of feeding a downstream asset data no run
 produced. Materialisations without a recorded hash (older runs, files seeded by hand with no
 materialisation) are read as they are.
+
+Location: the folder is ``<output_dir>/assets`` of the code location's ``ExperimentLocation``
+(not run config); every materialisation also records ``saturated_dag/profile`` and
+``saturated_dag/output_dir``.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ import polars as pl
 from pydantic import Field
 from upath import UPath
 
+from resources.experiment import ExperimentLocation
 from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.schemas import check_frame, get_schema
 from saturated_dag.shards import frame_digest
@@ -188,8 +193,9 @@ class PolarsParquetStore(dg.UPathIOManager):
 
     extension = None  # ``asset_file`` names every file, suffix included
 
-    def __init__(self, base_dir: str):
+    def __init__(self, base_dir: str, run_metadata: Mapping[str, str] | None = None):
         self.base_dir = base_dir
+        self.run_metadata = dict(run_metadata or {})
         super().__init__(base_path=UPath(Path(base_dir).expanduser()))
 
     def get_asset_relative_path(self, context: dg.InputContext | dg.OutputContext) -> UPath:
@@ -221,7 +227,8 @@ class PolarsParquetStore(dg.UPathIOManager):
     def get_metadata(self, context: dg.OutputContext, obj: Any) -> dict[str, dg.MetadataValue]:
         return {"dagster/row_count": dg.MetadataValue.int(obj.height),
                 "dagster/column_schema": dg.MetadataValue.table_schema(table_schema(obj.schema)),
-                CONTENT_KEY: dg.MetadataValue.text(frame_digest(obj))}
+                CONTENT_KEY: dg.MetadataValue.text(frame_digest(obj)),
+                **{k: dg.MetadataValue.text(v) for k, v in self.run_metadata.items()}}
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> pl.DataFrame:
         file = Path(path)
@@ -253,12 +260,22 @@ class PolarsParquetStore(dg.UPathIOManager):
 
 
 class ParquetIOManager(dg.ConfigurableIOManager):
-    """polars DataFrames in and out, as Parquet under ``base_dir`` (see the module docstring)."""
+    """polars DataFrames in and out, as Parquet under ``<output_dir>/assets`` of the location.
 
-    base_dir: str = Field(description="Folder of the asset files (``asset_file`` names them).")
+    The folder comes from the nested ``ExperimentLocation``, the same one ``ExperimentResource``
+    holds, so it is not run config: a run cannot store its frames in another folder than its
+    adapters, tables and stage caches. Each materialisation records the profile and folder.
+    """
+
+    location: ExperimentLocation = Field(
+        description="profile and output folder of the code location (not run config)")
+
+    @property
+    def base_dir(self) -> str:
+        return str(Path(self.location.output_dir) / "assets")
 
     def _store(self) -> PolarsParquetStore:
-        return PolarsParquetStore(self.base_dir)
+        return PolarsParquetStore(self.base_dir, self.location.tags())
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
         self._store().handle_output(context, obj)

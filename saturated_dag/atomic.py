@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import errno
 import io
+import json
 import os
+import re
+import shutil
+import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -181,3 +185,77 @@ def atomic_save_figure(figure: Any, path: Path | str, **kwargs: Any) -> Path:
     """A figure's ``savefig`` into a temporary file, then renamed into place."""
     kwargs.setdefault("format", Path(path).suffix.lstrip(".") or "png")
     return atomic_write(path, lambda handle: figure.savefig(handle, **kwargs))
+
+
+# --- scratch folders beside a target: ``.<name>-XXXXXXXX``, built then renamed into place ------
+
+# ``tempfile.mkdtemp``'s random part: 8 characters from this alphabet (CPython's
+# ``tempfile._RandomNameSequence``). It has no "-", "." or "@", so ``.sft-`` plus 8 of them
+# is never a file of another adapter: adapter ``sft-abc`` leaves ``.sft-abc-XXXXXXXX``,
+# ``.sft-abc-run``, ``.sft-abc@<ns>`` and ``.sft-abc.link-<pid>``, each with a character after
+# ``.sft-`` that the pattern refuses or of another length, and ``sft_entropy``'s
+# ``.sft_entropy-...`` does not start with ``.sft-`` at all.
+MKDTEMP_PART = "[a-z0-9_]{8}"
+OWNER_FILE = "owner.json"
+
+
+def scratch_pattern(name: str) -> re.Pattern[str]:
+    """The names of the scratch folders ``make_scratch`` makes for target ``name``."""
+    return re.compile(rf"\.{re.escape(name)}-{MKDTEMP_PART}")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def scratch_owner_alive(folder: Path) -> bool:
+    """Whether the process that made scratch ``folder`` is still running on this machine.
+
+    A folder without a readable owner file (an older version's, or a process killed before it
+    wrote one) or owned by a process that is gone counts as dead. One target built on two
+    machines at once is not supported (both would rename into the same place), so another
+    machine's owner counts as dead too rather than leaving its leftovers forever.
+    """
+    try:
+        owner = json.loads((folder / OWNER_FILE).read_text())
+        host, pid = owner["host"], int(owner["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return host == socket.gethostname() and pid != os.getpid() and _pid_alive(pid)
+
+
+def make_scratch(target: Path) -> Path:
+    """A new scratch folder ``.<target name>-XXXXXXXX`` beside ``target``, marked as this
+    process's so that a concurrent start for the same target leaves it alone."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    (folder / OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(),
+                                                 "pid": os.getpid()}))
+    return folder
+
+
+def remove_dead_scratch(target: Path) -> tuple[list[Path], bool]:
+    """Remove the scratch folders of ``target`` whose process is gone (a killed run's).
+
+    Returns what was removed and whether a live process still has one. Only real folders
+    match; links and files of the same shape are left alone.
+    """
+    if not target.parent.is_dir():
+        return [], False
+    pattern, removed, alive = scratch_pattern(target.name), [], False
+    for entry in sorted(target.parent.iterdir()):
+        if pattern.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
+            if scratch_owner_alive(entry):
+                alive = True
+                continue
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed, alive

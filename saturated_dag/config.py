@@ -424,6 +424,15 @@ class TrainingSettings(_Strict):
                              f"per_device_batch_size ({self.per_device_batch_size})")
         return self
 
+    @model_validator(mode="after")
+    def _ranked_methods_have_scorers(self) -> TrainingSettings:
+        ranked = sorted(set(self.methods) - {"sft"})
+        if ranked and not self.scorers:
+            raise ValueError(f"scorers is empty, but methods {ranked} rank completions by a "
+                             "scorer and would train nothing: name at least one scorer, or "
+                             "train only sft")
+        return self
+
 
 class AutomationSettings(_Strict):
     """What the automation sensors may start by themselves (``assets/automation.py``).
@@ -508,11 +517,12 @@ def available_profiles() -> list[str]:
     return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
 
 
-def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+def merge_settings(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``override`` laid over ``base`` key by key: nested sections merge, other values replace."""
     merged = dict(base)
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
+            merged[key] = merge_settings(merged[key], value)
         else:
             merged[key] = value
     return merged
@@ -600,6 +610,6 @@ def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> 
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(data, dict):
         raise ProfileError(f"profile {path} must be a YAML mapping, got {type(data).__name__}")
-    profile = parse_profile(_merge(data, overrides or {}), str(path))
+    profile = parse_profile(merge_settings(data, overrides or {}), str(path))
     _check_remote_code(profile, data, overrides or {}, str(path))
     return profile

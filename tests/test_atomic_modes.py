@@ -105,3 +105,42 @@ def test_a_mkdtemp_folder_gets_the_umask_modes(tmp_path: Path, umask: int) -> No
     assert _mode(staged) == _mode(staged / "sub") == 0o777 & ~umask
     assert _mode(staged / "sub" / "weights.safetensors") == 0o666 & ~umask
     assert _mode(outside) == 0o600
+
+
+class _Saved:
+    """Stands in for a transformers model or tokenizer: ``save_pretrained`` writes 0600."""
+
+    config = type("Config", (), {"architectures": None})()
+
+    def save_pretrained(self, folder: Path) -> None:
+        weights = Path(folder) / f"{type(self).__name__}.safetensors"
+        weights.write_bytes(b"w")
+        weights.chmod(0o600)
+
+
+def test_gguf_conversion_cleans_a_killed_conversion_and_follows_the_umask(
+        tmp_path: Path, umask: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import transformers
+
+    from saturated_dag.generation import models
+
+    monkeypatch.setenv("SATURATED_DAG_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
+                        lambda *a, **k: type("Tokenizer", (_Saved,), {})())
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *a, **k: type("Model", (_Saved,), {})())
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    target = models._gguf_cache_folder(models.resolve(str(gguf)))
+    killed = target.parent / f".{target.name}-abcd1234"  # a conversion SIGKILLed mid-save
+    killed.mkdir(parents=True)
+    (killed / "Model.safetensors").write_bytes(b"half")
+    unrelated = target.parent / f".{target.name}-run"  # not a scratch folder's name
+    unrelated.mkdir()
+
+    assert models.local_model_dir(str(gguf)) == str(target)
+    assert not killed.exists() and unrelated.exists()
+    assert sorted(p.name for p in target.iterdir()) == [
+        "CONVERTED_FROM.json", "Model.safetensors", "Tokenizer.safetensors"]
+    assert _mode(target) == 0o777 & ~umask
+    assert _mode(target / "Model.safetensors") == 0o666 & ~umask

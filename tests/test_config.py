@@ -134,6 +134,13 @@ def test_empty_training_lists_are_refused(field: str) -> None:
     assert f"training.{field}: List should have at least 1 item" in str(err.value)
 
 
+def test_no_scorers_is_refused_only_when_a_method_needs_one() -> None:
+    with pytest.raises(ProfileError, match=r"scorers is empty, but methods \['dpo', 'rrhf'\]"):
+        load_profile("demo", {"training": {"scorers": []}})
+    sft_only = load_profile("demo", {"training": {"scorers": [], "methods": ["sft"]}})
+    assert sft_only.training.scorers == []
+
+
 def _nested(path: tuple[str, ...], leaf: dict) -> dict:
     for key in reversed(path):
         leaf = {key: leaf}

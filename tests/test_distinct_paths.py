@@ -18,7 +18,7 @@ import pytest
 from assets import profile_assets, task_cells
 from assets._adapter_files import adapter_curves_png, adapter_dir, adapter_work_dir
 from assets._stages import open_store, stage_folder
-from resources import ExperimentResource, ParquetIOManager
+from resources import ExperimentLocation, ExperimentResource, ParquetIOManager
 from resources.parquet_io import asset_file, schema_metadata
 from saturated_dag.config import available_profiles, load_profile
 from saturated_dag.experiments import SUFFIX, SWITCHES, Experiment, _number, experiment_matrix
@@ -161,24 +161,27 @@ def test_dotted_keys_are_stored_and_read_back_separately(tmp_path: Path) -> None
         return pl.concat([a, b])
 
     result = dg.materialize([*(report(n, v) for n, v in values.items()), table],
-                            resources={"parquet_io": ParquetIOManager(base_dir=str(tmp_path))})
+                            resources={"parquet_io": ParquetIOManager(location=ExperimentLocation(
+        profile="demo", output_dir=str(tmp_path)))})
     assert result.success
-    assert pl.read_parquet(tmp_path / "t" / "table.parquet")["correct"].to_list() == [1, 2]
+    table_file = tmp_path / "assets" / "t" / "table.parquet"
+    assert pl.read_parquet(table_file)["correct"].to_list() == [1, 2]
     paths = {tuple(m.asset_key.path): m.materialization.metadata["path"].value
              for m in result.get_asset_materialization_events()}
     for name, value in values.items():
         key = ("t", "eval", name)
-        assert paths[key] == str(asset_file(tmp_path, key))
-        stored = pl.read_parquet(tmp_path / "t" / "eval" / f"{name}.parquet")
+        assert paths[key] == str(asset_file(tmp_path / "assets", key))
+        stored = pl.read_parquet(tmp_path / "assets" / "t" / "eval" / f"{name}.parquet")
         assert stored["correct"].to_list() == [value]
 
 
 def test_a_file_from_the_old_naming_is_not_read_and_the_error_says_why(tmp_path: Path) -> None:
     """The old ``x_lambda0.parquet`` was shared by λ 0, 0.01 and 0.5: never attributed to one."""
-    old = tmp_path / "t" / "eval" / "x_lambda0.parquet"
+    old = tmp_path / "assets" / "t" / "eval" / "x_lambda0.parquet"
     old.parent.mkdir(parents=True)
     _report(0).write_parquet(old)
-    manager = ParquetIOManager(base_dir=str(tmp_path))
+    manager = ParquetIOManager(location=ExperimentLocation(
+        profile="demo", output_dir=str(tmp_path)))
     key = dg.AssetKey(["t", "eval", "x_lambda0.01"])
     with dg.build_input_context(asset_key=key) as context, \
             pytest.raises(FileNotFoundError) as err:
@@ -195,7 +198,8 @@ def test_open_store_uses_the_whole_stage_name_for_folder_and_key(tmp_path: Path)
     """``stages/<stage_folder(stage)>/<key>``, nothing cut at a dot, the stage in the key."""
     from types import SimpleNamespace
 
-    experiment = ExperimentResource(profile="demo", output_dir=str(tmp_path))
+    experiment = ExperimentResource(location=ExperimentLocation(profile="demo",
+                                                               output_dir=str(tmp_path)))
     roots, keys = [], []
     for name in ("rrhf_self_judge_lambda0.01", "rrhf_self_judge_lambda0.5"):
         asset_key = dg.AssetKey(["chain_sum", "hard", "eval", name])

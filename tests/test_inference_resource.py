@@ -19,7 +19,13 @@ import pytest
 from pydantic import BaseModel
 
 import resources.inference as inference_module
-from resources import ExperimentResource, InferenceResource, ProfileOverrides, make_resources
+from resources import (
+    ExperimentLocation,
+    ExperimentResource,
+    InferenceResource,
+    ProfileOverrides,
+    make_resources,
+)
 from resources.experiment import NullableSetting, overrides_config, overrides_dict
 from saturated_dag.config import Profile, ProfileError, load_profile
 
@@ -106,11 +112,14 @@ def test_malformed_overrides_name_the_field(plain: dict, message: str) -> None:
     assert message in str(err.value)
 
 
-def test_out_of_range_override_names_the_field_when_the_profile_loads() -> None:
+def test_out_of_range_override_fails_the_resource_naming_the_field() -> None:
+    """Validated when the resource is set up, i.e. when a run starts, before any step."""
     resources = make_resources("demo", "out", {"sampling": {"n": 0}})
-    with dg.build_resources(resources) as live:
-        with pytest.raises(ProfileError, match=r"sampling\.n"):
-            _ = live.experiment.settings
+    with pytest.raises(dg.DagsterResourceFunctionError) as err:
+        with dg.build_resources(resources):
+            pass
+    assert isinstance(err.value.__cause__, ProfileError)
+    assert "sampling.n" in str(err.value.__cause__)
 
 
 class FakeBackend:
@@ -190,7 +199,8 @@ def test_rubric_judge_loads_nothing(tiny_model_dir: Path, fake_engines: list[str
 
 
 def test_outside_a_run_is_a_clear_error(tiny_model_dir: Path) -> None:
-    resource = InferenceResource(experiment=ExperimentResource(profile="demo"))
+    resource = InferenceResource(experiment=ExperimentResource(
+        location=ExperimentLocation(profile="demo", output_dir="out")))
     with pytest.raises(dg.DagsterInvariantViolationError, match="outside a run"):
         resource.policy_backend()
 

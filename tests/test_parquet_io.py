@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from resources import ParquetIOManager
+from resources import ExperimentLocation, ParquetIOManager
 from resources.parquet_io import (
     SCHEMA_KEY,
     asset_file,
@@ -65,8 +65,13 @@ def _asset(key: list[str], frame: pl.DataFrame, kind: str | None = "sft_set",
     return _write
 
 
-def _materialize(assets: list, base: Path, **kwargs: Any) -> dg.ExecuteInProcessResult:
-    return dg.materialize(assets, resources={"parquet_io": ParquetIOManager(base_dir=str(base))},
+def _manager(out: Path) -> ParquetIOManager:
+    """The IO manager of a location whose output folder is ``out``: files under out/assets."""
+    return ParquetIOManager(location=ExperimentLocation(profile="demo", output_dir=str(out)))
+
+
+def _materialize(assets: list, out: Path, **kwargs: Any) -> dg.ExecuteInProcessResult:
+    return dg.materialize(assets, resources={"parquet_io": _manager(out)},
                           raise_on_error=False, **kwargs)
 
 
@@ -96,8 +101,8 @@ def test_the_io_manager_writes_where_asset_file_says_with_row_count_and_schema(
                            "correct": [8, 3, 0]})
     result = _materialize([_asset(key, report, "eval_report")], tmp_path)
     assert result.success
-    path = asset_file(tmp_path, key)
-    assert path == tmp_path / "t" / "eval" / "x_lambda0.01.parquet" and path.is_file()
+    path = asset_file(tmp_path / "assets", key)
+    assert path == tmp_path / "assets" / "t" / "eval" / "x_lambda0.01.parquet" and path.is_file()
     assert_frame_equal(pl.read_parquet(path), report)
     meta = _metadata(result, key)
     assert meta["path"] == dg.MetadataValue.path(str(path))
@@ -120,10 +125,10 @@ def test_a_partitioned_asset_writes_one_file_per_partition_at_asset_files_path(
     for partition in parts.get_partition_keys():
         result = _materialize([scores], tmp_path, partition_key=partition)
         assert result.success
-        path = asset_file(tmp_path, ["t", "scores"], partition)
+        path = asset_file(tmp_path / "assets", ["t", "scores"], partition)
         assert _metadata(result, ["t", "scores"])["path"] == dg.MetadataValue.path(str(path))
         assert pl.read_parquet(path)["question_id"].unique().to_list() == [partition]
-    assert sorted(p.name for p in (tmp_path / "t" / "scores").iterdir()) == [
+    assert sorted(p.name for p in (tmp_path / "assets" / "t" / "scores").iterdir()) == [
         "0.5.parquet", "1e-05.parquet", "b.parquet"]
 
 
@@ -158,7 +163,7 @@ def test_fan_in_gives_a_dict_of_partitions_and_refuses_a_single_frame_annotation
     for partition in parts.get_partition_keys():
         assert _materialize([pool], tmp_path, partition_key=partition).success
     assert _materialize([pool, merged], tmp_path, selection=[merged]).success
-    stored = pl.read_parquet(asset_file(tmp_path, ["t", "merged"]))
+    stored = pl.read_parquet(asset_file(tmp_path / "assets", ["t", "merged"]))
     assert stored["question_id"].to_list() == ["x", "x", "y", "y", "z", "z"]
     assert _materialize([pool, one], tmp_path, selection=[one], partition_key="only").success
     message = _failure(_materialize([pool, wrong], tmp_path, selection=[wrong]))
@@ -180,7 +185,7 @@ def test_a_missing_partition_names_its_file(tmp_path: Path) -> None:
 
     assert _materialize([pool], tmp_path, partition_key="x").success
     message = _failure(_materialize([pool, merged], tmp_path, selection=[merged]))
-    missing = asset_file(tmp_path, ["t", "pool"], "y")
+    missing = asset_file(tmp_path / "assets", ["t", "pool"], "y")
     assert f"t/pool has no stored partition at {missing}: materialise it first" in message
 
 
@@ -238,9 +243,9 @@ def test_atomic_writers_take_polars_frames_and_refuse_pandas(tmp_path: Path,
 
 
 def test_a_file_from_the_old_naming_is_named_in_the_error(tmp_path: Path) -> None:
-    old = tmp_path / "t" / "eval" / "x_lambda0.parquet"
+    old = tmp_path / "assets" / "t" / "eval" / "x_lambda0.parquet"
     atomic_write_parquet(_sft(), old)
-    manager = ParquetIOManager(base_dir=str(tmp_path))
+    manager = _manager(tmp_path)
     with dg.build_input_context(asset_key=dg.AssetKey(["t", "eval", "x_lambda0.01"])) as context, \
             pytest.raises(FileNotFoundError) as err:
         manager.load_input(context)
@@ -253,7 +258,7 @@ def test_a_frame_that_differs_from_its_schema_is_refused_and_the_old_file_kept(
         tmp_path: Path) -> None:
     key = ["t", "saturated", "dpo_pairs", "random"]
     assert _materialize([_asset(key, _pairs(), "dpo_pairs")], tmp_path).success
-    before = asset_file(tmp_path, key).read_bytes()
+    before = asset_file(tmp_path / "assets", key).read_bytes()
     # an all-None score column, as pandas wrote it for the random hard-split pairs
     bad = _pairs().with_columns(pl.lit(None).alias("rejected_score"))
     message = _failure(_materialize([_asset(key, bad, "dpo_pairs")], tmp_path))
@@ -261,13 +266,13 @@ def test_a_frame_that_differs_from_its_schema_is_refused_and_the_old_file_kept(
         in message
     assert "column 'rejected_score' has dtype Null, expected Float64" in message
     assert "nothing was written" in message
-    assert asset_file(tmp_path, key).read_bytes() == before
+    assert asset_file(tmp_path / "assets", key).read_bytes() == before
 
 
 def test_an_asset_without_a_declared_schema_is_refused(tmp_path: Path) -> None:
     message = _failure(_materialize([_asset(["t", "x"], _sft(), kind=None)], tmp_path))
     assert "t/x declares no frame schema" in message and "schema_metadata(" in message
-    assert not asset_file(tmp_path, ["t", "x"]).exists()
+    assert not asset_file(tmp_path / "assets", ["t", "x"]).exists()
 
 
 def test_a_non_polars_output_is_refused(tmp_path: Path) -> None:
@@ -408,7 +413,7 @@ def test_a_stored_preference_dataset_loads_with_datasets(tmp_path: Path,
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     key = ["chain_sum", "saturated", "dpo_pairs", "self_judge"]
     assert _materialize([_asset(key, _pairs(), "dpo_pairs")], tmp_path).success
-    loaded = datasets.load_dataset("parquet", data_files=str(asset_file(tmp_path, key)),
+    loaded = datasets.load_dataset("parquet", data_files=str(asset_file(tmp_path / "assets", key)),
                                    split="train", cache_dir=str(tmp_path / "hf"))
     assert loaded.column_names == list(schema("dpo_pairs"))
     assert_frame_equal(pl.from_arrow(loaded.data.table), _pairs())

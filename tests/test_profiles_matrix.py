@@ -62,13 +62,14 @@ def test_advisory_checks_warn_and_blocking_checks_error(tmp_path) -> None:
     import polars as pl
 
     from assets.eval_reports import base_eval_asset, coverage_check
-    from resources import ExperimentResource
+    from resources import ExperimentLocation, ExperimentResource
 
     _, checks = profile_assets(load_profile("ci"))
     specs = [spec for c in checks for spec in c.check_specs]
     advisory = {s.name for s in specs if not s.blocking}
     assert advisory == {"eval_report_covers_every_question"}
     check = coverage_check("chain_sum", base_eval_asset("chain_sum"))
-    verdict = check(experiment=ExperimentResource(profile="ci", output_dir=str(tmp_path)),
+    verdict = check(experiment=ExperimentResource(location=ExperimentLocation(
+                        profile="ci", output_dir=str(tmp_path))),
                     report=pl.DataFrame({"question_id": ["not-an-eval-question"], "n": [1]}))
     assert not verdict.passed and verdict.severity == dg.AssetCheckSeverity.WARN

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from saturated_dag.atomic import OWNER_FILE, give_umask_modes, make_scratch, remove_dead_scratch
+
+_LOG = logging.getLogger(__name__)
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -99,7 +102,12 @@ def _gguf_cache_folder(source: ModelSource) -> Path:
 
 
 def _convert_gguf(source: ModelSource, target: Path) -> None:
-    """Dequantise a GGUF once and save an ordinary safetensors folder, atomically."""
+    """Dequantise a GGUF once and save an ordinary safetensors folder, atomically.
+
+    Built in a scratch folder beside ``target`` and renamed into place with the modes the
+    umask gives (a shared cache stays group-readable); a killed conversion's scratch folder is
+    removed by the next conversion of the same file.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = Path(source.location)
@@ -109,12 +117,15 @@ def _convert_gguf(source: ModelSource, target: Path) -> None:
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.config.architectures = [type(model).__name__]
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    for leftover in remove_dead_scratch(target)[0]:
+        _LOG.warning("removed %s, left by a killed conversion of %s", leftover, gguf.name)
+    staging = make_scratch(target)
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / "CONVERTED_FROM.json").write_text(json.dumps({"gguf": str(gguf)}))
+        (staging / OWNER_FILE).unlink()
+        give_umask_modes(staging)
         os.replace(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -22,8 +22,6 @@ import math
 import os
 import re
 import shutil
-import socket
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -33,7 +31,13 @@ from typing import Any
 import polars as pl
 from transformers import TrainerCallback, set_seed
 
-from saturated_dag.atomic import fsync_dir, give_umask_modes
+from saturated_dag.atomic import (
+    fsync_dir,
+    give_umask_modes,
+    make_scratch,
+    remove_dead_scratch,
+    scratch_pattern,
+)
 from saturated_dag.generation.models import load_model
 from saturated_dag.losses import RrhfLossConfig
 from saturated_dag.training.config import (
@@ -275,82 +279,27 @@ def swap_in(folder: Path, out: Path, scratch: Path) -> None:
         shutil.rmtree(previous, ignore_errors=True)
 
 
-# ``tempfile.mkdtemp``'s random part: 8 characters from this alphabet (CPython's
-# ``tempfile._RandomNameSequence``). It has no "-", "." or "@", so ``.sft-`` plus 8 of them
-# is never a file of another adapter: adapter ``sft-abc`` leaves ``.sft-abc-XXXXXXXX``,
-# ``.sft-abc-run``, ``.sft-abc@<ns>`` and ``.sft-abc.link-<pid>``, each with a character after
-# ``.sft-`` that the pattern refuses or of another length, and ``sft_entropy``'s
-# ``.sft_entropy-...`` does not start with ``.sft-`` at all.
-_MKDTEMP_PART = "[a-z0-9_]{8}"
-OWNER_FILE = "owner.json"
-
-
 def _leftover_patterns(name: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     """The scratch folder, swapped-in folder and temporary link names of adapter ``name``."""
     quoted = re.escape(name)
-    return (re.compile(rf"\.{quoted}-{_MKDTEMP_PART}"), re.compile(rf"\.{quoted}@\d+"),
+    return (scratch_pattern(name), re.compile(rf"\.{quoted}@\d+"),
             re.compile(rf"\.{quoted}\.link-\d+"))
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    except OSError:
-        return False
-    return True
-
-
-def _owner_alive(folder: Path) -> bool:
-    """Whether the run that made scratch ``folder`` is still running on this machine.
-
-    A folder without a readable owner file (an older version's, or a run killed before it
-    wrote one) or owned by a process that is gone counts as dead. One adapter trained on two
-    machines at once is not supported (both would swap into the same folder), so another
-    machine's owner counts as dead too rather than leaving its leftovers forever.
-    """
-    try:
-        owner = json.loads((folder / OWNER_FILE).read_text())
-        host, pid = owner["host"], int(owner["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return host == socket.gethostname() and pid != os.getpid() and _pid_alive(pid)
-
-
-def _claim(work: Path) -> None:
-    """Mark scratch folder ``work`` as this process's, so a concurrent start of the same
-    adapter leaves it alone."""
-    (work / OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(),
-                                               "pid": os.getpid()}))
 
 
 def remove_leftovers(out: Path) -> list[Path]:
     """Remove what killed runs of adapter ``out`` left beside it; return what was removed.
 
-    Scratch folders ``.<name>-XXXXXXXX`` (mkdtemp's, see ``_MKDTEMP_PART``) of runs no longer
+    Scratch folders ``.<name>-XXXXXXXX`` (``saturated_dag.atomic.make_scratch``) of runs no longer
     alive; and, when no run of this adapter is alive, swapped-in folders ``.<name>@<ns>`` that
     the ``<name>`` link does not name (a crash between the rename and the link swap) and
     temporary links ``.<name>.link-<pid>``. Only real folders match the first two and only
     symlinks the last, so a file of a dotted name (adapter ``x.link``) is never taken for one.
     """
-    if not out.parent.is_dir():
-        return []
-    scratch, swapped, link = _leftover_patterns(out.name)
-    removed: list[Path] = []
-    live_run = False
-    entries = sorted(out.parent.iterdir())
-    for entry in entries:
-        if scratch.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
-            if _owner_alive(entry):
-                live_run = True
-                continue
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry)
-    if live_run:  # a live run may be between its rename and its link swap
+    removed, live_run = remove_dead_scratch(out)
+    if live_run or not out.parent.is_dir():  # a live run may be between rename and link swap
         return removed
+    _, swapped, link = _leftover_patterns(out.name)
+    entries = sorted(out.parent.iterdir())
     current = out.resolve() if out.is_symlink() else None
     for entry in entries:
         if swapped.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
@@ -399,9 +348,8 @@ def train_adapter(
         tokenizer.pad_token = tokenizer.eos_token
     for leftover in remove_leftovers(out):
         say(f"removed {leftover.name}, left beside {out.name} by a killed training run")
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    work = make_scratch(out)
     try:
-        _claim(work)
         # LoRA's A matrices are drawn when the adapter is created, before the Trainer seeds
         # anything: seed here so an adapter's start does not depend on what ran before it.
         set_seed(settings.seed)
