@@ -30,11 +30,16 @@ def _plot(frame: pl.DataFrame, path: Path, title: str) -> Path:
     labels = [f"{r['split']}: {r['method']} {r['scorer']}".strip() if r["split"] != "-"
               else r["method"] for r in frame.iter_rows(named=True)]
     fig, ax = plt.subplots(figsize=(8, 0.35 * frame.height + 1.5))
-    ax.barh(range(frame.height), frame["pass@1"].to_list(), color="tab:blue")
+    values = frame["pass@1"].to_list()
+    xerr = None
+    if "pass@1 low" in frame.columns:  # the 95% intervals (docs/statistics.md)
+        xerr = [[v - lo for v, lo in zip(values, frame["pass@1 low"], strict=True)],
+                [hi - v for v, hi in zip(values, frame["pass@1 high"], strict=True)]]
+    ax.barh(range(frame.height), values, xerr=xerr, capsize=2, color="tab:blue")
     ax.set_yticks(range(frame.height), labels, fontsize=8)
     ax.invert_yaxis()
     ax.axvline(frame["pass@1"][0], color="red", linestyle="--", label="base model")
-    ax.set_xlabel("pass@1 (%)")
+    ax.set_xlabel("pass@1 (%), with 95% intervals" if xerr else "pass@1 (%)")
     ax.set_title(title)
     ax.legend(loc="lower right")
     fig.tight_layout()

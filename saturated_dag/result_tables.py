@@ -3,6 +3,11 @@
 column marked. Built from per-question results, never from stored summaries. Each table names
 the eval set it was measured on (column ``eval_set``; a caption line in Markdown). Frames are
 polars: eval reports in, tables out.
+
+Every value comes with its 95% interval (columns ``<metric> low``/``high``) and every Δ with
+its paired one (``Δ <metric> low``/``high``, ``Δ <metric> excludes 0``), from the bootstrap of
+``saturated_dag.statistics`` over the eval questions and the replicates (``docs/statistics.md``);
+``questions`` and ``replicates`` say what they were computed on.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import polars as pl
 from tabulate import tabulate
 
 from saturated_dag.evaluation import summarise
+from saturated_dag.statistics import bootstrap_mean, paired_delta, per_question_pass_at_k
 
 METHOD_LABELS = {"sft": "SFT", "dpo": "DPO", "rrhf": "σ-RRHF", "raft": "RAFT"}
 SCORER_LABELS = {None: "", "self_judge": "self-judge", "strong_judge": "strong judge",
@@ -27,10 +33,32 @@ def _metrics(k: int) -> list[str]:
 
 
 def _finish(frame: pl.DataFrame, base_summary: Mapping[str, float], k: int,
-            eval_set: str | None) -> pl.DataFrame:
-    """Δ to the base model for each metric, then the eval set's name (when given)."""
+            eval_set: str | None, base: pl.DataFrame,
+            reports: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """Δ to the base model for each metric, every value's and Δ's 95% interval, the sample
+    they rest on, then the eval set's name (when given). ``reports`` are the rows' eval
+    reports in row order, the base model's first."""
+    metrics = _metrics(k)
     frame = frame.with_columns((pl.col(col) - base_summary[col]).alias(f"Δ {col}")
-                               for col in _metrics(k))
+                               for col in metrics)
+    order = base["question_id"].to_list()  # pairs line up question by question
+    columns: dict[str, list[Any]] = {}
+    for col in metrics:
+        at = int(col.removeprefix("pass@"))
+        base_values = per_question_pass_at_k(base, at, order)
+        values = [per_question_pass_at_k(r, at, order) for r in reports]
+        columns[col] = [bootstrap_mean(v).scaled(100) for v in values]
+        columns[f"Δ {col}"] = [paired_delta(v, base_values).scaled(100) for v in values]
+    intervals = [pl.Series(f"{name} {end}", [getattr(i, end) for i in found], pl.Float64)
+                 for name in (*metrics, *(f"Δ {m}" for m in metrics))
+                 for end, found in (("low", columns[name]), ("high", columns[name]))]
+    excludes = [pl.Series(f"Δ {m} excludes 0", [i.excludes_zero for i in columns[f"Δ {m}"]],
+                          pl.Boolean) for m in metrics]
+    sample = columns[metrics[0]]
+    frame = frame.with_columns(
+        *intervals, *excludes,
+        pl.Series("questions", [i.questions for i in sample], pl.Int64),
+        pl.Series("replicates", [i.replicates for i in sample], pl.Int64))
     if eval_set is not None:
         frame = frame.with_columns(pl.lit(eval_set, dtype=pl.String).alias(EVAL_SET))
     return frame
@@ -59,15 +87,17 @@ def results_table(
     rows = [{"split": "-", "method": "Base model", "scorer": "",
              **{m: base_summary[m] for m in metrics}}]
     expected = set(base["question_id"])
+    reports = [base]
     for (split, method, scorer), table in runs.items():
         _same_questions(table, expected, f"{split}/{method}/{scorer}")
+        reports.append(table)
         summary = summarise(table, ks=(1, k))
         rows.append({"split": split, "method": METHOD_LABELS.get(method, method),
                      "scorer": SCORER_LABELS.get(scorer, scorer or ""),
                      **{m: summary[m] for m in metrics}})
     schema = {"split": pl.String, "method": pl.String, "scorer": pl.String,
               **{m: pl.Float64 for m in metrics}}
-    return _finish(pl.DataFrame(rows, schema=schema), base_summary, k, eval_set)
+    return _finish(pl.DataFrame(rows, schema=schema), base_summary, k, eval_set, base, reports)
 
 
 def _setting_dtype(values: list[Any]) -> pl.DataType:
@@ -120,8 +150,10 @@ def sweep_table(
     expected = set(base["question_id"])
     records: list[dict[str, Any]] = [{"split": "-", "run": "Base model",
                                       **{m: base_summary[m] for m in metrics}}]
+    reports = [base]
     for label, settings, table in rows:
         _same_questions(table, expected, label)
+        reports.append(table)
         summary = summarise(table, ks=(1, k))
         records.append({"split": split, "run": label, **settings,
                         **{m: summary[m] for m in metrics}})
@@ -135,36 +167,81 @@ def sweep_table(
     schema.update({m: pl.Float64 for m in metrics})
     columns = {name: _column(name, [r.get(name) for r in records], dtype)
                for name, dtype in schema.items()}
-    return _finish(pl.DataFrame(list(columns.values())), base_summary, k, eval_set)
+    return _finish(pl.DataFrame(list(columns.values())), base_summary, k, eval_set, base,
+                   reports)
 
 
 def eval_set_caption(frame: pl.DataFrame) -> str:
-    """``Eval set: <name>`` for a table that names its eval set, else an empty string."""
-    if EVAL_SET not in frame.columns or frame.is_empty():
-        return ""
-    return f"Eval set: {frame[EVAL_SET][0]}"
+    """``Eval set: <name>`` and, on a line of its own, what the intervals rest on, for a
+    table that carries them."""
+    parts = []
+    if EVAL_SET in frame.columns and not frame.is_empty():
+        parts.append(f"Eval set: {frame[EVAL_SET][0]}")
+    if INTERVALS in frame.columns and not frame.is_empty():
+        questions, replicates = frame["questions"].max(), frame["replicates"].min()
+        parts.append(f"In brackets: the 95% interval, a percentile bootstrap over the "
+                     f"{questions} eval questions and {replicates} replicate(s) per row, paired "
+                     "with the base model for Δ; * marks a Δ whose interval excludes 0 "
+                     "(docs/statistics.md)")
+    return "\n".join(parts)
+
+
+INTERVALS = "replicates"
+"""A column present only in tables that carry intervals."""
+
+_HIDDEN = ("low", "high", "excludes 0")
+
+
+def _with_interval(value: str, low: float | None, high: float | None, signed: bool) -> str:
+    if low is None or high is None:
+        return value
+    spec = "+.2f" if signed else ".2f"
+    return f"{value} [{low:{spec}}, {high:{spec}}]"
 
 
 def to_markdown(frame: pl.DataFrame) -> str:
-    """Values in %, deltas signed, the best value of each column (per split) in bold.
+    """Values in %, deltas signed, each with its 95% interval, the best value of each column
+    (per split) in bold, a Δ whose interval excludes 0 marked ``*``.
 
-    The table alone: the eval set is its caption (``eval_set_caption``), not a column.
-    Every cell is text (no number parsing), an empty cell where a value is null.
+    The table alone: the eval set and the intervals' sample are its caption
+    (``eval_set_caption``), not columns. Every cell is text (no number parsing), an empty
+    cell where a value is null.
     """
     frame = frame.drop(EVAL_SET, strict=False)
-    metric_cols = [c for c in frame.columns if c.startswith("pass@")]
+    metric_cols = [c for c in frame.columns if c.startswith("pass@")
+                   and not c.endswith(_HIDDEN)]
+    hidden = [c for c in frame.columns if c.endswith(_HIDDEN) or c in ("questions", INTERVALS)]
     shown: dict[str, list[Any]] = {
-        c: ["" if v is None else v for v in frame[c].to_list()] for c in frame.columns}
+        c: ["" if v is None else v for v in frame[c].to_list()]
+        for c in frame.columns if c not in hidden}
     splits = frame["split"].to_list()
+    has = set(frame.columns)
+
+    def ends(col: str) -> tuple[list[Any], list[Any]]:
+        if f"{col} low" not in has:
+            return [None] * frame.height, [None] * frame.height
+        return frame[f"{col} low"].to_list(), frame[f"{col} high"].to_list()
+
     for col in metric_cols:
         values = frame[col].to_list()
-        shown[col] = [f"{v:.2f}" for v in values]
-        shown[f"Δ {col}"] = [f"{v:+.2f}" for v in frame[f"Δ {col}"].to_list()]
+        lows, highs = ends(col)
+        text = [f"{v:.2f}" for v in values]
         for split in set(splits) - {"-"}:
             rows = [i for i, s in enumerate(splits) if s == split]
             best = max(values[i] for i in rows)
             for i in rows:
                 if values[i] == best:
-                    shown[col][i] = f"**{values[i]:.2f}**"
+                    text[i] = f"**{values[i]:.2f}**"
+        shown[col] = [_with_interval(t, lo, hi, False)
+                      for t, lo, hi in zip(text, lows, highs, strict=True)]
+        delta = f"Δ {col}"
+        lows, highs = ends(delta)
+        marks = (frame[f"{delta} excludes 0"].to_list() if f"{delta} excludes 0" in has
+                 else [False] * frame.height)
+        shown[delta] = [
+            (f"{v:+.2f}" if s == "-" else _with_interval(f"{v:+.2f}", lo, hi, True))
+            + ("*" if mark else "")
+            for v, lo, hi, mark, s in zip(frame[delta].to_list(), lows, highs, marks, splits,
+                                          strict=True)]
     table = list(zip(*shown.values(), strict=True))
     return tabulate(table, headers=list(shown), tablefmt="pipe", disable_numparse=True)

@@ -93,7 +93,12 @@ _PAIRS = (("question_id", pl.String), ("prompt", pl.String), ("chosen", pl.Strin
           ("rejected_sample", pl.Int64), ("rejected_score", pl.Float64))
 _SFT = (*_KEY, ("prompt", pl.String), ("completion", pl.String))
 _METRICS = (("pass@1", pl.Float64), ("pass@{k}", pl.Float64), ("Δ pass@1", pl.Float64),
-            ("Δ pass@{k}", pl.Float64), ("eval_set", pl.String))
+            ("Δ pass@{k}", pl.Float64),
+            # 95% intervals (docs/statistics.md) and the sample they were computed on
+            *((f"{m} {end}", pl.Float64) for m in ("pass@1", "pass@{k}", "Δ pass@1",
+                                                    "Δ pass@{k}") for end in ("low", "high")),
+            ("Δ pass@1 excludes 0", pl.Boolean), ("Δ pass@{k} excludes 0", pl.Boolean),
+            ("questions", pl.Int64), ("replicates", pl.Int64), ("eval_set", pl.String))
 
 SWEEP_SETTINGS: Mapping[str, tuple[tuple[str, type[pl.DataType]], ...]] = {
     "rank_weight": (("lambda", pl.Float64),),

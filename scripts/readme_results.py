@@ -2,9 +2,9 @@
 
 Why a script: README's results must be the ones the demo command produced, not a hand copy.
 ``scripts/run_demo.sh`` calls this after a successful run; it reads the tables the table
-assets wrote under ``<output dir>/<task>/``, the profile's rules (pairs, answer checking,
-eval set) and every eval report's Δ pass@1 with its paired bootstrap interval
-(``scripts/delta_intervals.py``), so a re-run with the same seed leaves README byte-identical.
+assets wrote under ``<output dir>/<task>/``, each value and Δ with its 95% interval
+(``docs/statistics.md``), and the profile's rules (pairs, answer checking, eval set), so a
+re-run with the same seed leaves README byte-identical.
 
     python scripts/readme_results.py [--profile demo] [--output-dir outputs] [--readme README.md]
 """
@@ -46,10 +46,7 @@ def rules(profile: object) -> str:
 
 
 def section(profile: object, output_dir: Path) -> str:
-    """The rules, each task's tables, and every row's Δ pass@1 with its interval."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from delta_intervals import delta_rows, markdown
-
+    """The rules, then each task's tables (values and Δ with their intervals)."""
     parts = [rules(profile), ""]
     for task in profile.tasks:  # type: ignore[attr-defined]
         tables = [(title, output_dir / task / f"{name}.md") for name, title in TABLES]
@@ -57,8 +54,6 @@ def section(profile: object, output_dir: Path) -> str:
         for title, path in tables:
             body = path.read_text(encoding="utf-8").strip()
             parts += [title.format(task=task) + ":", "", body, ""]
-        if tables:
-            parts += [markdown(*delta_rows(output_dir, task)), ""]
     if len(parts) == 2:
         raise SystemExit(f"no result tables under {output_dir}: run the demo job first")
     return "\n".join(parts).rstrip() + "\n"

@@ -289,7 +289,7 @@ def test_schema_metadata_declares_the_kind_and_its_columns() -> None:
     assert meta[SCHEMA_KEY] == "results_table"
     names = [c.name for c in meta["dagster/column_schema"].schema.columns]
     assert names == ["split", "method", "scorer", "pass@1", "pass@{k}", "Δ pass@1",
-                     "Δ pass@{k}", "eval_set"]
+                     "Δ pass@{k}", *INTERVAL_COLUMNS, "eval_set"]
     with pytest.raises(ValueError, match=r"no frame schema is declared for 'dpo_pair'; "
                                          r"declared: generation_pool, "):
         schema_metadata("dpo_pair")
@@ -316,17 +316,32 @@ def test_the_sweep_schemas_have_each_sweeps_setting_columns(profile: str) -> Non
             assert list(row.settings) == declared, (profile, sweep, row.settings)
         columns = list(schema(sweep_schema_name(sweep), k=8))
         assert columns[2:2 + len(declared)] == declared
-        assert columns[2 + len(declared):] == ["epochs", "adapter", "pass@1", "pass@8",
-                                               "Δ pass@1", "Δ pass@8", "eval_set"]
+        assert columns[2 + len(declared):] == [
+            "epochs", "adapter", "pass@1", "pass@8", "Δ pass@1", "Δ pass@8",
+            *(c.replace("{k}", "8") for c in INTERVAL_COLUMNS), "eval_set"]
     with pytest.raises(ValueError, match="unknown sweep 'lr'"):
         sweep_schema_name("lr")
 
 
+INTERVAL_COLUMNS = [
+    *(f"{m} {end}" for m in ("pass@1", "pass@{k}", "Δ pass@1", "Δ pass@{k}")
+      for end in ("low", "high")),
+    "Δ pass@1 excludes 0", "Δ pass@{k} excludes 0", "questions", "replicates"]
+
+
 def _results(k: int) -> pl.DataFrame:
-    return pl.DataFrame({"split": ["-", "hard"], "method": ["Base model", "SFT"],
-                         "scorer": ["", ""], "pass@1": [10.0, 12.5], f"pass@{k}": [40.0, 45.0],
-                         "Δ pass@1": [0.0, 2.5], f"Δ pass@{k}": [0.0, 5.0],
-                         "eval_set": ["chain_sum"] * 2})
+    frame = pl.DataFrame({"split": ["-", "hard"], "method": ["Base model", "SFT"],
+                          "scorer": ["", ""], "pass@1": [10.0, 12.5], f"pass@{k}": [40.0, 45.0],
+                          "Δ pass@1": [0.0, 2.5], f"Δ pass@{k}": [0.0, 5.0]})
+    for template in INTERVAL_COLUMNS:
+        column = template.replace("{k}", str(k))
+        if column in frame.columns:  # k = 1: the pass@k columns are the pass@1 ones
+            continue
+        values = ([False, True] if column.endswith("excludes 0") else
+                  [96, 96] if column == "questions" else [1, 1] if column == "replicates"
+                  else [0.0, 1.0])
+        frame = frame.with_columns(pl.Series(column, values))
+    return frame.with_columns(eval_set=pl.lit("chain_sum"))
 
 
 def test_check_frame_names_every_difference() -> None:
@@ -361,8 +376,8 @@ def test_check_frame_reads_k_from_the_tables_own_columns() -> None:
     with pytest.raises(ValueError, match=r"missing column 'pass@8' \(Float64\)"):
         check_frame(_results(8).drop("pass@8"), "results_table")
     # n = 1: pass@k is pass@1, the table has it once (no templated column: k = 1)
-    single = _results(8).drop("pass@8", "Δ pass@8")
-    check_frame(single, "results_table")
+    check_frame(_results(1), "results_table")
+    single = _results(1)
     check_frame(single, "results_table", k=1)
     assert list(schema("results_table", k=1)) == list(single.columns)
     with pytest.raises(ValueError, match="the results_table schema needs k"):

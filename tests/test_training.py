@@ -521,3 +521,38 @@ def test_training_start_removes_a_killed_runs_leftovers_and_keeps_the_umask(
     assert stat.S_IMODE(folder.stat().st_mode) == 0o775
     for path in folder.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == (0o775 if path.is_dir() else 0o664), path
+
+
+_TRAIN_IN_A_PROCESS = """
+import random, sys
+from pathlib import Path
+import torch
+from tests.test_training import _train_probed
+method, model_dir, state, out = sys.argv[1:]
+torch.manual_seed(int(state))  # a different random state before training, in each process
+random.seed(int(state))
+_train_probed(method, Path(model_dir), Path(out))
+"""
+
+
+@pytest.mark.parametrize("method", ["rrhf", "dpo", "sft"])
+def test_an_adapter_is_a_function_of_its_seed_across_processes(
+        tiny_model_dir: Path, tmp_path: Path, method: str) -> None:
+    """Two processes, other random states and hash seeds: bit-identical LoRA weights."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    adapters = []
+    for state in (1, 2):
+        out = tmp_path / f"process{state}"
+        run = subprocess.run(
+            [sys.executable, "-c", _TRAIN_IN_A_PROCESS, method, str(tiny_model_dir), str(state),
+             str(out)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+            env={**os.environ, "PYTHONHASHSEED": str(state)})
+        assert run.returncode == 0, run.stderr[-3000:]
+        adapters.append(_lora_tensors(out))
+    assert adapters[0].keys() == adapters[1].keys()
+    assert all(torch.equal(adapters[0][k], adapters[1][k]) for k in adapters[0])

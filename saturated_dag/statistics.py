@@ -1,0 +1,139 @@
+"""Intervals for eval results over replicates and questions (``docs/statistics.md``).
+
+A row of a results table is a set of replicates (training seed, eval seed), each with one value
+per eval question: its pass@k from that replicate's n samples (``pass_at_k``). The estimate is
+the mean over replicates of the mean over questions. Its interval is a percentile bootstrap
+over both levels: questions resampled with replacement, and, independently, replicates
+resampled with replacement, so the interval covers which questions were asked, which samples
+were drawn and which seeds trained the adapter.
+
+Δ to the base model is paired over questions: one question resample is applied to both rows,
+so a question that is hard for both cancels out; each row's replicates are resampled on their
+own (a row's replicates are not the base model's). With one replicate per row this is exactly
+``saturated_dag.metrics.paired_bootstrap_delta``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from saturated_dag.metrics import pass_at_k
+
+LEVEL = 0.95
+RESAMPLES = 10_000
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate with its percentile interval and the sample it was computed on."""
+
+    estimate: float
+    low: float
+    high: float
+    replicates: int
+    questions: int
+    level: float = LEVEL
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    def scaled(self, factor: float) -> Interval:
+        """The same interval in other units (e.g. 100 for %)."""
+        return Interval(self.estimate * factor, self.low * factor, self.high * factor,
+                        self.replicates, self.questions, self.level)
+
+
+def _matrix(values: Sequence[Sequence[float]] | np.ndarray, what: str) -> np.ndarray:
+    """``values`` as a finite (replicates, questions) float array; one row per replicate."""
+    matrix = np.asarray(values, dtype=float)
+    if matrix.ndim == 1:
+        matrix = matrix[None, :]
+    if matrix.ndim != 2 or 0 in matrix.shape:
+        raise ValueError(f"{what}: need a non-empty (replicates, questions) table, got shape "
+                         f"{matrix.shape}")
+    if not np.isfinite(matrix).all():
+        raise ValueError(f"{what}: values must be finite")
+    return matrix
+
+
+def _check_level(level: float) -> None:
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+
+
+def _percentiles(stats: np.ndarray, level: float) -> tuple[float, float]:
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(stats, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _replicate_means(matrix: np.ndarray, replicate_picks: np.ndarray,
+                     question_picks: np.ndarray) -> np.ndarray:
+    """Per bootstrap draw b: the mean of ``matrix[replicate_picks[b]][:, question_picks[b]]``.
+
+    First each replicate's mean over the picked questions (one replicate at a time, so memory
+    stays draws x questions), then the mean of those over the picked replicates.
+    """
+    by_replicate = np.stack([row[question_picks].mean(axis=1) for row in matrix], axis=1)
+    return np.take_along_axis(by_replicate, replicate_picks, axis=1).mean(axis=1)
+
+
+def bootstrap_mean(values: Sequence[Sequence[float]] | np.ndarray, resamples: int = RESAMPLES,
+                   level: float = LEVEL, seed: int = 0) -> Interval:
+    """The mean of a (replicates, questions) table with its two-level bootstrap interval."""
+    _check_level(level)
+    matrix = _matrix(values, "values")
+    replicates, questions = matrix.shape
+    rng = np.random.default_rng(seed)
+    question_picks = rng.integers(0, questions, (resamples, questions))
+    replicate_picks = rng.integers(0, replicates, (resamples, replicates))
+    stats = _replicate_means(matrix, replicate_picks, question_picks)
+    low, high = _percentiles(stats, level)
+    return Interval(float(matrix.mean()), low, high, replicates, questions, level)
+
+
+def paired_delta(run: Sequence[Sequence[float]] | np.ndarray,
+                 base: Sequence[Sequence[float]] | np.ndarray, resamples: int = RESAMPLES,
+                 level: float = LEVEL, seed: int = 0) -> Interval:
+    """Δ = mean(run) − mean(base) over the same questions, with its paired bootstrap interval.
+
+    ``run`` and ``base`` are (replicates, questions) tables whose columns are the same
+    questions in the same order; their replicate counts may differ.
+    """
+    _check_level(level)
+    a, b = _matrix(run, "run"), _matrix(base, "base")
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"run and base must cover the same questions: {a.shape[1]} and "
+                         f"{b.shape[1]} columns")
+    questions = a.shape[1]
+    rng = np.random.default_rng(seed)
+    question_picks = rng.integers(0, questions, (resamples, questions))
+    run_picks = rng.integers(0, a.shape[0], (resamples, a.shape[0]))
+    base_picks = rng.integers(0, b.shape[0], (resamples, b.shape[0]))
+    stats = (_replicate_means(a, run_picks, question_picks)
+             - _replicate_means(b, base_picks, question_picks))
+    low, high = _percentiles(stats, level)
+    return Interval(float(a.mean() - b.mean()), low, high, a.shape[0], questions, level)
+
+
+def per_question_pass_at_k(report: pl.DataFrame, k: int,
+                           question_ids: Sequence[str] | None = None) -> np.ndarray:
+    """One eval report's pass@k per question (fractions), in ``question_ids`` order.
+
+    ``report`` has one row per question with its sample count ``n`` and correct count
+    ``correct``. A question of ``question_ids`` missing from the report is an error: a paired
+    comparison needs every question in both rows.
+    """
+    counts = {qid: (int(n), int(c)) for qid, n, c in
+              report.select("question_id", "n", "correct").iter_rows()}
+    order = list(question_ids) if question_ids is not None else sorted(counts)
+    missing = [q for q in order if q not in counts]
+    if missing:
+        raise ValueError(f"the report lacks {len(missing)} of the questions, e.g. "
+                         f"{missing[:3]}: every row must cover the same eval questions")
+    return np.array([pass_at_k(*counts[q], k) for q in order], dtype=float)
