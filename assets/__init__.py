@@ -10,6 +10,7 @@ import dagster as dg
 from assets.adapters import adapter_assets, adapter_checks
 from assets.automation import with_lineage
 from assets.base_model import base_model
+from assets.behaviour import behaviour_asset
 from assets.difficulty_partitions import difficulty_partitions_asset, difficulty_partitions_check
 from assets.eval_reports import adapter_eval_asset, base_eval_asset, coverage_check
 from assets.generation_pool import generation_pool_asset, generation_pool_check
@@ -52,7 +53,7 @@ def task_assets(profile: Profile, task: str
     datasets = preference_dataset_assets(task, cells)
     evals = [base_eval_asset(task), *(adapter_eval_asset(task, exp) for exp in cells)]
     main = [c for c in main_matrix(profile.training) if _trainable(profile, task, c.split)]
-    tables = [results_table_asset(task, main),
+    tables = [results_table_asset(task, main), behaviour_asset(task, main),
               *(sweep_table_asset(task, sweep, rows)
                 for sweep, rows in task_sweeps(profile, task).items())]
     built = [pool, parts, *scores.values(), scorer_agreement_asset(task), *datasets,

@@ -1,5 +1,8 @@
 """``<task>/eval/base`` and ``<task>/<split>/eval/<adapter>``: pass@1 and pass@k on the
-held-out eval set (App. B.1), one row per question so a report can be recomputed.
+held-out eval set (App. B.1). The stored report keeps every sample (question, cell, sample
+index, gold, completion, extracted answer, verdict, token count, finish reason, mean entropy),
+loadable with polars and ``datasets``, so every table is recomputed from it and any other
+analysis needs no new sampling.
 
 Sampled in resumable shards keyed by the eval questions, the sampling settings, the answer
 check, the model's files, the adapter's files and this asset's code version
@@ -17,7 +20,12 @@ from assets._metadata import frame_output, markdown_table
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
-from saturated_dag.evaluation import adapter_backends, evaluate
+from saturated_dag.evaluation import (
+    adapter_backends,
+    evaluate_samples,
+    per_question_results,
+    summarise,
+)
 from saturated_dag.experiments import Experiment
 from saturated_dag.generation.base import GenerationBackend
 from saturated_dag.shards import questions_digest
@@ -42,21 +50,28 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     store, key = open_store(context, experiment, config,
                             {"questions": questions_digest(questions)})
     with write_errors_reported():
-        table, summary = evaluate(questions, backend, profile.sampling.params(),
-                                  profile.verify_workers, log=context.log.info, store=store,
-                                  shard_size=profile.stages.shard_questions,
-                                  answer_check=profile.answer_check)
+        samples = evaluate_samples(questions, backend, profile.sampling.params(),
+                                   profile.verify_workers, log=context.log.info, store=store,
+                                   shard_size=profile.stages.shard_questions,
+                                   answer_check=profile.answer_check)
+    table = per_question_results(samples)
+    summary = summarise(table, ks=sorted({1, profile.sampling.n}))
     by_cell = (table.group_by("cell", maintain_order=True)
                .agg((pl.col("correct").sum() / pl.col("n").sum()).alias("pass@1"))
                .sort("cell"))
-    return frame_output(table, {
+    return frame_output(samples, {
         **{k: float(v) for k, v in summary.items()},
+        "samples": samples.height,
+        "mean_tokens": float(samples["num_tokens"].mean() or 0.0),
         **cache_metadata(context, key, store),
         "samples_per_question": profile.sampling.n,
         "answer_check": profile.answer_check,
         "pass@1 by cell (%)": dg.MetadataValue.json(
             {str(cell): round(100 * float(value), 2) for cell, value in by_cell.iter_rows()}),
         "preview": markdown_table(table, max_rows=10),
+        "samples preview": markdown_table(
+            samples.select("question_id", "sample_index", "answer", "gold", "correct",
+                           "num_tokens"), max_rows=10),
     })
 
 
@@ -100,16 +115,16 @@ def coverage_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefin
     states its eval set; it does not block the tables downstream."""
 
     @dg.asset_check(asset=asset, name="eval_report_covers_every_question", blocking=False,
-                    description="The per-question table has exactly the eval set's question "
-                    "ids, each with n samples (advisory: WARN).")
+                    description="The report has exactly the eval set's question ids, each "
+                    "with n distinct samples (advisory: WARN).")
     def check(experiment: ExperimentResource, report: pl.DataFrame) -> dg.AssetCheckResult:
         profile = experiment.settings
         expected = {q.question_id for q in eval_questions(profile, task)}
-        ids = report["question_id"].cast(pl.String)
-        got = set(ids.to_list())
+        got = set(report["question_id"].cast(pl.String).to_list())
         n = profile.sampling.n
-        wrong_n = int((report["n"] != n).sum())
-        duplicated = report.height - ids.n_unique()
+        duplicated = report.height - report.select("question_id", "sample_index").n_unique()
+        per_question = report.group_by("question_id").len()
+        wrong_n = int((per_question["len"] != n).sum())
         return dg.AssetCheckResult(
             passed=got == expected and wrong_n == 0 and duplicated == 0,
             severity=dg.AssetCheckSeverity.WARN,

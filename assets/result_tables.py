@@ -20,6 +20,7 @@ from assets._metadata import frame_output, image
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_save_figure, atomic_write_csv, atomic_write_text
+from saturated_dag.evaluation import per_question_results
 from saturated_dag.experiments import SWEEP_TITLES, Experiment, SweepRow
 from saturated_dag.result_tables import eval_set_caption, results_table, sweep_table, to_markdown
 from saturated_dag.schemas import schema, sweep_schema_name
@@ -62,10 +63,11 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
                 **reports: pl.DataFrame) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
         k = profile.sampling.n
-        runs = {(e.split, e.method, e.scorer): reports[f"run_{i}"]
+        counts = {name: per_question_results(samples) for name, samples in reports.items()}
+        runs = {(e.split, e.method, e.scorer): counts[f"run_{i}"]
                 for i, e in enumerate(experiments)}
-        eval_set = eval_set_name(profile, task, reports["base"].height)
-        frame = results_table(reports["base"], runs, k=k, eval_set=eval_set)
+        eval_set = eval_set_name(profile, task, counts["base"].height)
+        frame = results_table(counts["base"], runs, k=k, eval_set=eval_set)
         out = Path(experiment.output_dir) / task
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_csv(frame, out / "results_table.csv")
@@ -139,14 +141,15 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow]) -> dg.AssetsD
         profile = experiment.settings
         k = profile.sampling.n
         split = rows[0].experiment.split
-        eval_set = eval_set_name(profile, task, reports["base"].height)
+        counts = {name: per_question_results(samples) for name, samples in reports.items()}
+        eval_set = eval_set_name(profile, task, counts["base"].height)
         entries = []
         for i, row in enumerate(rows):
             settings = {**row.settings,
                         "epochs": _best_epoch(experiment.output_dir, task, row.experiment),
                         "adapter": row.experiment.name}
-            entries.append((row.label, settings, reports[f"row_{i}"]))
-        frame = sweep_table(reports["base"], split, entries, k=k, eval_set=eval_set,
+            entries.append((row.label, settings, counts[f"row_{i}"]))
+        frame = sweep_table(counts["base"], split, entries, k=k, eval_set=eval_set,
                             setting_dtypes=schema(sweep_schema_name(sweep), k=k))
         out = Path(experiment.output_dir) / task
         out.mkdir(parents=True, exist_ok=True)

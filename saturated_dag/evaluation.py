@@ -1,6 +1,8 @@
 """Eval reports (App. B.1): n samples per question, pass@1 and pass@k by the unbiased
-estimator, answers checked with Math-Verify (the profile's ``answer_check``). Per-question
-counts are kept so any report can be recomputed or compared without sampling again.
+estimator, answers checked with Math-Verify (the profile's ``answer_check``). A report keeps
+every sample (``evaluate_samples``: completion, extracted answer, verdict, token count, mean
+entropy), so any table can be recomputed or re-analysed without sampling again; the
+per-question counts the tables use are ``per_question_results`` of it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import polars as pl
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.metrics import pass_at_k
 from saturated_dag.pool import BackendSource, LogFn, generate_pool
+from saturated_dag.schemas import schema
 from saturated_dag.shards import ShardStore
 from saturated_dag.tasks.base import Question
 from saturated_dag.verification import AnswerCheck
@@ -48,6 +51,27 @@ def summarise(per_question: pl.DataFrame, ks: Sequence[int] = (1, 8)) -> dict[st
     return summary
 
 
+def evaluate_samples(
+    questions: Sequence[Question],
+    backend: BackendSource,
+    params: SamplingParams,
+    verify_workers: int = 1,
+    log: LogFn | None = None,
+    store: ShardStore | None = None,
+    shard_size: int | None = None,
+    answer_check: AnswerCheck = "math_verify",
+) -> pl.DataFrame:
+    """Sample and verify ``questions``: the eval report, one row per sample (its declared
+    ``eval_report`` schema), in question then sample order.
+
+    Arguments as ``evaluate``'s."""
+    completions = generate_pool(questions, backend, params, verify_workers, log,
+                                store=store, shard_size=shard_size, answer_check=answer_check)
+    if completions.is_empty():
+        raise ValueError("no completions to evaluate")
+    return completions.select(list(schema("eval_report")))
+
+
 def evaluate(
     questions: Sequence[Question],
     backend: BackendSource,
@@ -66,9 +90,9 @@ def evaluate(
     With ``store``/``shard_size`` the completions are sampled in resumable, cached shards
     (``generate_pool``); ``backend`` may then be a loader called only if a shard is missing.
     """
-    completions = generate_pool(questions, backend, params, verify_workers, log,
-                                store=store, shard_size=shard_size, answer_check=answer_check)
-    table = per_question_results(completions)
+    samples = evaluate_samples(questions, backend, params, verify_workers, log, store,
+                               shard_size, answer_check)
+    table = per_question_results(samples)
     return table, summarise(table, ks=sorted({1, params.n}))
 
 

@@ -100,6 +100,8 @@ _METRICS = (("pass@1", pl.Float64), ("pass@{k}", pl.Float64), ("Δ pass@1", pl.F
             ("Δ pass@1 excludes 0", pl.Boolean), ("Δ pass@{k} excludes 0", pl.Boolean),
             ("questions", pl.Int64), ("replicates", pl.Int64), ("eval_set", pl.String))
 
+BEHAVIOUR_MEASURES = ("pass@1", "mean_tokens", "mean_entropy", "answer_rate", "truncated_rate")
+
 SWEEP_SETTINGS: Mapping[str, tuple[tuple[str, type[pl.DataType]], ...]] = {
     "rank_weight": (("lambda", pl.Float64),),
     "rrhf_variants": (("variant", pl.String),),
@@ -151,8 +153,22 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
     FrameSchema("raft_set", _cols(*_SFT), "the scorer's argmax completion per question"),
     FrameSchema("sft_set", _cols(*_SFT), "every correct completion of the split's questions"),
     FrameSchema("eval_report", _cols(
-        ("question_id", pl.String), ("cell", pl.String), ("n", pl.Int64), ("correct", pl.Int64)),
-        "one row per eval question: samples and correct samples"),
+        ("question_id", pl.String), ("cell", pl.String), ("sample_index", pl.Int64),
+        ("gold", pl.String), ("completion", pl.String), ("answer", pl.String),
+        ("correct", pl.Boolean), ("num_tokens", pl.Int64), ("finish_reason", pl.String),
+        ("mean_entropy", pl.Float64)),
+        "one row per sampled completion of an eval question, verified: every table is "
+        "recomputed from these (evaluation.per_question_results) without sampling again"),
+    FrameSchema("behaviour", _cols(
+        ("row", pl.String), ("cell", pl.String), ("samples", pl.Int64),
+        *((m, pl.Float64) for m in BEHAVIOUR_MEASURES),
+        *((f"Δ {m}", pl.Float64) for m in BEHAVIOUR_MEASURES)),
+        "per row (base model, adapters) and eval cell: pass@1, length, entropy, answer and "
+        "truncation rates, each with its change from the base model"),
+    FrameSchema("styles", _cols(
+        ("row", pl.String), ("cell", pl.String), ("style", pl.String), ("samples", pl.Int64),
+        ("share", pl.Float64), ("accuracy", pl.Float64), ("Δ share", pl.Float64)),
+        "per row, eval cell and solution style (embedded model): share, accuracy, Δ share"),
     FrameSchema("results_table", _cols(
         ("split", pl.String), ("method", pl.String), ("scorer", pl.String), *_METRICS),
         "the base model, then one row per adapter; k is the profile's sampling.n", {"k": 1}),

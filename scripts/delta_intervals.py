@@ -2,7 +2,8 @@
 
     python scripts/delta_intervals.py [--output-dir outputs] [--task chain_sum]
 
-Reads the eval reports' per-question (n, correct) under ``<output dir>/assets/<task>/``; the
+Reads the eval reports (one row per sample) under ``<output dir>/assets/<task>/`` and counts
+each question's samples and correct ones; the
 interval resamples eval questions with their pairs kept (``paired_bootstrap_delta``), so it
 measures the eval set's sampling noise for one trained adapter, not training-seed noise.
 A row marked ``*`` has an interval that excludes 0.
@@ -52,11 +53,13 @@ def delta_rows(output_dir: str | Path, task: str) -> tuple[int, list[Row]]:
 
 
 def _report(path: Path) -> pl.DataFrame:
-    """One eval report's (question_id, n, correct), each question once."""
-    report = pl.read_parquet(path, columns=["question_id", "n", "correct"])
-    if report["question_id"].is_duplicated().any():
-        raise SystemExit(f"{path} lists a question more than once")
-    return report
+    """One eval report's (question_id, n, correct), from its samples, each sample once."""
+    samples = pl.read_parquet(path, columns=["question_id", "sample_index", "correct"])
+    if samples.select("question_id", "sample_index").is_duplicated().any():
+        raise SystemExit(f"{path} lists a sample of a question more than once")
+    return (samples.group_by("question_id", maintain_order=True)
+            .agg(n=pl.col("correct").count(), correct=pl.col("correct").sum())
+            .sort("question_id"))
 
 
 def markdown(questions: int, rows: list[Row]) -> str:

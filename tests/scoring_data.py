@@ -53,3 +53,16 @@ def make_pool(entropy_nan: bool = False) -> pl.DataFrame:
 
 def make_partitions(pool: pl.DataFrame) -> pl.DataFrame:
     return partitions.partition(pool, 1.0, 0.25)
+
+
+def eval_report(counts: dict[str, tuple[int, int]], cell: str = "c") -> pl.DataFrame:
+    """An eval report (one row per sample, the ``eval_report`` schema) with, per question id,
+    ``(n, correct)``: the first ``correct`` samples right, the rest wrong."""
+    from saturated_dag.schemas import schema
+
+    rows = [{"question_id": qid, "cell": cell, "sample_index": i, "gold": "3",
+             "completion": f"\\boxed{{{3 if i < right else 4}}}",
+             "answer": "3" if i < right else "4", "correct": i < right, "num_tokens": 5,
+             "finish_reason": "stop", "mean_entropy": 0.5}
+            for qid, (n, right) in counts.items() for i in range(n)]
+    return pl.DataFrame(rows, schema=schema("eval_report"))

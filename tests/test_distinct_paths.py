@@ -23,6 +23,7 @@ from resources.parquet_io import asset_file, schema_metadata
 from saturated_dag.config import available_profiles, load_profile
 from saturated_dag.experiments import SUFFIX, SWITCHES, Experiment, _number, experiment_matrix
 from saturated_dag.shards import stage_dir, stage_key
+from tests.scoring_data import eval_report
 
 OUT = Path("/out")
 # the assets whose compute opens a shard store, named by their own key (``open_store``'s stage)
@@ -137,7 +138,7 @@ def test_close_sweep_values_get_different_names() -> None:
 
 def _report(correct: int) -> pl.DataFrame:
     """A one-question eval report (the ``eval_report`` schema) with ``correct`` of 8."""
-    return pl.DataFrame({"question_id": ["q"], "cell": ["c"], "n": [8], "correct": [correct]})
+    return eval_report({"q": (8, correct)})
 
 
 def test_dotted_keys_are_stored_and_read_back_separately(tmp_path: Path) -> None:
@@ -165,14 +166,14 @@ def test_dotted_keys_are_stored_and_read_back_separately(tmp_path: Path) -> None
         profile="demo", output_dir=str(tmp_path)))})
     assert result.success
     table_file = tmp_path / "assets" / "t" / "table.parquet"
-    assert pl.read_parquet(table_file)["correct"].to_list() == [1, 2]
+    assert pl.read_parquet(table_file)["correct"].sum() == 3
     paths = {tuple(m.asset_key.path): m.materialization.metadata["path"].value
              for m in result.get_asset_materialization_events()}
     for name, value in values.items():
         key = ("t", "eval", name)
         assert paths[key] == str(asset_file(tmp_path / "assets", key))
         stored = pl.read_parquet(tmp_path / "assets" / "t" / "eval" / f"{name}.parquet")
-        assert stored["correct"].to_list() == [value]
+        assert stored["correct"].sum() == value
 
 
 def test_a_file_from_the_old_naming_is_not_read_and_the_error_says_why(tmp_path: Path) -> None:

@@ -9,11 +9,12 @@ import json
 from pathlib import Path
 
 import dagster as dg
+import datasets
 import polars as pl
 
 from saturated_dag.atomic import atomic_write_parquet
 from tests.pipeline import graph, resources
-from tests.scoring_data import make_partitions, make_pool
+from tests.scoring_data import eval_report, make_partitions, make_pool
 
 OVERRIDES = {
     "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
@@ -37,7 +38,7 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
     everything, checks = graph("demo", overrides)
     wanted = [a.key for a in everything
               if a.key.path[0] == "chain_sum"
-              and (a.key.path[1] in ("saturated", "eval", "results_table")
+              and (a.key.path[1] in ("saturated", "eval", "results_table", "behaviour")
                    or a.key.path[-1] == "entropy_scores")]
     run_resources = resources(tmp_path / "out", "demo", overrides)
     result = dg.materialize([*everything, *checks], selection=wanted,
@@ -59,11 +60,24 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
     raft = pl.read_parquet(store / "chain_sum" / "saturated" / "raft_set" / "entropy.parquet")
     assert raft.height == 2  # the argmax completion of each saturated question
     report = pl.read_parquet(store / "chain_sum" / "saturated" / "eval" / "sft.parquet")
-    assert report.height == 3 and (report["n"] == 2).all()
+    # every sample kept: 3 questions x n=2, each with its completion, answer and verdict
+    assert report.height == 6 and report["question_id"].n_unique() == 3
+    assert report.group_by("question_id").len()["len"].to_list() == [2, 2, 2]
+    assert report["completion"].null_count() == 0 and report["correct"].dtype == pl.Boolean
+    loaded = datasets.load_dataset(
+        "parquet", data_files=str(store / "chain_sum" / "saturated" / "eval" / "sft.parquet"),
+        split="train", cache_dir=str(tmp_path / "hf"))
+    assert loaded.num_rows == 6 and loaded.column_names == report.columns
     table = pl.read_csv(tmp_path / "out" / "chain_sum" / "results_table.csv")
     assert table["method"].to_list() == ["Base model", "DPO", "σ-RRHF", "SFT", "RAFT"]
     assert table.select("pass@1", "pass@2").null_count().sum_horizontal().item() == 0
     assert table["Δ pass@1"][0] == 0.0
+    behaviour = pl.read_parquet(store / "chain_sum" / "behaviour.parquet")
+    assert set(behaviour["row"]) == {"base model", "saturated/dpo_entropy",
+                                     "saturated/rrhf_entropy", "saturated/sft",
+                                     "saturated/raft_entropy"}
+    assert (tmp_path / "out" / "chain_sum" / "behaviour.png").is_file()
+    assert not (tmp_path / "out" / "chain_sum" / "styles.csv").exists()  # a tiny random model
 
     # unchanged data, settings and code: the adapter is reused, and the metadata says so
     sft = dg.AssetKey(["chain_sum", "saturated", "adapter", "sft"])
@@ -76,10 +90,10 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
 
 
 def _seed_reports(store: Path, keys: list[list[str]], question_ids: list[str]) -> None:
-    """Per-question eval reports (the IO manager's files) for the given asset keys."""
+    """Eval reports (the IO manager's files, n=2 samples per question) for the given keys."""
     for i, key in enumerate(keys):
-        report = pl.DataFrame({"question_id": question_ids, "cell": "2x1", "n": 2,
-                               "correct": [(i + j) % 3 for j in range(len(question_ids))]})
+        report = eval_report({q: (2, (i + j) % 3) for j, q in enumerate(question_ids)},
+                             cell="2x1")
         atomic_write_parquet(report, store.joinpath(*key[:-1]) / f"{key[-1]}.parquet")
 
 

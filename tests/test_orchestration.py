@@ -66,6 +66,7 @@ def _run_nightly(instance, assets, defs, schedule, store: Path, resources: dict)
     for key in request.asset_selection:
         assert instance.get_latest_materialization_event(key) is not None
         report = pl.read_parquet(asset_file(store, key.path))
-        assert report.height == 3 and (report["n"] == 2).all()
+        counts = report.group_by("question_id").len()  # 3 questions, n=2 samples each
+        assert counts.height == 3 and (counts["len"] == 2).all()
     dpo_eval = _key("saturated", "eval", "dpo_entropy")
     assert instance.get_latest_materialization_event(dpo_eval) is None

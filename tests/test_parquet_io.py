@@ -35,6 +35,7 @@ from saturated_dag.schemas import (
     schema,
     sweep_schema_name,
 )
+from tests.scoring_data import eval_report
 
 REPO = Path(__file__).resolve().parent.parent
 KINDS = ["generation_pool", "difficulty_partitions", "entropy_scores", "self_judge_scores",
@@ -97,8 +98,7 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
 def test_the_io_manager_writes_where_asset_file_says_with_row_count_and_schema(
         tmp_path: Path) -> None:
     key = ["t", "eval", "x_lambda0.01"]
-    report = pl.DataFrame({"question_id": ["a", "b", "c"], "cell": ["1x1"] * 3, "n": [8, 8, 8],
-                           "correct": [8, 3, 0]})
+    report = eval_report({"a": (8, 8), "b": (8, 3), "c": (8, 0)}, cell="1x1")
     result = _materialize([_asset(key, report, "eval_report")], tmp_path)
     assert result.success
     path = asset_file(tmp_path / "assets", key)
@@ -106,10 +106,10 @@ def test_the_io_manager_writes_where_asset_file_says_with_row_count_and_schema(
     assert_frame_equal(pl.read_parquet(path), report)
     meta = _metadata(result, key)
     assert meta["path"] == dg.MetadataValue.path(str(path))
-    assert meta["dagster/row_count"] == dg.MetadataValue.int(3)
+    assert meta["dagster/row_count"] == dg.MetadataValue.int(24)
     columns = meta["dagster/column_schema"].schema.columns
     assert [(c.name, c.type) for c in columns] == [
-        ("question_id", "String"), ("cell", "String"), ("n", "Int64"), ("correct", "Int64")]
+        (name, str(dtype)) for name, dtype in schema("eval_report").items()]
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary left
 
 

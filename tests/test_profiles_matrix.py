@@ -59,10 +59,10 @@ def test_the_graph_holds_only_the_profiles_tasks(profile: str) -> None:
 def test_advisory_checks_warn_and_blocking_checks_error(tmp_path) -> None:
     """The eval-coverage check is advisory (non-blocking): its failure is a WARN. Every other
     check gates what runs downstream (blocking) and fails as an ERROR."""
-    import polars as pl
 
     from assets.eval_reports import base_eval_asset, coverage_check
     from resources import ExperimentLocation, ExperimentResource
+    from tests.scoring_data import eval_report
 
     _, checks = profile_assets(load_profile("ci"))
     specs = [spec for c in checks for spec in c.check_specs]
@@ -71,5 +71,5 @@ def test_advisory_checks_warn_and_blocking_checks_error(tmp_path) -> None:
     check = coverage_check("chain_sum", base_eval_asset("chain_sum"))
     verdict = check(experiment=ExperimentResource(location=ExperimentLocation(
                         profile="ci", output_dir=str(tmp_path))),
-                    report=pl.DataFrame({"question_id": ["not-an-eval-question"], "n": [1]}))
+                    report=eval_report({"not-an-eval-question": (1, 1)}))
     assert not verdict.passed and verdict.severity == dg.AssetCheckSeverity.WARN

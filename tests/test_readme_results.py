@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from saturated_dag.config import load_profile
+from tests.scoring_data import eval_report
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,9 +22,8 @@ def _module(name: str = "readme_results"):
 def _eval_reports(out: Path) -> None:
     """A base report and one adapter report, 4 questions x 8 samples: Δ pass@1 = +25 points
     on every question (2 more of 8 right), so the interval is [+25, +25]."""
-    ids = [f"q{i}" for i in range(4)]
-    base = pl.DataFrame({"question_id": ids, "cell": "3x1", "n": 8, "correct": [0, 2, 4, 6]})
-    run = base.with_columns(correct=pl.col("correct") + 2)
+    base = eval_report({f"q{i}": (8, 2 * i) for i in range(4)}, cell="3x1")
+    run = eval_report({f"q{i}": (8, 2 * i + 2) for i in range(4)}, cell="3x1")
     (out / "assets" / "chain_sum" / "eval").mkdir(parents=True)
     (out / "assets" / "chain_sum" / "saturated" / "eval").mkdir(parents=True)
     base.write_parquet(out / "assets" / "chain_sum" / "eval" / "base.parquet")
@@ -65,7 +65,7 @@ def test_missing_tables_or_markers_are_clear_errors(tmp_path):
 
 def test_delta_pairs_each_question_with_its_base_whatever_the_row_order(tmp_path):
     """A report stored in another row order gives the same Δ and interval (rows are paired
-    by question id); a question listed twice is refused."""
+    by question id); a sample listed twice is refused."""
     delta = _module("delta_intervals")
     _eval_reports(tmp_path)
     run_file = tmp_path / "assets" / "chain_sum" / "saturated" / "eval" / "sft.parquet"
@@ -75,11 +75,11 @@ def test_delta_pairs_each_question_with_its_base_whatever_the_row_order(tmp_path
         4, [("saturated/sft", 25.0, 25.0, 25.0)])
     # one question much better: the interval now has width, and still pairs correctly
     pl.read_parquet(run_file).with_columns(
-        correct=pl.when(pl.col("question_id") == "q0").then(8).otherwise(pl.col("correct"))
+        correct=pl.when(pl.col("question_id") == "q0").then(True).otherwise(pl.col("correct"))
     ).write_parquet(run_file)
     (_, [(_, d, low, high)]) = delta.delta_rows(tmp_path, "chain_sum")
     assert d == pytest.approx(100 * (8 / 8 + 3 * 2 / 8) / 4) and low < d < high
     twice = pl.read_parquet(run_file)
     pl.concat([twice, twice.head(1)]).write_parquet(run_file)
-    with pytest.raises(SystemExit, match="lists a question more than once"):
+    with pytest.raises(SystemExit, match="lists a sample of a question more than once"):
         delta.delta_rows(tmp_path, "chain_sum")

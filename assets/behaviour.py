@@ -1,0 +1,92 @@
+"""``<task>/behaviour``: what training changed in each adapter's answers, per eval cell.
+
+From the per-sample eval reports of the base model and the main table's adapters: pass@1,
+completion length, mean token entropy, answer-format and truncation rates per cell, each with
+its change from the base model (``saturated_dag.behaviour``). On the embedded arithmetic model
+also the mix of solution styles and each style's accuracy per cell (``styles.csv``, and the
+``styles`` metadata table), since its styles are known. A figure shows Δ pass@1 and Δ length
+per adapter and cell.
+"""
+
+from pathlib import Path
+
+import dagster as dg
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import polars as pl
+
+from assets._metadata import frame_output, image, markdown_table
+from resources import ExperimentResource
+from resources.parquet_io import schema_metadata
+from saturated_dag.atomic import atomic_save_figure, atomic_write_csv
+from saturated_dag.behaviour import behaviour_table, style_table
+from saturated_dag.experiments import Experiment
+from saturated_dag.pretrain.styles import detect_style
+
+EMBEDDED_MODEL = "arith-base"
+"""The shipped model whose solution styles ``detect_style`` knows."""
+
+
+def _heatmaps(table: pl.DataFrame, path: Path, title: str) -> Path:
+    rows = table["row"].unique(maintain_order=True).to_list()
+    cells = sorted(table["cell"].unique().to_list())
+    fig, axes = plt.subplots(1, 2, figsize=(4 + 1.2 * len(cells), 1.5 + 0.3 * len(rows)))
+    for ax, measure, unit in ((axes[0], "Δ pass@1", "points"),
+                              (axes[1], "Δ mean_tokens", "tokens")):
+        grid = [[table.filter((pl.col("row") == r) & (pl.col("cell") == c))[measure].item()
+                 for c in cells] for r in rows]
+        limit = max(1e-9, max(abs(v) for line in grid for v in line))
+        shown = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+        ax.set_xticks(range(len(cells)), cells, fontsize=8, rotation=45)
+        ax.set_yticks(range(len(rows)), rows if ax is axes[0] else [""] * len(rows),
+                      fontsize=7)
+        ax.set_title(f"{measure} ({unit})", fontsize=9)
+        fig.colorbar(shown, ax=ax, fraction=0.05)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_save_figure(fig, path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def behaviour_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefinition:
+    ins = {"base": dg.AssetIn(key=[task, "eval", "base"])}
+    ins.update({f"run_{i}": dg.AssetIn(key=[task, e.split, "eval", e.name])
+                for i, e in enumerate(experiments)})
+
+    @dg.asset(key=[task, "behaviour"], group_name=task, ins=ins, io_manager_key="parquet_io",
+              kinds={"polars", "parquet"}, metadata=schema_metadata("behaviour"),
+              description=f"{task}: per eval cell, how each adapter's answers differ from the "
+              "base model's (accuracy, length, entropy, answer format; styles on the "
+              "embedded model).")
+    def behaviour(context: dg.AssetExecutionContext, experiment: ExperimentResource,
+                  **reports: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+        profile = experiment.settings
+        runs = {f"{e.split}/{e.name}": reports[f"run_{i}"] for i, e in enumerate(experiments)}
+        table = behaviour_table(reports["base"], runs)
+        out = Path(experiment.output_dir) / task
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_csv(table, out / "behaviour.csv")
+        png = _heatmaps(table, out / "behaviour.png",
+                        f"{task}: change from the base model, per eval cell")
+        metadata: dict[str, object] = {
+            "table": markdown_table(
+                table.select("row", "cell", "samples", "pass@1", "Δ pass@1", "mean_tokens",
+                             "Δ mean_tokens", "answer_rate", "Δ answer_rate")
+                .with_columns(pl.col(pl.Float64).round(2)), max_rows=500),
+            "figure": image(png, "Δ pass@1 and Δ length per adapter and cell"),
+            "csv": dg.MetadataValue.path(str(out / "behaviour.csv")),
+        }
+        if profile.policy.model == EMBEDDED_MODEL and task == "chain_sum":
+            styles = style_table(reports["base"], runs, detect_style)
+            atomic_write_csv(styles, out / "styles.csv")
+            metadata["styles"] = markdown_table(
+                styles.with_columns(pl.col(pl.Float64).round(2)), max_rows=1000)
+            metadata["styles csv"] = dg.MetadataValue.path(str(out / "styles.csv"))
+            context.log.info(f"solution styles per cell written to {out / 'styles.csv'}")
+        return frame_output(table, metadata)
+
+    return behaviour

@@ -1,0 +1,93 @@
+"""What training changed, not only whether it helped: per-cell behaviour of each eval report.
+
+From the per-sample eval reports (``evaluation.evaluate_samples``), for the base model and each
+adapter, per cell of the eval set: pass@1, mean completion length (tokens), mean token entropy,
+the answer-format rate (a stated answer was extracted) and the share of truncated completions,
+each with its Δ to the base model in the same cell. On the embedded arithmetic model, whose
+solution styles are known (``pretrain.styles.detect_style``), also the mix of styles and each
+style's accuracy per cell, so a scorer that shifts mass between styles can be seen doing it:
+a style that is right 77% of the time on one-digit cells and under 10% on two-digit ones can
+move the first and not the second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import polars as pl
+
+from saturated_dag.schemas import BEHAVIOUR_MEASURES as _MEASURES
+
+BASE = "base model"
+
+
+
+def _answered() -> pl.Expr:
+    return pl.col("answer").is_not_null() & (pl.col("answer") != "")
+
+
+def behaviour_by_cell(samples: pl.DataFrame) -> pl.DataFrame:
+    """One row per cell: samples, pass@1 (%), mean tokens, mean entropy, answer and
+    truncation rates (%), in cell order."""
+    if samples.is_empty():
+        raise ValueError("an eval report without samples has no behaviour to describe")
+    return (samples.group_by("cell", maintain_order=True)
+            .agg(samples=pl.len().cast(pl.Int64),
+                 **{"pass@1": 100 * pl.col("correct").cast(pl.Float64).mean()},
+                 mean_tokens=pl.col("num_tokens").cast(pl.Float64).mean(),
+                 mean_entropy=pl.col("mean_entropy").mean(),
+                 answer_rate=100 * _answered().cast(pl.Float64).mean(),
+                 truncated_rate=100 * (pl.col("finish_reason") == "length")
+                 .cast(pl.Float64).mean())
+            .sort("cell"))
+
+
+def behaviour_table(base: pl.DataFrame, runs: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """The base model's and every adapter's per-cell behaviour, each measure with its Δ to
+    the base model in the same cell (0 on the base model's rows)."""
+    reference = behaviour_by_cell(base)
+    frames = []
+    for name, samples in {BASE: base, **runs}.items():
+        found = behaviour_by_cell(samples)
+        if set(found["cell"]) != set(reference["cell"]):
+            raise ValueError(f"eval report of {name} covers other cells than the base model's")
+        joined = found.join(reference.select("cell", *_MEASURES), on="cell", suffix=" base",
+                            maintain_order="left")
+        frames.append(joined.select(
+            pl.lit(name, pl.String).alias("row"), "cell", "samples", *_MEASURES,
+            *((pl.col(m) - pl.col(f"{m} base")).alias(f"Δ {m}") for m in _MEASURES)))
+    return pl.concat(frames)
+
+
+def style_table(base: pl.DataFrame, runs: Mapping[str, pl.DataFrame],
+                detect: Callable[[str], str]) -> pl.DataFrame:
+    """Per row, cell and style: the style's share of the cell's samples (%), its accuracy
+    (%, null where the style was never used) and the share's Δ to the base model."""
+    frames = []
+    for name, samples in {BASE: base, **runs}.items():
+        styled = samples.with_columns(
+            style=pl.col("completion").map_elements(detect, return_dtype=pl.String))
+        per_cell = styled.group_by("cell").agg(cell_samples=pl.len())
+        counts = (styled.group_by("cell", "style")
+                  .agg(samples=pl.len().cast(pl.Int64),
+                       accuracy=100 * pl.col("correct").cast(pl.Float64).mean())
+                  .join(per_cell, on="cell")
+                  .with_columns(share=100 * pl.col("samples") / pl.col("cell_samples"))
+                  .drop("cell_samples"))
+        frames.append(counts.with_columns(pl.lit(name, pl.String).alias("row")))
+    table = pl.concat(frames)
+    # every (row, cell, style) that any row uses, so a style that vanished shows share 0
+    grid = (table.select("row").unique()
+            .join(table.select("cell", "style").unique(), how="cross"))
+    table = (grid.join(table, on=["row", "cell", "style"], how="left")
+             .with_columns(pl.col("samples").fill_null(0), pl.col("share").fill_null(0.0)))
+    reference = table.filter(pl.col("row") == BASE).select("cell", "style",
+                                                           base_share="share")
+    order = {name: i for i, name in enumerate({BASE: None, **runs})}
+    return (table.join(reference, on=["cell", "style"], how="left")
+            .with_columns((pl.col("share") - pl.col("base_share")).alias("Δ share"))
+            .drop("base_share")
+            .with_columns(pl.col("row").replace_strict(order, return_dtype=pl.Int64)
+                          .alias("_order"))
+            .sort("_order", "cell", "style").drop("_order")
+            .select("row", "cell", "style", "samples", "share", "accuracy", "Δ share"))

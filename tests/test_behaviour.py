@@ -1,0 +1,67 @@
+"""Per-cell behaviour and style mix of eval reports (saturated_dag.behaviour)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from saturated_dag.behaviour import BASE, behaviour_table, style_table
+from saturated_dag.pretrain.styles import detect_style
+from saturated_dag.schemas import schema
+
+STEP = "**Addition:** 2 + 3 = 5\n\\boxed{5}"
+BARE = "\\boxed{5}"
+
+
+def _samples(cells: dict[str, list[tuple[str, bool, int]]]) -> pl.DataFrame:
+    """An eval report from (completion, correct, tokens) per sample, grouped by cell."""
+    rows = [{"question_id": f"{cell}-q{i // 4}", "cell": cell, "sample_index": i % 4,
+             "gold": "5", "completion": text, "answer": "5" if ok else None, "correct": ok,
+             "num_tokens": tokens, "finish_reason": "stop" if tokens < 50 else "length",
+             "mean_entropy": 0.1 * tokens}
+            for cell, samples in cells.items() for i, (text, ok, tokens) in enumerate(samples)]
+    return pl.DataFrame(rows, schema=schema("eval_report"))
+
+
+BASE_REPORT = _samples({"5x1": [(STEP, True, 20), (STEP, True, 20), (BARE, False, 4),
+                                (BARE, False, 4)],
+                        "5x2": [(STEP, False, 30), (BARE, False, 60), (BARE, False, 4),
+                                (BARE, False, 4)]})
+# trained toward the step-by-step style: every one-digit sample right, two-digit unchanged
+RUN_REPORT = _samples({"5x1": [(STEP, True, 20)] * 4,
+                       "5x2": [(STEP, False, 30)] * 2 + [(BARE, False, 4)] * 2})
+
+
+def test_behaviour_table_measures_each_cell_and_its_change() -> None:
+    table = behaviour_table(BASE_REPORT, {"saturated/sft": RUN_REPORT})
+    assert table.columns == list(schema("behaviour"))
+    base = table.filter(pl.col("row") == BASE).rows_by_key("cell", named=True, unique=True)
+    run = table.filter(pl.col("row") == "saturated/sft").rows_by_key("cell", named=True,
+                                                                      unique=True)
+    assert base["5x1"]["pass@1"] == 50.0 and run["5x1"]["pass@1"] == 100.0
+    assert run["5x1"]["Δ pass@1"] == 50.0 and run["5x2"]["Δ pass@1"] == 0.0
+    assert base["5x1"]["mean_tokens"] == 12.0 and run["5x1"]["Δ mean_tokens"] == 8.0
+    assert base["5x1"]["answer_rate"] == 50.0 and base["5x2"]["truncated_rate"] == 25.0
+    assert run["5x2"]["mean_entropy"] == pytest.approx(1.7)
+    assert (table.filter(pl.col("row") == BASE)["Δ pass@1"] == 0).all()
+
+
+def test_style_table_shows_the_shift_between_styles_and_each_styles_accuracy() -> None:
+    table = style_table(BASE_REPORT, {"saturated/sft": RUN_REPORT}, detect_style)
+    assert table.columns == list(schema("styles"))
+    rows = {(r["row"], r["cell"], r["style"]): r for r in table.iter_rows(named=True)}
+    assert rows[(BASE, "5x1", "steps")]["share"] == 50.0
+    assert rows[(BASE, "5x1", "steps")]["accuracy"] == 100.0
+    assert rows[(BASE, "5x1", "bare")]["accuracy"] == 0.0
+    shifted = rows[("saturated/sft", "5x1", "bare")]
+    assert shifted["share"] == 0.0 and shifted["samples"] == 0 and shifted["accuracy"] is None
+    assert shifted["Δ share"] == -50.0 and rows[("saturated/sft", "5x1", "steps")]["Δ share"] == 50
+    assert table["row"].unique(maintain_order=True).to_list() == [BASE, "saturated/sft"]
+
+
+def test_reports_over_other_cells_or_without_samples_are_errors() -> None:
+    other = BASE_REPORT.with_columns(cell=pl.lit("9x9"))
+    with pytest.raises(ValueError, match="covers other cells than the base model's"):
+        behaviour_table(BASE_REPORT, {"x": other})
+    with pytest.raises(ValueError, match="without samples"):
+        behaviour_table(BASE_REPORT.clear(), {})
