@@ -1,6 +1,7 @@
 """Helpers that turn frames and figures into Dagster metadata and outputs."""
 
 import base64
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import polars as pl
 from tabulate import tabulate
 
 from resources.parquet_io import frame_data_version
+from saturated_dag.experiments import Experiment
 
 
 def markdown_table(frame: pl.DataFrame, max_rows: int = 20) -> dg.MetadataValue:
@@ -30,3 +32,24 @@ def frame_output(frame: pl.DataFrame, metadata: dict[str, Any]) -> dg.Output[pl.
     hit) keeps the same data version, so nothing downstream is marked stale by it.
     """
     return dg.Output(frame, metadata=metadata, data_version=frame_data_version(frame))
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """Lay out a matplotlib figure, write it atomically as a 110 dpi PNG and close it."""
+    import matplotlib.pyplot as plt
+
+    from saturated_dag.atomic import atomic_save_figure
+
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_save_figure(fig, path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def eval_report_ins(task: str, experiments: Sequence[Experiment]) -> dict[str, dg.AssetIn]:
+    """The base model's eval report as input ``base`` and each experiment's as ``run_<i>``."""
+    ins = {"base": dg.AssetIn(key=[task, "eval", "base"])}
+    ins.update({f"run_{i}": dg.AssetIn(key=[task, e.split, "eval", e.name])
+                for i, e in enumerate(experiments)})
+    return ins

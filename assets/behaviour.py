@@ -17,10 +17,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import polars as pl
 
-from assets._metadata import frame_output, image, markdown_table
+from assets._metadata import eval_report_ins, frame_output, image, markdown_table, save_figure
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
-from saturated_dag.atomic import atomic_save_figure, atomic_write_csv
+from saturated_dag.atomic import atomic_write_csv
 from saturated_dag.behaviour import behaviour_table, style_table
 from saturated_dag.experiments import Experiment
 from saturated_dag.pretrain.styles import detect_style
@@ -45,17 +45,11 @@ def _heatmaps(table: pl.DataFrame, path: Path, title: str) -> Path:
         ax.set_title(f"{measure} ({unit})", fontsize=9)
         fig.colorbar(shown, ax=ax, fraction=0.05)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_save_figure(fig, path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def behaviour_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefinition:
-    ins = {"base": dg.AssetIn(key=[task, "eval", "base"])}
-    ins.update({f"run_{i}": dg.AssetIn(key=[task, e.split, "eval", e.name])
-                for i, e in enumerate(experiments)})
+    ins = eval_report_ins(task, experiments)
 
     @dg.asset(key=[task, "behaviour"], group_name=task, ins=ins, io_manager_key="parquet_io",
               kinds={"polars", "parquet"}, metadata=schema_metadata("behaviour"),

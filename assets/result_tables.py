@@ -16,10 +16,10 @@ import matplotlib.pyplot as plt
 import polars as pl
 
 from assets._adapter_files import adapter_dir
-from assets._metadata import frame_output, image
+from assets._metadata import eval_report_ins, frame_output, image, save_figure
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
-from saturated_dag.atomic import atomic_save_figure, atomic_write_csv, atomic_write_text
+from saturated_dag.atomic import atomic_write_csv, atomic_write_text
 from saturated_dag.evaluation import per_question_results
 from saturated_dag.experiments import SWEEP_TITLES, Experiment, SweepRow
 from saturated_dag.result_tables import eval_set_caption, results_table, sweep_table, to_markdown
@@ -43,17 +43,11 @@ def _plot(frame: pl.DataFrame, path: Path, title: str) -> Path:
     ax.set_xlabel("pass@1 (%), with 95% intervals" if xerr else "pass@1 (%)")
     ax.set_title(title)
     ax.legend(loc="lower right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_save_figure(fig, path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefinition:
-    ins = {"base": dg.AssetIn(key=[task, "eval", "base"])}
-    ins.update({f"run_{i}": dg.AssetIn(key=[task, e.split, "eval", e.name])
-                for i, e in enumerate(experiments)})
+    ins = eval_report_ins(task, experiments)
 
     @dg.asset(key=[task, "results_table"], group_name=task, ins=ins,
               io_manager_key="parquet_io", kinds={"polars", "parquet"},
@@ -109,11 +103,7 @@ def _plot_lambda(frame: pl.DataFrame, k: int, path: Path, title: str) -> Path:
         ax.set_ylabel(f"{col} (%)")
         ax.legend(loc="best", fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_save_figure(fig, path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _best_epoch(output_dir: str, task: str, exp: Experiment) -> int | None:

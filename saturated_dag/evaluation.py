@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -64,7 +65,8 @@ def evaluate_samples(
     """Sample and verify ``questions``: the eval report, one row per sample (its declared
     ``eval_report`` schema), in question then sample order.
 
-    Arguments as ``evaluate``'s."""
+    ``answer_check`` is the profile's rule for reading answers; with ``store`` and
+    ``shard_size`` the completions are sampled in resumable, cached shards."""
     completions = generate_pool(questions, backend, params, verify_workers, log,
                                 store=store, shard_size=shard_size, answer_check=answer_check)
     if completions.is_empty():
@@ -72,27 +74,17 @@ def evaluate_samples(
     return completions.select(list(schema("eval_report")))
 
 
-def evaluate(
-    questions: Sequence[Question],
-    backend: BackendSource,
-    params: SamplingParams,
-    verify_workers: int = 1,
-    log: LogFn | None = None,
-    store: ShardStore | None = None,
-    shard_size: int | None = None,
-    answer_check: AnswerCheck = "math_verify",
-) -> tuple[pl.DataFrame, dict[str, float]]:
+def evaluate(questions: Sequence[Question], backend: BackendSource, params: SamplingParams,
+             **options: Any) -> tuple[pl.DataFrame, dict[str, float]]:
     """Sample and score ``questions``: (per-question results, summary).
 
-    ``answer_check``: the profile's rule for reading answers (the paper's Math-Verify
-    extraction by default); a store's key must include it.
-
-    With ``store``/``shard_size`` the completions are sampled in resumable, cached shards
+    ``options`` are ``evaluate_samples``' (``verify_workers``, ``log``, ``store``,
+    ``shard_size``, ``answer_check``: the profile's rule for reading answers, the paper's
+    Math-Verify extraction by default; a store's key must include it). With ``store`` and
+    ``shard_size`` the completions are sampled in resumable, cached shards
     (``generate_pool``); ``backend`` may then be a loader called only if a shard is missing.
     """
-    samples = evaluate_samples(questions, backend, params, verify_workers, log, store,
-                               shard_size, answer_check)
-    table = per_question_results(samples)
+    table = per_question_results(evaluate_samples(questions, backend, params, **options))
     return table, summarise(table, ks=sorted({1, params.n}))
 
 
