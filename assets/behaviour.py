@@ -2,7 +2,8 @@
 
 From the per-sample eval reports of the base model and the main table's adapters: pass@1,
 completion length, mean token entropy, answer-format and truncation rates per cell, each with
-its change from the base model (``saturated_dag.behaviour``). On the embedded arithmetic model
+its change from the base model, and Δ pass@1's 95% interval paired over the cell's questions
+(``saturated_dag.behaviour``). On the embedded arithmetic model
 also the mix of solution styles and each style's accuracy per cell (``styles.csv``, and the
 ``styles`` metadata table), since its styles are known. A figure shows Δ pass@1 and Δ length
 per adapter and cell.
@@ -68,8 +69,9 @@ def behaviour_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefini
                         f"{task}: change from the base model, per eval cell")
         metadata: dict[str, object] = {
             "table": markdown_table(
-                table.select("row", "cell", "samples", "pass@1", "Δ pass@1", "mean_tokens",
-                             "Δ mean_tokens", "answer_rate", "Δ answer_rate")
+                table.select("row", "cell", "samples", "pass@1", "Δ pass@1", "Δ pass@1 low",
+                             "Δ pass@1 high", "mean_tokens", "Δ mean_tokens", "answer_rate",
+                             "Δ answer_rate")
                 .with_columns(pl.col(pl.Float64).round(2)), max_rows=500),
             "figure": image(png, "Δ pass@1 and Δ length per adapter and cell"),
             "csv": dg.MetadataValue.path(str(out / "behaviour.csv")),

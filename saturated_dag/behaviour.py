@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 import polars as pl
 
 from saturated_dag.schemas import BEHAVIOUR_MEASURES as _MEASURES
+from saturated_dag.statistics import Interval, paired_delta
 
 BASE = "base model"
 
@@ -42,20 +43,42 @@ def behaviour_by_cell(samples: pl.DataFrame) -> pl.DataFrame:
             .sort("cell"))
 
 
+def _cell_delta_intervals(base: pl.DataFrame, run: pl.DataFrame, name: str
+                          ) -> dict[str, Interval]:
+    """Per cell: Δ pass@1 (points) with its paired bootstrap interval over the cell's
+    questions (``saturated_dag.statistics``)."""
+    def per_question(samples: pl.DataFrame) -> pl.DataFrame:
+        return (samples.group_by("cell", "question_id")
+                .agg(p=pl.col("correct").cast(pl.Float64).mean()))
+
+    pairs = per_question(base).join(per_question(run), on=["cell", "question_id"], how="full",
+                                    suffix="_run", coalesce=True)
+    if pairs["p"].null_count() or pairs["p_run"].null_count():
+        raise ValueError(f"eval report of {name} covers other questions than the base model's")
+    pairs = pairs.sort("cell", "question_id")
+    return {cell: paired_delta(group["p_run"].to_numpy(), group["p"].to_numpy()).scaled(100)
+            for (cell,), group in pairs.group_by("cell", maintain_order=True)}
+
+
 def behaviour_table(base: pl.DataFrame, runs: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     """The base model's and every adapter's per-cell behaviour, each measure with its Δ to
-    the base model in the same cell (0 on the base model's rows)."""
+    the base model in the same cell (0 on the base model's rows), and Δ pass@1's 95% interval
+    paired over the cell's questions."""
     reference = behaviour_by_cell(base)
     frames = []
     for name, samples in {BASE: base, **runs}.items():
         found = behaviour_by_cell(samples)
         if set(found["cell"]) != set(reference["cell"]):
             raise ValueError(f"eval report of {name} covers other cells than the base model's")
+        intervals = _cell_delta_intervals(base, samples, name)
         joined = found.join(reference.select("cell", *_MEASURES), on="cell", suffix=" base",
                             maintain_order="left")
+        cells = joined["cell"].to_list()
         frames.append(joined.select(
             pl.lit(name, pl.String).alias("row"), "cell", "samples", *_MEASURES,
-            *((pl.col(m) - pl.col(f"{m} base")).alias(f"Δ {m}") for m in _MEASURES)))
+            *((pl.col(m) - pl.col(f"{m} base")).alias(f"Δ {m}") for m in _MEASURES),
+            pl.Series("Δ pass@1 low", [intervals[c].low for c in cells], pl.Float64),
+            pl.Series("Δ pass@1 high", [intervals[c].high for c in cells], pl.Float64)))
     return pl.concat(frames)
 
 

@@ -162,9 +162,10 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
     FrameSchema("behaviour", _cols(
         ("row", pl.String), ("cell", pl.String), ("samples", pl.Int64),
         *((m, pl.Float64) for m in BEHAVIOUR_MEASURES),
-        *((f"Δ {m}", pl.Float64) for m in BEHAVIOUR_MEASURES)),
+        *((f"Δ {m}", pl.Float64) for m in BEHAVIOUR_MEASURES),
+        ("Δ pass@1 low", pl.Float64), ("Δ pass@1 high", pl.Float64)),
         "per row (base model, adapters) and eval cell: pass@1, length, entropy, answer and "
-        "truncation rates, each with its change from the base model"),
+        "truncation rates, each with its change from the base model; Δ pass@1's 95% interval"),
     FrameSchema("styles", _cols(
         ("row", pl.String), ("cell", pl.String), ("style", pl.String), ("samples", pl.Int64),
         ("share", pl.Float64), ("accuracy", pl.Float64), ("Δ share", pl.Float64)),

@@ -44,6 +44,9 @@ def test_behaviour_table_measures_each_cell_and_its_change() -> None:
     assert base["5x1"]["answer_rate"] == 50.0 and base["5x2"]["truncated_rate"] == 25.0
     assert run["5x2"]["mean_entropy"] == pytest.approx(1.7)
     assert (table.filter(pl.col("row") == BASE)["Δ pass@1"] == 0).all()
+    # Δ pass@1's interval, paired over the cell's questions (here one, so no spread)
+    assert (run["5x1"]["Δ pass@1 low"], run["5x1"]["Δ pass@1 high"]) == (50.0, 50.0)
+    assert base["5x1"]["Δ pass@1 low"] == base["5x1"]["Δ pass@1 high"] == 0.0
 
 
 def test_style_table_shows_the_shift_between_styles_and_each_styles_accuracy() -> None:
@@ -65,3 +68,17 @@ def test_reports_over_other_cells_or_without_samples_are_errors() -> None:
         behaviour_table(BASE_REPORT, {"x": other})
     with pytest.raises(ValueError, match="without samples"):
         behaviour_table(BASE_REPORT.clear(), {})
+
+
+def test_cell_intervals_are_the_paired_bootstrap_over_the_cells_questions() -> None:
+    from saturated_dag.statistics import paired_delta
+
+    base = _samples({"c": [(STEP, i % 3 == 0, 10) for i in range(40)]})  # 10 questions
+    run = _samples({"c": [(STEP, i % 2 == 0, 10) for i in range(40)]})
+    row = behaviour_table(base, {"r": run}).row(1, named=True)
+    p_base = base.group_by("question_id").agg(pl.col("correct").mean()).sort("question_id")
+    p_run = run.group_by("question_id").agg(pl.col("correct").mean()).sort("question_id")
+    direct = paired_delta(p_run["correct"].to_numpy(), p_base["correct"].to_numpy()).scaled(100)
+    assert (row["Δ pass@1"], row["Δ pass@1 low"], row["Δ pass@1 high"]) == pytest.approx(
+        (direct.estimate, direct.low, direct.high))
+    assert row["Δ pass@1 low"] < row["Δ pass@1"] < row["Δ pass@1 high"]
