@@ -42,18 +42,32 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     profile = experiment.settings
     questions = eval_questions(profile, task)
     context.log.info(f"evaluating {label} on {len(questions)} {task} questions")
-    config: dict[str, object] = {"policy": policy_identity(inference.policy_settings()),
-                                 "sampling": profile.sampling.model_dump(),
-                                 "answer_check": profile.answer_check}
-    if adapter is not None:
-        config["adapter"] = adapter_weights_version(adapter)  # weights, not their timings
-    store, key = open_store(context, experiment, config,
-                            {"questions": questions_digest(questions)})
-    with write_errors_reported():
-        samples = evaluate_samples(questions, backend, profile.sampling.params(),
-                                   profile.verify_workers, log=context.log.info, store=store,
-                                   shard_size=profile.stages.shard_questions,
-                                   answer_check=profile.answer_check)
+    loaded: list[GenerationBackend] = []
+
+    def backend_once() -> GenerationBackend:  # one engine for every replicate
+        if not loaded:
+            loaded.append(backend())
+        return loaded[0]
+
+    replicates = profile.evaluation.replicates
+    parts = []
+    for replicate in range(replicates):
+        # replicate r: the eval set sampled again with seed + r, in its own cached shards
+        sampling = profile.sampling.model_copy(update={"seed": profile.sampling.seed + replicate})
+        config: dict[str, object] = {"policy": policy_identity(inference.policy_settings()),
+                                     "sampling": sampling.model_dump(),
+                                     "answer_check": profile.answer_check}
+        if adapter is not None:
+            config["adapter"] = adapter_weights_version(adapter)  # weights, not their timings
+        store, key = open_store(context, experiment, config,
+                                {"questions": questions_digest(questions)})
+        with write_errors_reported():
+            parts.append(evaluate_samples(
+                questions, backend_once, sampling.params(), profile.verify_workers,
+                log=context.log.info, store=store, shard_size=profile.stages.shard_questions,
+                answer_check=profile.answer_check, replicate=replicate))
+        cache = cache_metadata(context, key, store)
+    samples = pl.concat(parts)
     table = per_question_results(samples)
     summary = summarise(table, ks=sorted({1, profile.sampling.n}))
     by_cell = (table.group_by("cell", maintain_order=True)
@@ -62,8 +76,9 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     return frame_output(samples, {
         **{k: float(v) for k, v in summary.items()},
         "samples": samples.height,
+        "eval_replicates": replicates,
         "mean_tokens": float(samples["num_tokens"].mean() or 0.0),
-        **cache_metadata(context, key, store),
+        **cache,  # the last replicate's; each replicate's is in the log
         "samples_per_question": profile.sampling.n,
         "answer_check": profile.answer_check,
         "pass@1 by cell (%)": dg.MetadataValue.json(
@@ -116,21 +131,26 @@ def coverage_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefin
 
     @dg.asset_check(asset=asset, name="eval_report_covers_every_question", blocking=False,
                     description="The report has exactly the eval set's question ids, each "
-                    "with n distinct samples (advisory: WARN).")
+                    "with n distinct samples in every eval replicate (advisory: WARN).")
     def check(experiment: ExperimentResource, report: pl.DataFrame) -> dg.AssetCheckResult:
         profile = experiment.settings
         expected = {q.question_id for q in eval_questions(profile, task)}
         got = set(report["question_id"].cast(pl.String).to_list())
-        n = profile.sampling.n
-        duplicated = report.height - report.select("question_id", "sample_index").n_unique()
-        per_question = report.group_by("question_id").len()
+        n, replicates = profile.sampling.n, profile.evaluation.replicates
+        keys = ["question_id", "replicate", "sample_index"]
+        duplicated = report.height - report.select(keys).n_unique()
+        per_question = report.group_by("question_id", "replicate").len()
         wrong_n = int((per_question["len"] != n).sum())
+        found_replicates = report["replicate"].n_unique()
         return dg.AssetCheckResult(
-            passed=got == expected and wrong_n == 0 and duplicated == 0,
+            passed=(got == expected and wrong_n == 0 and duplicated == 0
+                    and found_replicates == replicates
+                    and per_question.height == len(got) * replicates),
             severity=dg.AssetCheckSeverity.WARN,
             metadata={"expected_questions": len(expected), "reported_questions": len(got),
                       "missing": len(expected - got), "unexpected": len(got - expected),
                       "duplicated": duplicated, "questions_without_n_samples": wrong_n,
-                      "expected_n": n})
+                      "expected_n": n, "replicates": found_replicates,
+                      "expected_replicates": replicates})
 
     return check

@@ -227,6 +227,17 @@ class SamplingSettings(_Strict):
         return SamplingParams(**self.model_dump())
 
 
+class EvaluationSettings(_Strict):
+    """Eval replicates (not in the paper, which evaluates once: ``replicates: 1``).
+
+    Replicate r samples the eval set again with sampling seed ``sampling.seed + r``; every
+    table reports the mean over replicates with intervals that resample them
+    (``docs/statistics.md``). Replicate 0 is the single evaluation of ``replicates: 1``.
+    """
+
+    replicates: int = Field(1, ge=1, le=64)
+
+
 class PartitionSettings(_Strict):
     """App. A.1: saturated p=1, hard p<=1/4, the middle excluded."""
 
@@ -470,6 +481,7 @@ class Profile(_Strict):
     gsm8k: Gsm8kSettings = Gsm8kSettings()
     policy: PolicySettings
     sampling: SamplingSettings = SamplingSettings()
+    evaluation: EvaluationSettings = EvaluationSettings()
     partitions: PartitionSettings = PartitionSettings()
     verify_workers: int = Field(1, ge=1)
     answer_check: AnswerCheck = "math_verify"

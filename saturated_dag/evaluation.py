@@ -23,15 +23,16 @@ from saturated_dag.verification import AnswerCheck
 
 
 def per_question_results(completions: pl.DataFrame) -> pl.DataFrame:
-    """(question_id, cell, n, correct) from one row per sampled completion.
+    """(question_id, cell, [replicate,] n, correct) from one row per sampled completion.
 
-    One row per question, sorted by its keys (a null key last), ``n`` the non-null verdicts
-    and ``correct`` the true ones, both Int64: the order and counts of the pandas version,
-    whose eval reports stay comparable.
+    One row per question (and eval replicate, when the completions have that column), sorted
+    by its keys (a null key last), ``n`` the non-null verdicts and ``correct`` the true ones,
+    both Int64: the order and counts of the pandas version, whose eval reports stay
+    comparable.
     """
     if completions.is_empty():
         raise ValueError("no completions to evaluate")
-    keys = [c for c in ("question_id", "cell") if c in completions.columns]
+    keys = [c for c in ("question_id", "cell", "replicate") if c in completions.columns]
     verdict = pl.col("correct")
     return (completions.group_by(keys)
             .agg(n=verdict.count().cast(pl.Int64), correct=verdict.sum().cast(pl.Int64))
@@ -39,10 +40,15 @@ def per_question_results(completions: pl.DataFrame) -> pl.DataFrame:
 
 
 def summarise(per_question: pl.DataFrame, ks: Sequence[int] = (1, 8)) -> dict[str, float]:
-    """Mean pass@k over questions (in %), from per-question (n, correct) counts."""
+    """Mean pass@k over questions (in %), from per-question (n, correct) counts.
+
+    With eval replicates (a ``replicate`` column, each replicate covering the same questions)
+    it is the mean over replicates of the mean over questions."""
     if per_question.is_empty():
         raise ValueError("no questions to summarise")
-    summary: dict[str, float] = {"questions": float(len(per_question))}
+    summary: dict[str, float] = {"questions": float(per_question["question_id"].n_unique())}
+    if "replicate" in per_question.columns:
+        summary["replicates"] = float(per_question["replicate"].n_unique())
     for k in ks:
         values = [pass_at_k(int(n), int(c), k) for n, c in
                   zip(per_question["n"], per_question["correct"], strict=True) if n >= k]
@@ -61,9 +67,10 @@ def evaluate_samples(
     store: ShardStore | None = None,
     shard_size: int | None = None,
     answer_check: AnswerCheck = "math_verify",
+    replicate: int = 0,
 ) -> pl.DataFrame:
     """Sample and verify ``questions``: the eval report, one row per sample (its declared
-    ``eval_report`` schema), in question then sample order.
+    ``eval_report`` schema), in question then sample order, labelled ``replicate``.
 
     ``answer_check`` is the profile's rule for reading answers; with ``store`` and
     ``shard_size`` the completions are sampled in resumable, cached shards."""
@@ -71,7 +78,8 @@ def evaluate_samples(
                                 store=store, shard_size=shard_size, answer_check=answer_check)
     if completions.is_empty():
         raise ValueError("no completions to evaluate")
-    return completions.select(list(schema("eval_report")))
+    return completions.with_columns(replicate=pl.lit(replicate, pl.Int64)).select(
+        list(schema("eval_report")))
 
 
 def evaluate(questions: Sequence[Question], backend: BackendSource, params: SamplingParams,

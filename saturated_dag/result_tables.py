@@ -19,7 +19,7 @@ import polars as pl
 from tabulate import tabulate
 
 from saturated_dag.evaluation import summarise
-from saturated_dag.statistics import bootstrap_mean, paired_delta, per_question_pass_at_k
+from saturated_dag.statistics import bootstrap_mean, paired_delta, replicate_matrix
 
 METHOD_LABELS = {"sft": "SFT", "dpo": "DPO", "rrhf": "σ-RRHF", "raft": "RAFT"}
 SCORER_LABELS = {None: "", "self_judge": "self-judge", "strong_judge": "strong judge",
@@ -41,12 +41,12 @@ def _finish(frame: pl.DataFrame, base_summary: Mapping[str, float], k: int,
     metrics = _metrics(k)
     frame = frame.with_columns((pl.col(col) - base_summary[col]).alias(f"Δ {col}")
                                for col in metrics)
-    order = base["question_id"].to_list()  # pairs line up question by question
+    order = base["question_id"].unique(maintain_order=True).to_list()  # pairs line up
     columns: dict[str, list[Any]] = {}
     for col in metrics:
         at = int(col.removeprefix("pass@"))
-        base_values = per_question_pass_at_k(base, at, order)
-        values = [per_question_pass_at_k(r, at, order) for r in reports]
+        base_values = replicate_matrix(base, at, order)
+        values = [replicate_matrix(r, at, order) for r in reports]
         columns[col] = [bootstrap_mean(v).scaled(100) for v in values]
         columns[f"Δ {col}"] = [paired_delta(v, base_values).scaled(100) for v in values]
     intervals = [pl.Series(f"{name} {end}", [getattr(i, end) for i in found], pl.Float64)

@@ -153,12 +153,14 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
     FrameSchema("raft_set", _cols(*_SFT), "the scorer's argmax completion per question"),
     FrameSchema("sft_set", _cols(*_SFT), "every correct completion of the split's questions"),
     FrameSchema("eval_report", _cols(
-        ("question_id", pl.String), ("cell", pl.String), ("sample_index", pl.Int64),
-        ("gold", pl.String), ("completion", pl.String), ("answer", pl.String),
+        ("question_id", pl.String), ("cell", pl.String), ("replicate", pl.Int64),
+        ("sample_index", pl.Int64), ("gold", pl.String), ("completion", pl.String),
+        ("answer", pl.String),
         ("correct", pl.Boolean), ("num_tokens", pl.Int64), ("finish_reason", pl.String),
         ("mean_entropy", pl.Float64)),
-        "one row per sampled completion of an eval question, verified: every table is "
-        "recomputed from these (evaluation.per_question_results) without sampling again"),
+        "one row per sampled completion of an eval question and replicate, verified: every "
+        "table is recomputed from these (evaluation.per_question_results) without sampling "
+        "again"),
     FrameSchema("behaviour", _cols(
         ("row", pl.String), ("cell", pl.String), ("samples", pl.Int64),
         *((m, pl.Float64) for m in BEHAVIOUR_MEASURES),

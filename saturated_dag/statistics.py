@@ -137,3 +137,23 @@ def per_question_pass_at_k(report: pl.DataFrame, k: int,
         raise ValueError(f"the report lacks {len(missing)} of the questions, e.g. "
                          f"{missing[:3]}: every row must cover the same eval questions")
     return np.array([pass_at_k(*counts[q], k) for q in order], dtype=float)
+
+
+def replicate_matrix(report: pl.DataFrame, k: int,
+                     question_ids: Sequence[str] | None = None) -> np.ndarray:
+    """A per-question report's pass@k as a (replicates, questions) table, questions in
+    ``question_ids`` order; a report without a ``replicate`` column is one replicate.
+
+    Every replicate must cover every question: the tables compare rows question by question.
+    """
+    if "replicate" not in report.columns:
+        return per_question_pass_at_k(report, k, question_ids)[None, :]
+    order = list(question_ids) if question_ids is not None else sorted(
+        set(report["question_id"].to_list()))
+    rows = []
+    for (replicate,), part in report.group_by("replicate", maintain_order=True):
+        try:
+            rows.append(per_question_pass_at_k(part, k, order))
+        except ValueError as err:
+            raise ValueError(f"replicate {replicate}: {err}") from None
+    return np.stack(rows)

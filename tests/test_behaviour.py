@@ -15,7 +15,8 @@ BARE = "\\boxed{5}"
 
 def _samples(cells: dict[str, list[tuple[str, bool, int]]]) -> pl.DataFrame:
     """An eval report from (completion, correct, tokens) per sample, grouped by cell."""
-    rows = [{"question_id": f"{cell}-q{i // 4}", "cell": cell, "sample_index": i % 4,
+    rows = [{"question_id": f"{cell}-q{i // 4}", "cell": cell, "replicate": 0,
+             "sample_index": i % 4,
              "gold": "5", "completion": text, "answer": "5" if ok else None, "correct": ok,
              "num_tokens": tokens, "finish_reason": "stop" if tokens < 50 else "length",
              "mean_entropy": 0.1 * tokens}

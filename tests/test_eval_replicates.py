@@ -1,0 +1,67 @@
+"""Eval replicates (``evaluation.replicates``): each a fresh sampling seed, cached on its own;
+replicate 0 is the single evaluation; tables report the mean over replicates and resample
+them in their intervals (docs/statistics.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+from polars.testing import assert_frame_equal
+
+from tests.pipeline import asset_path, by_name, checks_of, graph, resources
+
+SMALL = {"chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
+                       "strict_grid": None, "eval_questions_per_cell": 6},
+         "sampling": {"n": 4, "max_new_tokens": 6, "temperature": 1.0}}
+
+
+def _evaluate(out: Path, tiny: Path, replicates: int) -> tuple[pl.DataFrame, dict]:
+    overrides = {**SMALL, "policy": {"model": str(tiny), "batch_size": 8},
+                 "evaluation": {"replicates": replicates}}
+    assets, checks = graph("demo", overrides)
+    base = by_name(assets, "chain_sum", "base")
+    result = dg.materialize([*assets, *checks_of(checks, "chain_sum", "base")],
+                            selection=[a.key for a in base],
+                            resources=resources(out, "demo", overrides))
+    assert result.success
+    (check,) = result.get_asset_check_evaluations()
+    assert check.passed, check.metadata
+    (event,) = result.get_asset_materialization_events()
+    report = pl.read_parquet(asset_path(out, "chain_sum", "eval", "base"))
+    return report, event.materialization.metadata
+
+
+def test_replicates_add_seeds_and_keep_replicate_zero(tmp_path: Path, tiny_model_dir: Path
+                                                      ) -> None:
+    one, _ = _evaluate(tmp_path / "out", tiny_model_dir, 1)
+    two, metadata = _evaluate(tmp_path / "out", tiny_model_dir, 2)
+    assert one["replicate"].unique().to_list() == [0]
+    assert sorted(two["replicate"].unique().to_list()) == [0, 1]
+    assert two.height == 2 * one.height
+    # replicate 0 is the single evaluation, sample for sample (same seed, same samples)
+    assert_frame_equal(two.filter(pl.col("replicate") == 0), one)
+    other = two.filter(pl.col("replicate") == 1)
+    assert other["completion"].to_list() != one["completion"].to_list()  # a fresh seed
+    assert metadata["eval_replicates"].value == 2
+    assert metadata["questions"].value == one["question_id"].n_unique()
+
+
+def test_results_table_reports_the_mean_over_replicates() -> None:
+    from saturated_dag.evaluation import per_question_results
+    from saturated_dag.result_tables import results_table
+    from tests.scoring_data import eval_report
+
+    counts = {f"q{i}": (8, i % 8) for i in range(12)}
+    base = pl.concat([eval_report(counts, replicate=r) for r in range(3)])
+    run = pl.concat([eval_report({q: (8, min(8, c + r)) for q, (_, c) in counts.items()},
+                                 replicate=r) for r in range(2)])
+    table = results_table(per_question_results(base), {
+        ("saturated", "sft", None): per_question_results(run)}, k=8)
+    rows = table.to_dicts()
+    assert [r["replicates"] for r in rows] == [3, 2] and rows[1]["questions"] == 12
+    per_replicate = [100 * sum(min(8, c + r) / 8 for _, c in counts.values()) / 12
+                     for r in range(2)]
+    assert rows[1]["pass@1"] == sum(per_replicate) / 2
+    assert rows[1]["Δ pass@1 low"] < rows[1]["Δ pass@1"] < rows[1]["Δ pass@1 high"]
