@@ -6,8 +6,9 @@ polars: eval reports in, tables out.
 
 Every value comes with its 95% interval (columns ``<metric> low``/``high``) and every Δ with
 its paired one (``Δ <metric> low``/``high``, ``Δ <metric> excludes 0``), from the bootstrap of
-``saturated_dag.statistics`` over the eval questions and the replicates (``docs/statistics.md``);
-``questions`` and ``replicates`` say what they were computed on.
+``saturated_dag.statistics`` over the eval questions, each question's value averaged over the
+eval replicates (``docs/statistics.md``); ``questions`` and ``replicates`` say what they were
+computed on.
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ def _finish(frame: pl.DataFrame, base_summary: Mapping[str, float], k: int,
     columns: dict[str, list[Any]] = {}
     for col in metrics:
         at = int(col.removeprefix("pass@"))
-        base_values = replicate_matrix(base, at, order)
-        values = [replicate_matrix(r, at, order) for r in reports]
+        # eval replicates are more samples of the same questions: each question's value is
+        # its mean over them, and the bootstrap resamples questions (docs/statistics.md)
+        base_values = replicate_matrix(base, at, order).mean(axis=0)
+        matrices = [replicate_matrix(r, at, order) for r in reports]
+        values = [m.mean(axis=0) for m in matrices]
         columns[col] = [bootstrap_mean(v).scaled(100) for v in values]
         columns[f"Δ {col}"] = [paired_delta(v, base_values).scaled(100) for v in values]
     intervals = [pl.Series(f"{name} {end}", [getattr(i, end) for i in found], pl.Float64)
@@ -58,7 +62,7 @@ def _finish(frame: pl.DataFrame, base_summary: Mapping[str, float], k: int,
     frame = frame.with_columns(
         *intervals, *excludes,
         pl.Series("questions", [i.questions for i in sample], pl.Int64),
-        pl.Series("replicates", [i.replicates for i in sample], pl.Int64))
+        pl.Series("replicates", [m.shape[0] for m in matrices], pl.Int64))
     if eval_set is not None:
         frame = frame.with_columns(pl.lit(eval_set, dtype=pl.String).alias(EVAL_SET))
     return frame
@@ -180,9 +184,9 @@ def eval_set_caption(frame: pl.DataFrame) -> str:
     if INTERVALS in frame.columns and not frame.is_empty():
         questions, replicates = frame["questions"].max(), frame["replicates"].min()
         parts.append(f"In brackets: the 95% interval, a percentile bootstrap over the "
-                     f"{questions} eval questions and {replicates} replicate(s) per row, paired "
-                     "with the base model for Δ; * marks a Δ whose interval excludes 0 "
-                     "(docs/statistics.md)")
+                     f"{questions} eval questions (each averaged over its {replicates} eval "
+                     "replicate(s)), paired with the base model for Δ; * marks a Δ whose "
+                     "interval excludes 0 (docs/statistics.md)")
     return "\n".join(parts)
 
 

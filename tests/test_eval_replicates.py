@@ -8,6 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 
 from tests.pipeline import asset_path, by_name, checks_of, graph, resources
@@ -48,20 +49,30 @@ def test_replicates_add_seeds_and_keep_replicate_zero(tmp_path: Path, tiny_model
     assert metadata["questions"].value == one["question_id"].n_unique()
 
 
-def test_results_table_reports_the_mean_over_replicates() -> None:
+def test_results_table_averages_eval_replicates_per_question() -> None:
+    """More samples of the same questions: each question's value is its mean over the eval
+    replicates, and the interval resamples questions (docs/statistics.md)."""
     from saturated_dag.evaluation import per_question_results
     from saturated_dag.result_tables import results_table
+    from saturated_dag.statistics import paired_delta
     from tests.scoring_data import eval_report
 
-    counts = {f"q{i}": (8, i % 8) for i in range(12)}
-    base = pl.concat([eval_report(counts, replicate=r) for r in range(3)])
-    run = pl.concat([eval_report({q: (8, min(8, c + r)) for q, (_, c) in counts.items()},
-                                 replicate=r) for r in range(2)])
+    ids = [f"q{i:02d}" for i in range(12)]  # sorted as the tables order questions
+    base_right = {q: i % 7 for i, q in enumerate(ids)}
+    run_right = {r: {q: min(8, base_right[q] + r * (i % 3)) for i, q in enumerate(ids)}
+                 for r in range(2)}  # replicate 1 gains 0, 1 or 2 samples per question
+    base = pl.concat([eval_report({q: (8, c) for q, c in base_right.items()}, replicate=r)
+                      for r in range(3)])
+    run = pl.concat([eval_report({q: (8, c) for q, c in run_right[r].items()}, replicate=r)
+                     for r in range(2)])
     table = results_table(per_question_results(base), {
         ("saturated", "sft", None): per_question_results(run)}, k=8)
     rows = table.to_dicts()
     assert [r["replicates"] for r in rows] == [3, 2] and rows[1]["questions"] == 12
-    per_replicate = [100 * sum(min(8, c + r) / 8 for _, c in counts.values()) / 12
-                     for r in range(2)]
-    assert rows[1]["pass@1"] == sum(per_replicate) / 2
-    assert rows[1]["Δ pass@1 low"] < rows[1]["Δ pass@1"] < rows[1]["Δ pass@1 high"]
+    per_question = [sum(run_right[r][q] for r in range(2)) / 16 for q in ids]
+    base_values = [base_right[q] / 8 for q in ids]
+    assert rows[1]["pass@1"] == pytest.approx(100 * sum(per_question) / 12)
+    direct = paired_delta(per_question, base_values).scaled(100)
+    assert (rows[1]["Δ pass@1"], rows[1]["Δ pass@1 low"], rows[1]["Δ pass@1 high"]) == (
+        pytest.approx((direct.estimate, direct.low, direct.high)))
+    assert direct.low < direct.estimate < direct.high

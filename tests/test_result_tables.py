@@ -75,7 +75,8 @@ def test_results_table_rows_columns_and_markdown_as_before() -> None:
     assert to_markdown(frame) == RESULTS_MARKDOWN
     caption = eval_set_caption(frame)
     assert caption.startswith("Eval set: toy\nIn brackets: the 95% interval, a percentile "
-                              "bootstrap over the 3 eval questions and 1 replicate(s) per row")
+                              "bootstrap over the 3 eval questions (each averaged over its 1 eval "
+                              "replicate(s))")
     assert eval_set_caption(frame.drop(EVAL_SET, "replicates")) == ""
 
 
