@@ -1,8 +1,11 @@
-"""``nightly_evaluation``: re-evaluate every materialised adapter against the current eval sets.
+"""``nightly_evaluation``: add one eval replicate to every materialised adapter's report.
 
 The schedule looks up which adapters exist in the instance and requests their eval reports
-(plus each task's base-model report, so deltas compare like with like); the automation
-sensor then refreshes the result tables. Nothing is requested when no adapter exists.
+(plus each task's base-model report, so deltas compare like with like), tagged
+``saturated_dag/nightly``: each report then evaluates one replicate more than it holds, with a
+fresh sampling seed (``assets/eval_reports.py``), and the automation sensor refreshes the
+result tables, which aggregate every replicate so far. Nothing is requested when no adapter
+exists.
 """
 
 from collections.abc import Sequence
@@ -52,7 +55,8 @@ def nightly_evaluation_schedule(job, eval_report_keys: Sequence[dg.AssetKey],
 
     @dg.schedule(name="nightly_evaluation", job=job, cron_schedule=cron,
                  default_status=dg.DefaultScheduleStatus.RUNNING,
-                 description="Every night: re-evaluate every materialised adapter.")
+                 description="Every night: one more eval replicate for every materialised "
+                 "adapter and the base model.")
     def nightly(context: dg.ScheduleEvaluationContext):
         selection = requested_evals(context.instance, keys)
         if not selection:

@@ -76,3 +76,38 @@ def test_results_table_averages_eval_replicates_per_question() -> None:
     assert (rows[1]["Δ pass@1"], rows[1]["Δ pass@1 low"], rows[1]["Δ pass@1 high"]) == (
         pytest.approx((direct.estimate, direct.low, direct.high)))
     assert direct.low < direct.estimate < direct.high
+
+
+def test_each_night_adds_a_replicate_and_the_interval_narrows(tmp_path: Path) -> None:
+    """Two nightly runs (the schedule's tag) of the embedded model's base eval report: the
+    second holds one more replicate, twice the samples, and a narrower pass@1 interval."""
+    from saturated_dag.evaluation import per_question_results
+    from saturated_dag.result_tables import results_table
+
+    overrides = {"chain_sum": {"grid": {"terms": [3, 3], "digits": [1, 1]},
+                               "questions_per_cell": 2, "strict_grid": None,
+                               "eval_questions_per_cell": 24},
+                 "sampling": {"n": 2, "max_new_tokens": 48}}
+    assets, checks = graph("demo", overrides)
+    base = by_name(assets, "chain_sum", "base")
+    run_resources = resources(tmp_path / "out", "demo", overrides)
+    nights = []
+    with dg.instance_for_test() as instance:
+        for _ in range(2):
+            result = dg.materialize([*assets, *checks_of(checks, "chain_sum", "base")],
+                                    selection=[a.key for a in base], instance=instance,
+                                    resources=run_resources,
+                                    tags={"saturated_dag/nightly": "true"})
+            assert result.success
+            assert all(c.passed for c in result.get_asset_check_evaluations())
+            report = pl.read_parquet(asset_path(tmp_path / "out", "chain_sum", "eval", "base"))
+            row = results_table(per_question_results(report), {}, k=2).row(0, named=True)
+            nights.append((report, row))
+    (first, one), (second, two) = nights
+    assert first["replicate"].unique().to_list() == [0]
+    assert sorted(second["replicate"].unique().to_list()) == [0, 1]
+    assert second.height == 2 * first.height
+    assert_frame_equal(second.filter(pl.col("replicate") == 0), first)  # night 1 kept
+    assert (one["replicates"], two["replicates"]) == (1, 2)
+    assert 0 < one["pass@1"] < 100  # the embedded model answers some, not all
+    assert two["pass@1 high"] - two["pass@1 low"] < one["pass@1 high"] - one["pass@1 low"]
