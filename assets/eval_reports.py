@@ -24,7 +24,7 @@ from assets._adapter_files import adapter_dir, adapter_weights_version
 from assets._metadata import frame_output, markdown_table
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from resources import ExperimentResource, InferenceResource
-from resources.parquet_io import schema_metadata
+from resources.parquet_io import latest_metadata, schema_metadata
 from saturated_dag.evaluation import (
     adapter_backends,
     evaluate_samples,
@@ -46,11 +46,10 @@ NIGHTLY_TAG = "saturated_dag/nightly"
 
 def _recorded_replicates(context: dg.AssetExecutionContext) -> int:
     """How many eval replicates this report's latest materialisation holds (0: none yet)."""
-    records = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=context.asset_key), limit=1).records
-    if not records or records[0].asset_materialization is None:
+    metadata = latest_metadata(context.instance, context.asset_key)
+    if metadata is None:
         return 0
-    value = records[0].asset_materialization.metadata.get("eval_replicates")
+    value = metadata.get("eval_replicates")
     return int(value.value) if value is not None else 1  # before replicates: one evaluation
 
 
@@ -83,16 +82,16 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
 
     replicates = _replicates(context, profile.evaluation.replicates)
     parts = []
+    fixed: dict[str, object] = {"policy": policy_identity(inference.policy_settings()),
+                                "answer_check": profile.answer_check}
+    if adapter is not None:
+        fixed["adapter"] = adapter_weights_version(adapter)  # weights, not their timings
+    inputs = {"questions": questions_digest(questions)}
     for replicate in range(replicates):
         # replicate r: the eval set sampled again with seed + r, in its own cached shards
         sampling = profile.sampling.model_copy(update={"seed": profile.sampling.seed + replicate})
-        config: dict[str, object] = {"policy": policy_identity(inference.policy_settings()),
-                                     "sampling": sampling.model_dump(),
-                                     "answer_check": profile.answer_check}
-        if adapter is not None:
-            config["adapter"] = adapter_weights_version(adapter)  # weights, not their timings
-        store, key = open_store(context, experiment, config,
-                                {"questions": questions_digest(questions)})
+        store, key = open_store(context, experiment,
+                                {**fixed, "sampling": sampling.model_dump()}, inputs)
         with write_errors_reported():
             parts.append(evaluate_samples(
                 questions, backend_once, sampling.params(), profile.verify_workers,

@@ -63,7 +63,7 @@ from saturated_dag.schemas import check_frame, get_schema
 from saturated_dag.shards import frame_digest
 
 __all__ = ["SCHEMA_KEY", "SUFFIX", "ParquetIOManager", "asset_file", "atomic_write_parquet",
-           "frame_data_version", "schema_metadata", "table_schema"]
+           "frame_data_version", "latest_metadata", "schema_metadata", "table_schema"]
 
 SUFFIX = ".parquet"
 SCHEMA_KEY = "saturated_dag/schema"
@@ -143,6 +143,18 @@ def frame_data_version(frame: pl.DataFrame) -> dg.DataVersion:
     return dg.DataVersion(frame_digest(frame))
 
 
+def latest_metadata(instance: dg.DagsterInstance, asset_key: dg.AssetKey,
+                    partitions: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """The metadata of the asset's (or those partitions') latest materialisation (``None``:
+    none recorded)."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=partitions), limit=1)
+    if not records.records:
+        return None
+    materialization = records.records[0].asset_materialization
+    return None if materialization is None else dict(materialization.metadata)
+
+
 def _recorded(context: dg.InputContext, file: Path) -> dict[str, Any] | None:
     """The metadata of the materialisation that wrote ``file`` last (``None``: none known)."""
     instance = context.instance if context.step_context is not None else None
@@ -151,12 +163,7 @@ def _recorded(context: dg.InputContext, file: Path) -> dict[str, Any] | None:
     partitions = None
     if context.has_asset_partitions:
         partitions = [p for p in context.asset_partition_keys if file.name == p + SUFFIX]
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=partitions), limit=1)
-    if not records.records:
-        return None
-    materialization = records.records[0].asset_materialization
-    return None if materialization is None else dict(materialization.metadata)
+    return latest_metadata(instance, context.asset_key, partitions)
 
 
 def _verify_recorded(context: dg.InputContext, file: Path, frame: pl.DataFrame) -> None:
