@@ -25,6 +25,7 @@ from jobs import (
     nightly_evaluation_schedule,
     paper_jobs,
     pretrain_base_model,
+    study_job,
 )
 from resources import make_resources
 from saturated_dag.config import load_profile
@@ -40,8 +41,8 @@ _nightly = nightly_evaluation_job(_evals)
 defs = dg.Definitions(
     assets=_assets,
     asset_checks=_checks,
-    jobs=[demo_job(_profile), *paper_jobs(_profile), *generation_jobs(_profile), _nightly,
-          pretrain_base_model],
+    jobs=[demo_job(_profile), study_job(_profile), *paper_jobs(_profile),
+          *generation_jobs(_profile), _nightly, pretrain_base_model],
     schedules=[nightly_evaluation_schedule(_nightly, _evals)],
     sensors=automation_sensors(_assets),
     resources=make_resources(PROFILE, OUTPUT_DIR),

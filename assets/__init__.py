@@ -18,10 +18,12 @@ from assets.preference_datasets import preference_dataset_assets, preference_dat
 from assets.quality_scores import SCORE_ASSET_FACTORIES, finite_scores_check
 from assets.result_tables import results_table_asset, sweep_table_asset
 from assets.scorer_agreement import scorer_agreement_asset
+from assets.selection import selection_asset
 from saturated_dag.config import Profile
 from saturated_dag.experiments import (
     Experiment,
     SweepRow,
+    cell_adapters,
     experiment_matrix,
     main_matrix,
     sweeps,
@@ -50,17 +52,24 @@ def task_assets(profile: Profile, task: str
     parts = difficulty_partitions_asset(task)
     scores = {name: factory(task) for name, factory in SCORE_ASSET_FACTORIES.items()}
     cells = task_cells(profile, task)
+    trained = {cell: cell_adapters(profile.training, cell, profile.sampling.n)
+               for cell in cells}
+    adapters = list(dict.fromkeys(seeded for by_config in trained.values()
+                                  for seeds in by_config.values() for seeded in seeds))
+    selections = [selection_asset(task, cell, by_config)
+                  for cell, by_config in trained.items() if len(by_config) > 1]
     datasets = preference_dataset_assets(task, cells)
-    evals = [base_eval_asset(task), *(adapter_eval_asset(task, exp) for exp in cells)]
+    evals = [base_eval_asset(task),
+             *(adapter_eval_asset(task, cell, trained[cell]) for cell in cells)]
     main = [c for c in main_matrix(profile.training) if _trainable(profile, task, c.split)]
     tables = [results_table_asset(task, main), behaviour_asset(task, main),
               *(sweep_table_asset(task, sweep, rows)
                 for sweep, rows in task_sweeps(profile, task).items())]
     built = [pool, parts, *scores.values(), scorer_agreement_asset(task), *datasets,
-             *adapter_assets(task, cells), *evals, *tables]
+             *adapter_assets(task, adapters), *selections, *evals, *tables]
     checks = [generation_pool_check(task, pool), difficulty_partitions_check(parts),
               *(finite_scores_check(task, asset) for asset in scores.values()),
-              *preference_dataset_checks(datasets), *adapter_checks(task, cells),
+              *preference_dataset_checks(datasets), *adapter_checks(task, adapters),
               *(coverage_check(task, asset) for asset in evals)]
     return built, checks
 

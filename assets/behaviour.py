@@ -5,8 +5,8 @@ completion length, mean token entropy, answer-format and truncation rates per ce
 its change from the base model, and Δ pass@1's 95% interval paired over the cell's questions
 (``saturated_dag.behaviour``). On the embedded arithmetic model
 also the mix of solution styles and each style's accuracy per cell (``styles.csv``, and the
-``styles`` metadata table), since its styles are known. A figure shows Δ pass@1 and Δ length
-per adapter and cell.
+``styles`` metadata table, and a figure of each adapter's style shift per cell), since its
+styles are known. A figure shows Δ pass@1 and Δ length per adapter and cell.
 """
 
 from pathlib import Path
@@ -49,6 +49,39 @@ def _heatmaps(table: pl.DataFrame, path: Path, title: str) -> Path:
     return save_figure(fig, path)
 
 
+def _style_shift(styles: pl.DataFrame, path: Path, title: str) -> Path:
+    """One panel per eval cell: each adapter's change in style share from the base model
+    (points, colour), with the style's accuracy in that row written in the square."""
+    rows = styles["row"].unique(maintain_order=True).to_list()
+    cells = sorted(styles["cell"].unique().to_list())
+    kinds = sorted(styles["style"].unique().to_list())
+    fig, axes = plt.subplots(1, len(cells) + 1, squeeze=False,  # the last holds the scale
+                             gridspec_kw={"width_ratios": [1] * len(cells) + [0.06]},
+                             figsize=(1.6 + 0.55 * len(kinds) * len(cells),
+                                      1.6 + 0.28 * len(rows)))
+    limit = max(1e-9, float(styles["Δ share"].abs().max() or 0.0))
+    shown = None
+    for ax, cell in zip(axes[0][:-1], cells, strict=True):
+        part = styles.filter(pl.col("cell") == cell)
+        lookup = {(r["row"], r["style"]): r for r in part.iter_rows(named=True)}
+        grid = [[lookup[(r, k)]["Δ share"] if (r, k) in lookup else 0.0 for k in kinds]
+                for r in rows]
+        shown = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+        for i, r in enumerate(rows):
+            for j, k in enumerate(kinds):
+                found = lookup.get((r, k))
+                if found is not None and found["accuracy"] is not None and found["samples"]:
+                    ax.text(j, i, f"{found['accuracy']:.0f}", ha="center", va="center",
+                            fontsize=5)
+        ax.set_xticks(range(len(kinds)), kinds, fontsize=7, rotation=60)
+        ax.set_yticks(range(len(rows)), rows if ax is axes[0][0] else [""] * len(rows),
+                      fontsize=6)
+        ax.set_title(cell, fontsize=8)
+    fig.colorbar(shown, cax=axes[0][-1], label="Δ share (points)")
+    fig.suptitle(title, fontsize=9)
+    return save_figure(fig, path)
+
+
 def behaviour_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefinition:
     ins = eval_report_ins(task, experiments)
 
@@ -82,6 +115,10 @@ def behaviour_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefini
             metadata["styles"] = markdown_table(
                 styles.with_columns(pl.col(pl.Float64).round(2)), max_rows=1000)
             metadata["styles csv"] = dg.MetadataValue.path(str(out / "styles.csv"))
+            figure = _style_shift(styles, out / "styles.png",
+                                  f"{task}: change in solution-style share from the base "
+                                  "model (number: the style's accuracy %)")
+            metadata["styles figure"] = image(figure, "style shift per adapter and cell")
             context.log.info(f"solution styles per cell written to {out / 'styles.csv'}")
         return frame_output(table, metadata)
 

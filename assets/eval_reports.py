@@ -23,6 +23,7 @@ import polars as pl
 from assets._adapter_files import adapter_dir, adapter_weights_version
 from assets._metadata import frame_output, markdown_table
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
+from assets.selection import same_adapters, selection_key
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import latest_metadata, schema_metadata
 from saturated_dag.evaluation import (
@@ -33,6 +34,7 @@ from saturated_dag.evaluation import (
 )
 from saturated_dag.experiments import Experiment
 from saturated_dag.generation.base import GenerationBackend
+from saturated_dag.selection import chosen
 from saturated_dag.shards import questions_digest
 from saturated_dag.tasks import eval_questions
 
@@ -66,38 +68,51 @@ def _replicates(context: dg.AssetExecutionContext, configured: int) -> int:
     return count
 
 
+Target = tuple[Callable[[], GenerationBackend], Path | None]
+"""What one training replicate's report samples: a backend loader and the adapter folder
+(None: the base model)."""
+
+
 def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-            inference: InferenceResource, task: str,
-            backend: Callable[[], GenerationBackend], label: str,
-            adapter: Path | None = None) -> dg.Output[pl.DataFrame]:
+            inference: InferenceResource, task: str, targets: list[Target],
+            label: str) -> dg.Output[pl.DataFrame]:
+    """Evaluate each target (training replicate r = its index) over every eval replicate."""
     profile = experiment.settings
     questions = eval_questions(profile, task)
-    context.log.info(f"evaluating {label} on {len(questions)} {task} questions")
-    loaded: list[GenerationBackend] = []
-
-    def backend_once() -> GenerationBackend:  # one engine for every replicate
-        if not loaded:
-            loaded.append(backend())
-        return loaded[0]
-
+    context.log.info(f"evaluating {label} ({len(targets)} training replicate(s)) on "
+                     f"{len(questions)} {task} questions")
     replicates = _replicates(context, profile.evaluation.replicates)
     parts = []
-    fixed: dict[str, object] = {"policy": policy_identity(inference.policy_settings()),
-                                "answer_check": profile.answer_check}
-    if adapter is not None:
-        fixed["adapter"] = adapter_weights_version(adapter)  # weights, not their timings
+    policy = policy_identity(inference.policy_settings())
     inputs = {"questions": questions_digest(questions)}
-    for replicate in range(replicates):
-        # replicate r: the eval set sampled again with seed + r, in its own cached shards
-        sampling = profile.sampling.model_copy(update={"seed": profile.sampling.seed + replicate})
-        store, key = open_store(context, experiment,
-                                {**fixed, "sampling": sampling.model_dump()}, inputs)
-        with write_errors_reported():
-            parts.append(evaluate_samples(
-                questions, backend_once, sampling.params(), profile.verify_workers,
-                log=context.log.info, store=store, shard_size=profile.stages.shard_questions,
-                answer_check=profile.answer_check, replicate=replicate))
-        cache = cache_metadata(context, key, store)
+    cache: dict[str, object] = {}
+    for seed, (backend, adapter) in enumerate(targets):
+        loaded: list[GenerationBackend] = []
+
+        def backend_once(backend=backend, loaded=loaded) -> GenerationBackend:
+            if not loaded:  # one engine for every eval replicate, loaded only on a miss
+                loaded.append(backend())
+            return loaded[0]
+
+        fixed: dict[str, object] = {"policy": policy, "answer_check": profile.answer_check}
+        if adapter is not None:
+            fixed["adapter"] = adapter_weights_version(adapter)  # weights, not their timings
+        for replicate in range(replicates):
+            # eval replicate r: the eval set sampled again with seed + r, in its cached shards
+            sampling = profile.sampling.model_copy(
+                update={"seed": profile.sampling.seed + replicate})
+            store, key = open_store(context, experiment,
+                                    {**fixed, "sampling": sampling.model_dump()}, inputs)
+            with write_errors_reported():
+                parts.append(evaluate_samples(
+                    questions, backend_once, sampling.params(), profile.verify_workers,
+                    log=context.log.info, store=store,
+                    shard_size=profile.stages.shard_questions,
+                    answer_check=profile.answer_check, replicate=replicate,
+                    training_replicate=seed))
+            cache = cache_metadata(context, key, store)
+        if adapter is not None and loaded:
+            loaded[0].close()  # a merged copy on transformers; a no-op view on vLLM
     samples = pl.concat(parts)
     table = per_question_results(samples)
     summary = summarise(table, ks=sorted({1, profile.sampling.n}))
@@ -108,6 +123,7 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
         **{k: float(v) for k, v in summary.items()},
         "samples": samples.height,
         "eval_replicates": replicates,
+        "training_replicates": len(targets),
         "mean_tokens": float(samples["num_tokens"].mean() or 0.0),
         **cache,  # the last replicate's; each replicate's is in the log
         "samples_per_question": profile.sampling.n,
@@ -127,31 +143,55 @@ def base_eval_asset(task: str) -> dg.AssetsDefinition:
     def base_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                   inference: InferenceResource) -> dg.Output[pl.DataFrame]:
         return _report(context, experiment, inference, task,
-                       lambda: inference.policy_backend(context.log), "base model")
+                       [(lambda: inference.policy_backend(context.log), None)], "base model")
 
     return base_eval
 
 
-def adapter_eval_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
-    @dg.asset(key=[task, exp.split, "eval", exp.name], group_name=f"{task}_{exp.split}",
-              deps=[dg.AssetKey([task, exp.split, "adapter", exp.name])], **EVAL_ASSET,
-              description=f"The {exp.name} adapter ({exp.split}) on the {task} eval set.")
+def adapter_eval_asset(task: str, cell: Experiment,
+                       trained: dict[Experiment, list[Experiment]]) -> dg.AssetsDefinition:
+    """The cell's report: its one configuration, or (several: ``trained`` has more than one
+    entry) the one its selection asset chose, over that configuration's training seeds."""
+    selected = len(trained) > 1
+    if selected:
+        upstream = {"ins": {"selection": dg.AssetIn(key=selection_key(task, cell))}}
+    else:
+        (seeds,) = trained.values()
+        upstream = {"deps": [dg.AssetKey([task, cell.split, "adapter", s.name])
+                             for s in seeds]}
+    by_name = {config.name: seeds for config, seeds in trained.items()}
+
+    @dg.asset(key=[task, cell.split, "eval", cell.name], group_name=f"{task}_{cell.split}",
+              **upstream, **EVAL_ASSET,
+              description=f"The {cell.name} cell ({cell.split}) on the {task} eval set"
+              + (": the configuration its selection chose." if selected else "."))
     def adapter_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-                     inference: InferenceResource) -> dg.Output[pl.DataFrame]:
+                     inference: InferenceResource, **chosen_by: pl.DataFrame
+                     ) -> dg.Output[pl.DataFrame]:
+        same_adapters(experiment.settings, cell, trained)
         settings = inference.policy_settings()
-        folder = adapter_dir(experiment.output_dir, task, exp)
-        if not (folder / "adapter_config.json").is_file():
-            raise dg.Failure(f"adapter {folder} is missing: materialise "
-                             f"{task}/{exp.split}/adapter/{exp.name} first")
+        name = chosen(chosen_by["selection"]) if selected else next(iter(by_name))
+        if name not in by_name:
+            raise dg.Failure(f"selection of {cell.name} chose {name!r}, which is not one of "
+                             f"its configurations {sorted(by_name)}: re-materialise "
+                             f"{selection_key(task, cell).to_user_string()}")
+        targets: list[Target] = []
+        for seeded in by_name[name]:
+            folder = adapter_dir(experiment.output_dir, task, seeded)
+            if not (folder / "adapter_config.json").is_file():
+                raise dg.Failure(f"adapter {folder} is missing: materialise "
+                                 f"{task}/{seeded.split}/adapter/{seeded.name} first")
 
-        def backend() -> GenerationBackend:
-            # vLLM: a LoRA request on the already-loaded engine; transformers: merged weights
-            base = inference.policy_backend(context.log)
-            return adapter_backends(base, {exp.name: folder}, base_model=settings.model,
-                                    dtype=settings.dtype, device=settings.device)[exp.name]
+            def backend(folder=folder, seeded=seeded) -> GenerationBackend:
+                # vLLM: a LoRA request on the already-loaded engine; transformers: merged
+                base = inference.policy_backend(context.log)
+                return adapter_backends(base, {seeded.name: folder}, base_model=settings.model,
+                                        dtype=settings.dtype,
+                                        device=settings.device)[seeded.name]
 
-        return _report(context, experiment, inference, task, backend,
-                       f"{exp.split}/{exp.name}", adapter=folder)
+            targets.append((backend, folder))
+        return _report(context, experiment, inference, task, targets,
+                       f"{cell.split}/{cell.name} ({name})")
 
     return adapter_eval
 
@@ -162,28 +202,32 @@ def coverage_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefin
 
     @dg.asset_check(asset=asset, name="eval_report_covers_every_question", blocking=False,
                     description="The report has exactly the eval set's question ids, each "
-                    "with n distinct samples in every eval replicate, replicates 0.. without a "
-                    "gap and at least the profile's (advisory: WARN).")
+                    "with n distinct samples in every eval replicate of every training "
+                    "replicate, replicates 0.. without a gap and at least the profile's "
+                    "(advisory: WARN).")
     def check(experiment: ExperimentResource, report: pl.DataFrame) -> dg.AssetCheckResult:
         profile = experiment.settings
         expected = {q.question_id for q in eval_questions(profile, task)}
         got = set(report["question_id"].cast(pl.String).to_list())
         n, replicates = profile.sampling.n, profile.evaluation.replicates
-        keys = ["question_id", "replicate", "sample_index"]
+        keys = ["question_id", "training_replicate", "replicate", "sample_index"]
         duplicated = report.height - report.select(keys).n_unique()
-        per_question = report.group_by("question_id", "replicate").len()
+        per_question = report.group_by("question_id", "training_replicate", "replicate").len()
         wrong_n = int((per_question["len"] != n).sum())
         found_replicates = report["replicate"].n_unique()  # nightly runs add replicates
+        seeds = report["training_replicate"].n_unique()
         return dg.AssetCheckResult(
             passed=(got == expected and wrong_n == 0 and duplicated == 0
                     and found_replicates >= replicates
                     and sorted(report["replicate"].unique()) == list(range(found_replicates))
-                    and per_question.height == len(got) * found_replicates),
+                    and sorted(report["training_replicate"].unique()) == list(range(seeds))
+                    and per_question.height == len(got) * found_replicates * seeds),
             severity=dg.AssetCheckSeverity.WARN,
             metadata={"expected_questions": len(expected), "reported_questions": len(got),
                       "missing": len(expected - got), "unexpected": len(got - expected),
                       "duplicated": duplicated, "questions_without_n_samples": wrong_n,
                       "expected_n": n, "replicates": found_replicates,
+                      "training_replicates": seeds,
                       "profile_replicates": replicates})
 
     return check

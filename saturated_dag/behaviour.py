@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping
 
 import polars as pl
 
+from saturated_dag.evaluation import per_question_results
 from saturated_dag.schemas import BEHAVIOUR_MEASURES as _MEASURES
-from saturated_dag.statistics import Interval, paired_delta
+from saturated_dag.statistics import Interval, paired_delta, seed_matrix
 
 BASE = "base model"
 
@@ -46,18 +47,19 @@ def behaviour_by_cell(samples: pl.DataFrame) -> pl.DataFrame:
 def _cell_delta_intervals(base: pl.DataFrame, run: pl.DataFrame, name: str
                           ) -> dict[str, Interval]:
     """Per cell: Δ pass@1 (points) with its paired bootstrap interval over the cell's
-    questions (``saturated_dag.statistics``)."""
-    def per_question(samples: pl.DataFrame) -> pl.DataFrame:
-        return (samples.group_by("cell", "question_id")
-                .agg(p=pl.col("correct").cast(pl.Float64).mean()))
-
-    pairs = per_question(base).join(per_question(run), on=["cell", "question_id"], how="full",
-                                    suffix="_run", coalesce=True)
-    if pairs["p"].null_count() or pairs["p_run"].null_count():
+    questions, and over the adapter's training seeds when it has several
+    (``saturated_dag.statistics``)."""
+    base_q, run_q = per_question_results(base), per_question_results(run)
+    if set(base_q["question_id"]) != set(run_q["question_id"]):
         raise ValueError(f"eval report of {name} covers other questions than the base model's")
-    pairs = pairs.sort("cell", "question_id")
-    return {cell: paired_delta(group["p_run"].to_numpy(), group["p"].to_numpy()).scaled(100)
-            for (cell,), group in pairs.group_by("cell", maintain_order=True)}
+    out = {}
+    for (cell,), group in base_q.sort("cell", "question_id").group_by("cell",
+                                                                     maintain_order=True):
+        order = group["question_id"].unique(maintain_order=True).to_list()
+        run_cell = run_q.filter(pl.col("question_id").is_in(order))
+        out[cell] = paired_delta(seed_matrix(run_cell, 1, order),
+                                 seed_matrix(group, 1, order)).scaled(100)
+    return out
 
 
 def behaviour_table(base: pl.DataFrame, runs: Mapping[str, pl.DataFrame]) -> pl.DataFrame:

@@ -379,6 +379,43 @@ class SweepSettings(_Strict):
     dpo_beta: DpoBetaSweep | None = None
 
 
+class SelectionGrid(_Strict):
+    """The paper's selection protocol (App. B, Table 5): every cell of the matrix trains each
+    configuration of this grid and reports the one with the best validation pass@1.
+
+    A list left out (null) is the ``training`` section's own single value, so an empty grid
+    trains each cell once, as before. ``epochs`` are separate runs, each with its own cosine
+    schedule (and, within it, the best epoch's checkpoint). ``dpo_betas`` apply to DPO cells,
+    ``rrhf_rank_weights`` to σ-RRHF cells; a value a sweep row fixes (its λ, β, learning rate)
+    is not varied for that row. ``batch_sizes`` a method cannot use (σ-RRHF: fewer than a
+    question's ``n`` completions, or not a multiple of ``per_device_batch_size``) are skipped
+    for it.
+    """
+
+    learning_rates: list[float] | None = Field(None, min_length=1)
+    epochs: list[int] | None = Field(None, min_length=1)
+    batch_sizes: list[int] | None = Field(None, min_length=1)
+    dpo_betas: list[float] | None = Field(None, min_length=1)
+    rrhf_rank_weights: list[float] | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _ranges(self) -> SelectionGrid:
+        for name, low, strict in (("learning_rates", 0, True), ("dpo_betas", 0, True),
+                                  ("rrhf_rank_weights", 0, False), ("batch_sizes", 1, False)):
+            values = getattr(self, name) or []
+            bad = [v for v in values if (v <= low if strict else v < low)]
+            if bad:
+                raise ValueError(f"{name}: {bad} out of range (must be "
+                                 f"{'>' if strict else '>='} {low})")
+            if len(set(values)) != len(values):
+                raise ValueError(f"{name}: {values} repeats a value")
+        if self.epochs is not None:
+            if any(not 1 <= e <= 4 for e in self.epochs) or len(set(self.epochs)) != len(
+                    self.epochs):
+                raise ValueError(f"epochs: {self.epochs} must be distinct values in 1..4")
+        return self
+
+
 class TrainingSettings(_Strict):
     """LoRA training (App. B, Table 5). Defaults are the paper's for Qwen3-1.7B-Base."""
 
@@ -424,8 +461,15 @@ class TrainingSettings(_Strict):
     gsm8k_validation_questions: int = Field(100, ge=1)
     """GSM8K: the last lines of train.jsonl, held out of the generation pool."""
     seed: int = Field(0, ge=0)
+    """Training seed of replicate 0 (LoRA initialisation, data order); replicate r uses
+    ``seed + r``."""
+    replicates: int = Field(1, ge=1, le=16)
+    """Training-seed replicates: each configuration is trained this many times, with seeds
+    ``seed``, ``seed + 1``, ...; selection uses their mean validation pass@1 and the tables
+    resample them (docs/statistics.md)."""
     isolate: bool = True
     """Train each adapter in its own process (vLLM does not reliably free GPU memory)."""
+    selection: SelectionGrid = SelectionGrid()
     sweeps: SweepSettings = SweepSettings()
 
     @model_validator(mode="after")

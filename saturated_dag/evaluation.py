@@ -23,16 +23,19 @@ from saturated_dag.verification import AnswerCheck
 
 
 def per_question_results(completions: pl.DataFrame) -> pl.DataFrame:
-    """(question_id, cell, [replicate,] n, correct) from one row per sampled completion.
+    """(question_id, cell, [training_replicate,] [replicate,] n, correct) from one row per
+    sampled completion.
 
-    One row per question (and eval replicate, when the completions have that column), sorted
+    One row per question (and training and eval replicate, when the completions have those
+    columns), sorted
     by its keys (a null key last), ``n`` the non-null verdicts and ``correct`` the true ones,
     both Int64: the order and counts of the pandas version, whose eval reports stay
     comparable.
     """
     if completions.is_empty():
         raise ValueError("no completions to evaluate")
-    keys = [c for c in ("question_id", "cell", "replicate") if c in completions.columns]
+    keys = [c for c in ("question_id", "cell", "training_replicate", "replicate")
+            if c in completions.columns]
     verdict = pl.col("correct")
     return (completions.group_by(keys)
             .agg(n=verdict.count().cast(pl.Int64), correct=verdict.sum().cast(pl.Int64))
@@ -42,13 +45,16 @@ def per_question_results(completions: pl.DataFrame) -> pl.DataFrame:
 def summarise(per_question: pl.DataFrame, ks: Sequence[int] = (1, 8)) -> dict[str, float]:
     """Mean pass@k over questions (in %), from per-question (n, correct) counts.
 
-    With eval replicates (a ``replicate`` column, each replicate covering the same questions)
-    it is the mean over replicates of the mean over questions."""
+    With eval or training replicates (``replicate``, ``training_replicate`` columns, each
+    replicate covering the same questions) it is the mean over replicates of the mean over
+    questions."""
     if per_question.is_empty():
         raise ValueError("no questions to summarise")
     summary: dict[str, float] = {"questions": float(per_question["question_id"].n_unique())}
     if "replicate" in per_question.columns:
         summary["replicates"] = float(per_question["replicate"].n_unique())
+    if "training_replicate" in per_question.columns:
+        summary["training_replicates"] = float(per_question["training_replicate"].n_unique())
     for k in ks:
         values = [pass_at_k(int(n), int(c), k) for n, c in
                   zip(per_question["n"], per_question["correct"], strict=True) if n >= k]
@@ -68,9 +74,11 @@ def evaluate_samples(
     shard_size: int | None = None,
     answer_check: AnswerCheck = "math_verify",
     replicate: int = 0,
+    training_replicate: int = 0,
 ) -> pl.DataFrame:
     """Sample and verify ``questions``: the eval report, one row per sample (its declared
-    ``eval_report`` schema), in question then sample order, labelled ``replicate``.
+    ``eval_report`` schema), in question then sample order, labelled ``replicate`` (eval seed)
+    and ``training_replicate`` (the adapter's training seed; 0 for the base model).
 
     ``answer_check`` is the profile's rule for reading answers; with ``store`` and
     ``shard_size`` the completions are sampled in resumable, cached shards."""
@@ -78,7 +86,9 @@ def evaluate_samples(
                                 store=store, shard_size=shard_size, answer_check=answer_check)
     if completions.is_empty():
         raise ValueError("no completions to evaluate")
-    return completions.with_columns(replicate=pl.lit(replicate, pl.Int64)).select(
+    return completions.with_columns(
+        replicate=pl.lit(replicate, pl.Int64),
+        training_replicate=pl.lit(training_replicate, pl.Int64)).select(
         list(schema("eval_report")))
 
 

@@ -1,12 +1,15 @@
-"""The experiment matrix: which adapters a profile trains (split x method x scorer), plus the
-paper's sweeps (λ ablation, σ-RRHF variants, DPO β x learning rate).
+"""The experiment matrix: which cells a profile evaluates (split x method x scorer, plus the
+paper's sweeps: λ ablation, σ-RRHF variants, DPO β x learning rate) and which adapters each
+cell trains (the selection grid's configurations x the training-seed replicates, App. B).
 
-Pure data, so the Dagster layer builds one dataset, adapter and eval-report asset per cell,
-and tests can check the matrix without Dagster.
+Pure data, so the Dagster layer builds one dataset, adapter, selection and eval-report asset
+per cell and configuration, and tests can check the matrix without Dagster.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +30,17 @@ SWEEP_TITLES = {
 }
 
 
-SUFFIX = {"rrhf_rank_weight": "lambda", "dpo_beta": "beta", "learning_rate": "lr"}
+SUFFIX = {"rrhf_rank_weight": "lambda", "dpo_beta": "beta", "learning_rate": "lr",
+          "epochs": "ep", "batch_size": "bs", "seed": "seed"}
 SWITCHES = {"rrhf_use_sft": "sft", "rrhf_hinge": "hinge", "rrhf_logistic_weight": "logistic"}
+ORDER = (*SWITCHES, "rrhf_rank_weight", "dpo_beta", "learning_rate", "epochs", "batch_size",
+         "seed")
+"""The order of a name's suffixes: one setting, one place, whichever path set it."""
+GRID = {"learning_rates": "learning_rate", "epochs": "epochs", "batch_sizes": "batch_size",
+        "dpo_betas": "dpo_beta", "rrhf_rank_weights": "rrhf_rank_weight"}
+"""Selection-grid list -> the training setting it varies."""
+GRID_METHODS = {"dpo_betas": {"dpo"}, "rrhf_rank_weights": {"rrhf"}}
+"""Grid lists that apply only to some methods (the others vary every method's setting)."""
 
 
 def _number(value: float) -> str:
@@ -71,9 +83,35 @@ class Experiment:
                 parts.append(f"{SUFFIX[key]}{_number(value)}")
         return "_".join(parts)
 
+    @property
+    def settings(self) -> dict[str, Any]:
+        return dict(self.overrides)
+
+    def with_settings(self, base: TrainingSettings, settings: dict[str, Any]) -> Experiment:
+        """This cell with ``settings`` laid over its own, in canonical order; a setting equal
+        to the profile's is left out, so one configuration has one name and one adapter."""
+        return Experiment(self.split, self.method, self.scorer, self.dataset,
+                          canonical(base, {**self.settings, **settings}))
+
     def training(self, base: TrainingSettings) -> TrainingSettings:
-        """The profile's training settings with this cell's overrides applied."""
-        return base.model_copy(update=dict(self.overrides)) if self.overrides else base
+        """The profile's training settings with this cell's overrides applied (a grid batch
+        size smaller than the per-device batch also lowers the per-device batch to fit)."""
+        if not self.overrides:
+            return base
+        update = dict(self.overrides)
+        if "batch_size" in update:
+            update["per_device_batch_size"] = math.gcd(update["batch_size"],
+                                                       base.per_device_batch_size)
+        return base.model_copy(update=update)
+
+
+def canonical(base: TrainingSettings, settings: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """``settings`` minus those equal to ``base``'s, in the order of ``ORDER``."""
+    current = base.model_dump()
+    unknown = set(settings) - set(ORDER)
+    if unknown:
+        raise ValueError(f"not a per-adapter training setting: {sorted(unknown)}")
+    return tuple((k, settings[k]) for k in ORDER if k in settings and current[k] != settings[k])
 
 
 @dataclass(frozen=True)
@@ -114,9 +152,8 @@ def main_matrix(training: TrainingSettings) -> list[Experiment]:
 
 def _cell(training: TrainingSettings, split: str, method: str, scorer: str,
           settings: dict[str, Any]) -> Experiment:
-    current = training.model_dump()
-    overrides = tuple((k, v) for k, v in settings.items() if current[k] != v)
-    return Experiment(split, method, scorer, _dataset(split, method, scorer), overrides)
+    return Experiment(split, method, scorer, _dataset(split, method, scorer),
+                      canonical(training, settings))
 
 
 def sweeps(training: TrainingSettings) -> dict[str, list[SweepRow]]:
@@ -148,8 +185,67 @@ def sweeps(training: TrainingSettings) -> dict[str, list[SweepRow]]:
 
 
 def experiment_matrix(training: TrainingSettings) -> list[Experiment]:
-    """Every adapter the profile trains (main matrix, then sweeps), each once, stable order."""
+    """Every cell the profile evaluates (main matrix, then sweeps), each once, stable order.
+
+    A cell is what a table row reports; the adapters it trains are ``configurations`` x
+    ``replicates`` (just the cell itself when the grid is one point and there is one seed).
+    """
     cells = main_matrix(training)
     for rows in sweeps(training).values():
         cells += [row.experiment for row in rows]
     return list(dict.fromkeys(cells))
+
+
+def _usable_batch(training: TrainingSettings, method: str, batch: int, n: int) -> bool:
+    """σ-RRHF keeps a question's n completions in one forward pass: its batch must hold a
+    whole per-device batch of at least n."""
+    if method != "rrhf":
+        return True
+    return batch >= n and batch % training.per_device_batch_size == 0
+
+
+def configurations(training: TrainingSettings, cell: Experiment, n: int) -> list[Experiment]:
+    """The selection grid's configurations of ``cell`` (App. B), seed 0 of each; ``[cell]``
+    when the grid has one point for it. Settings the cell fixes (a sweep row's λ, β, learning
+    rate) are not varied; ``n`` is the samples per question (σ-RRHF batch sizes)."""
+    grid = training.selection
+    fixed = set(cell.settings)
+    axes: list[list[tuple[str, Any]]] = []
+    for name, key in GRID.items():
+        values = getattr(grid, name)
+        if values is None or key in fixed or cell.method not in GRID_METHODS.get(
+                name, {cell.method}):
+            continue
+        if key == "batch_size":
+            values = [b for b in values if _usable_batch(training, cell.method, b, n)]
+            if not values:
+                raise ValueError(f"training.selection.batch_sizes {grid.batch_sizes}: none "
+                                 f"fits {cell.method} (at least sampling.n={n} and a multiple "
+                                 f"of per_device_batch_size={training.per_device_batch_size})")
+        axes.append([(key, v) for v in values])
+    points = [cell.with_settings(training, dict(point)) for point in itertools.product(*axes)]
+    return list(dict.fromkeys(points)) or [cell]
+
+
+def replicates(training: TrainingSettings, configuration: Experiment) -> list[Experiment]:
+    """The training-seed replicates of one configuration: seeds ``seed``, ``seed + 1``, ...
+    (replicate 0 is the configuration itself)."""
+    return [configuration.with_settings(training, {"seed": training.seed + r})
+            for r in range(training.replicates)]
+
+
+def cell_adapters(training: TrainingSettings, cell: Experiment,
+                  n: int) -> dict[Experiment, list[Experiment]]:
+    """The cell's grid configurations (grid order), each with its training-seed replicates:
+    the adapters the cell trains; more than one configuration means a selection."""
+    return {config: replicates(training, config)
+            for config in configurations(training, cell, n)}
+
+
+def trained_adapters(training: TrainingSettings, cells: list[Experiment],
+                     n: int) -> list[Experiment]:
+    """Every adapter the cells train, each once (a sweep row equal to a main cell's
+    configuration shares its adapters), stable order."""
+    adapters = [seeded for cell in cells
+                for seeds in cell_adapters(training, cell, n).values() for seeded in seeds]
+    return list(dict.fromkeys(adapters))

@@ -20,7 +20,7 @@ import polars as pl
 from tabulate import tabulate
 
 from saturated_dag.evaluation import summarise
-from saturated_dag.statistics import bootstrap_mean, paired_delta, replicate_matrix
+from saturated_dag.statistics import bootstrap_mean, paired_delta, seed_matrix
 
 METHOD_LABELS = {"sft": "SFT", "dpo": "DPO", "rrhf": "σ-RRHF", "raft": "RAFT"}
 SCORER_LABELS = {None: "", "self_judge": "self-judge", "strong_judge": "strong judge",
@@ -31,6 +31,10 @@ EVAL_SET = "eval_set"
 
 def _metrics(k: int) -> list[str]:
     return list(dict.fromkeys(["pass@1", f"pass@{k}"]))  # k = 1: one column, not two
+
+
+def _eval_replicates(report: pl.DataFrame) -> int:
+    return report["replicate"].n_unique() if "replicate" in report.columns else 1
 
 
 def _finish(frame: pl.DataFrame, base_summary: Mapping[str, float], k: int,
@@ -46,11 +50,11 @@ def _finish(frame: pl.DataFrame, base_summary: Mapping[str, float], k: int,
     columns: dict[str, list[Any]] = {}
     for col in metrics:
         at = int(col.removeprefix("pass@"))
-        # eval replicates are more samples of the same questions: each question's value is
-        # its mean over them, and the bootstrap resamples questions (docs/statistics.md)
-        base_values = replicate_matrix(base, at, order).mean(axis=0)
-        matrices = [replicate_matrix(r, at, order) for r in reports]
-        values = [m.mean(axis=0) for m in matrices]
+        # eval replicates are more samples of the same adapter: each question's value is its
+        # mean over them; training seeds are different adapters: the bootstrap resamples them
+        # and the questions (two levels, docs/statistics.md)
+        base_values = seed_matrix(base, at, order)
+        values = [seed_matrix(r, at, order) for r in reports]
         columns[col] = [bootstrap_mean(v).scaled(100) for v in values]
         columns[f"Δ {col}"] = [paired_delta(v, base_values).scaled(100) for v in values]
     intervals = [pl.Series(f"{name} {end}", [getattr(i, end) for i in found], pl.Float64)
@@ -62,7 +66,8 @@ def _finish(frame: pl.DataFrame, base_summary: Mapping[str, float], k: int,
     frame = frame.with_columns(
         *intervals, *excludes,
         pl.Series("questions", [i.questions for i in sample], pl.Int64),
-        pl.Series("replicates", [m.shape[0] for m in matrices], pl.Int64))
+        pl.Series("replicates", [_eval_replicates(r) for r in reports], pl.Int64),
+        pl.Series("training replicates", [i.replicates for i in sample], pl.Int64))
     if eval_set is not None:
         frame = frame.with_columns(pl.lit(eval_set, dtype=pl.String).alias(EVAL_SET))
     return frame
@@ -183,10 +188,17 @@ def eval_set_caption(frame: pl.DataFrame) -> str:
         parts.append(f"Eval set: {frame[EVAL_SET][0]}")
     if INTERVALS in frame.columns and not frame.is_empty():
         questions, replicates = frame["questions"].max(), frame["replicates"].min()
+        seeds = frame["training replicates"] if "training replicates" in frame.columns else None
+        trained = seeds[1:] if seeds is not None and frame.height > 1 else None
+        over_seeds = ""
+        if trained is not None and trained.max() > 1:
+            low, high = trained.min(), trained.max()
+            count = f"{low}" if low == high else f"{low}-{high}"
+            over_seeds = f" and over each adapter's {count} training seeds"
         parts.append(f"In brackets: the 95% interval, a percentile bootstrap over the "
                      f"{questions} eval questions (each averaged over its {replicates} eval "
-                     "replicate(s)), paired with the base model for Δ; * marks a Δ whose "
-                     "interval excludes 0 (docs/statistics.md)")
+                     f"replicate(s)){over_seeds}, paired with the base model for Δ; * marks "
+                     "a Δ whose interval excludes 0 (docs/statistics.md)")
     return "\n".join(parts)
 
 
@@ -214,7 +226,8 @@ def to_markdown(frame: pl.DataFrame) -> str:
     frame = frame.drop(EVAL_SET, strict=False)
     metric_cols = [c for c in frame.columns if c.startswith("pass@")
                    and not c.endswith(_HIDDEN)]
-    hidden = [c for c in frame.columns if c.endswith(_HIDDEN) or c in ("questions", INTERVALS)]
+    hidden = [c for c in frame.columns if c.endswith(_HIDDEN)
+              or c in ("questions", INTERVALS, "training replicates")]
     shown: dict[str, list[Any]] = {
         c: ["" if v is None else v for v in frame[c].to_list()]
         for c in frame.columns if c not in hidden}

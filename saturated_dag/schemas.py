@@ -98,7 +98,8 @@ _METRICS = (("pass@1", pl.Float64), ("pass@{k}", pl.Float64), ("Δ pass@1", pl.F
             *((f"{m} {end}", pl.Float64) for m in ("pass@1", "pass@{k}", "Δ pass@1",
                                                     "Δ pass@{k}") for end in ("low", "high")),
             ("Δ pass@1 excludes 0", pl.Boolean), ("Δ pass@{k} excludes 0", pl.Boolean),
-            ("questions", pl.Int64), ("replicates", pl.Int64), ("eval_set", pl.String))
+            ("questions", pl.Int64), ("replicates", pl.Int64), ("training replicates", pl.Int64),
+            ("eval_set", pl.String))
 
 BEHAVIOUR_MEASURES = ("pass@1", "mean_tokens", "mean_entropy", "answer_rate", "truncated_rate")
 
@@ -153,14 +154,15 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
     FrameSchema("raft_set", _cols(*_SFT), "the scorer's argmax completion per question"),
     FrameSchema("sft_set", _cols(*_SFT), "every correct completion of the split's questions"),
     FrameSchema("eval_report", _cols(
-        ("question_id", pl.String), ("cell", pl.String), ("replicate", pl.Int64),
-        ("sample_index", pl.Int64), ("gold", pl.String), ("completion", pl.String),
-        ("answer", pl.String),
+        ("question_id", pl.String), ("cell", pl.String), ("training_replicate", pl.Int64),
+        ("replicate", pl.Int64), ("sample_index", pl.Int64), ("gold", pl.String),
+        ("completion", pl.String), ("answer", pl.String),
         ("correct", pl.Boolean), ("num_tokens", pl.Int64), ("finish_reason", pl.String),
         ("mean_entropy", pl.Float64)),
-        "one row per sampled completion of an eval question and replicate, verified: every "
-        "table is recomputed from these (evaluation.per_question_results) without sampling "
-        "again"),
+        "one row per sampled completion of an eval question, training-seed replicate (the "
+        "adapter trained with seed training.seed + r; 0 for the base model) and eval "
+        "replicate, verified: every table is recomputed from these "
+        "(evaluation.per_question_results) without sampling again"),
     FrameSchema("behaviour", _cols(
         ("row", pl.String), ("cell", pl.String), ("samples", pl.Int64),
         *((m, pl.Float64) for m in BEHAVIOUR_MEASURES),
@@ -168,6 +170,13 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         ("Δ pass@1 low", pl.Float64), ("Δ pass@1 high", pl.Float64)),
         "per row (base model, adapters) and eval cell: pass@1, length, entropy, answer and "
         "truncation rates, each with its change from the base model; Δ pass@1's 95% interval"),
+    FrameSchema("selection", _cols(
+        ("configuration", pl.String), ("learning_rate", pl.Float64), ("epochs", pl.Int64),
+        ("batch_size", pl.Int64), ("dpo_beta", pl.Float64), ("rrhf_rank_weight", pl.Float64),
+        ("seeds", pl.Int64), ("best epochs", pl.String), ("validation pass@1", pl.Float64),
+        ("chosen", pl.Boolean)),
+        "a cell's selection grid (App. B): each configuration's settings and mean validation "
+        "pass@1 over its training seeds (%), the best one chosen"),
     FrameSchema("styles", _cols(
         ("row", pl.String), ("cell", pl.String), ("style", pl.String), ("samples", pl.Int64),
         ("share", pl.Float64), ("accuracy", pl.Float64), ("Δ share", pl.Float64)),

@@ -139,6 +139,26 @@ def per_question_pass_at_k(report: pl.DataFrame, k: int,
     return np.array([pass_at_k(*counts[q], k) for q in order], dtype=float)
 
 
+def seed_matrix(report: pl.DataFrame, k: int,
+                question_ids: Sequence[str] | None = None) -> np.ndarray:
+    """A per-question report's pass@k as a (training replicates, questions) table: each
+    training seed's row is its per-question pass@k averaged over that seed's eval replicates.
+
+    Eval replicates are more samples of the same adapter, so they are averaged; training
+    replicates are different adapters, so they stay rows for the two-level bootstrap
+    (``docs/statistics.md``). A report without ``training_replicate`` is one training seed.
+    """
+    if "training_replicate" not in report.columns:
+        return replicate_matrix(report, k, question_ids).mean(axis=0)[None, :]
+    rows = []
+    for (seed,), part in report.group_by("training_replicate", maintain_order=True):
+        try:
+            rows.append(replicate_matrix(part, k, question_ids).mean(axis=0))
+        except ValueError as err:
+            raise ValueError(f"training replicate {seed}: {err}") from None
+    return np.stack(rows)
+
+
 def replicate_matrix(report: pl.DataFrame, k: int,
                      question_ids: Sequence[str] | None = None) -> np.ndarray:
     """A per-question report's pass@k as a (replicates, questions) table, questions in
@@ -157,3 +177,32 @@ def replicate_matrix(report: pl.DataFrame, k: int,
         except ValueError as err:
             raise ValueError(f"replicate {replicate}: {err}") from None
     return np.stack(rows)
+
+
+def _z(level: float) -> float:
+    from statistics import NormalDist
+
+    _check_level(level)
+    return NormalDist().inv_cdf(0.5 + level / 2)
+
+
+def questions_for_half_width(sd: float, half_width: float, level: float = LEVEL) -> int:
+    """Eval questions needed for a paired Δ's ``level`` interval to be at most
+    ``half_width`` wide on each side, when per-question differences have standard deviation
+    ``sd``: the normal approximation ``n = (z * sd / half_width)^2`` that the percentile
+    bootstrap approaches (docs/study.md). A true difference of ``half_width`` then has its
+    interval exclude 0 about half the time; ``detectable_effect`` adds power."""
+    if sd < 0 or half_width <= 0:
+        raise ValueError(f"need sd >= 0 and half_width > 0, got {sd} and {half_width}")
+    return max(1, int(np.ceil((_z(level) * sd / half_width) ** 2)))
+
+
+def detectable_effect(sd: float, questions: int, level: float = LEVEL,
+                      power: float = 0.8) -> float:
+    """The smallest true Δ whose ``level`` interval excludes 0 with probability ``power``,
+    over ``questions`` paired questions whose differences have standard deviation ``sd``:
+    ``(z_level + z_power) * sd / sqrt(questions)``."""
+    if questions < 1:
+        raise ValueError(f"need at least one question, got {questions}")
+    z_power = _z(2 * power - 1) if power > 0.5 else 0.0
+    return float((_z(level) + z_power) * sd / np.sqrt(questions))

@@ -56,13 +56,14 @@ def make_partitions(pool: pl.DataFrame) -> pl.DataFrame:
 
 
 def eval_report(counts: dict[str, tuple[int, int]], cell: str = "c",
-                replicate: int = 0) -> pl.DataFrame:
+                replicate: int = 0, training_replicate: int = 0) -> pl.DataFrame:
     """An eval report (one row per sample, the ``eval_report`` schema) of one eval replicate
-    with, per question id, ``(n, correct)``: the first ``correct`` samples right, the rest
-    wrong."""
+    (of one training replicate) with, per question id, ``(n, correct)``: the first
+    ``correct`` samples right, the rest wrong."""
     from saturated_dag.schemas import schema
 
-    rows = [{"question_id": qid, "cell": cell, "replicate": replicate, "sample_index": i,
+    rows = [{"question_id": qid, "cell": cell, "replicate": replicate,
+             "training_replicate": training_replicate, "sample_index": i,
              "gold": "3",
              "completion": f"\\boxed{{{3 if i < right else 4}}}",
              "answer": "3" if i < right else "4", "correct": i < right, "num_tokens": 5,

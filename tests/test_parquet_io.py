@@ -326,7 +326,8 @@ def test_the_sweep_schemas_have_each_sweeps_setting_columns(profile: str) -> Non
 INTERVAL_COLUMNS = [
     *(f"{m} {end}" for m in ("pass@1", "pass@{k}", "Δ pass@1", "Δ pass@{k}")
       for end in ("low", "high")),
-    "Δ pass@1 excludes 0", "Δ pass@{k} excludes 0", "questions", "replicates"]
+    "Δ pass@1 excludes 0", "Δ pass@{k} excludes 0", "questions", "replicates",
+    "training replicates"]
 
 
 def _results(k: int) -> pl.DataFrame:
@@ -338,7 +339,8 @@ def _results(k: int) -> pl.DataFrame:
         if column in frame.columns:  # k = 1: the pass@k columns are the pass@1 ones
             continue
         values = ([False, True] if column.endswith("excludes 0") else
-                  [96, 96] if column == "questions" else [1, 1] if column == "replicates"
+                  [96, 96] if column == "questions"
+                  else [1, 1] if column in ("replicates", "training replicates")
                   else [0.0, 1.0])
         frame = frame.with_columns(pl.Series(column, values))
     return frame.with_columns(eval_set=pl.lit("chain_sum"))

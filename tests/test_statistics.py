@@ -103,3 +103,64 @@ def test_per_question_pass_at_k_reads_a_report_in_the_given_order() -> None:
     assert got.tolist() == pytest.approx([1.0, pass_at_k(8, 2, 4)])
     with pytest.raises(ValueError, match="lacks 1 of the questions"):
         per_question_pass_at_k(report, 1, ["a", "b", "c"])
+
+
+def test_seed_matrix_averages_eval_replicates_and_keeps_training_seeds_as_rows() -> None:
+    from saturated_dag.evaluation import per_question_results
+    from saturated_dag.statistics import seed_matrix
+    from tests.scoring_data import eval_report
+
+    ids = ["a", "b", "c"]
+    right = {(s, r): {q: (i + s + r) % 9 for i, q in enumerate(ids)}
+             for s in range(2) for r in range(3)}
+    report = pl.concat([eval_report({q: (8, c) for q, c in right[(s, r)].items()},
+                                    replicate=r, training_replicate=s)
+                        for s in range(2) for r in range(3)])
+    matrix = seed_matrix(per_question_results(report), 1, ids)
+    direct = [[sum(right[(s, r)][q] for r in range(3)) / 24 for q in ids] for s in range(2)]
+    assert matrix == pytest.approx(np.array(direct))
+
+
+def test_tables_resample_training_seeds_with_the_two_level_bootstrap() -> None:
+    from saturated_dag.evaluation import per_question_results
+    from saturated_dag.result_tables import results_table
+    from tests.scoring_data import eval_report
+
+    ids = [f"q{i:02d}" for i in range(20)]
+    base = eval_report({q: (8, i % 9) for i, q in enumerate(ids)})
+    seeds = {s: {q: min(8, i % 9 + s * (i % 2)) for i, q in enumerate(ids)} for s in range(3)}
+    run = pl.concat([eval_report({q: (8, c) for q, c in seeds[s].items()},
+                                 training_replicate=s) for s in range(3)])
+    table = results_table(per_question_results(base),
+                          {("saturated", "sft", None): per_question_results(run)}, k=8)
+    row = table.row(1, named=True)
+    assert row["training replicates"] == 3 and table.row(0, named=True)[
+        "training replicates"] == 1
+    run_matrix = np.array([[seeds[s][q] / 8 for q in ids] for s in range(3)])
+    base_matrix = np.array([[(i % 9) / 8 for i, _ in enumerate(ids)]])
+    direct = paired_delta(run_matrix, base_matrix).scaled(100)
+    assert (row["Δ pass@1"], row["Δ pass@1 low"], row["Δ pass@1 high"]) == pytest.approx(
+        (direct.estimate, direct.low, direct.high))
+    one_seed = paired_delta(run_matrix.mean(axis=0), base_matrix[0]).scaled(100)
+    # resampling seeds that differ widens the interval beyond the questions-only one
+    assert direct.high - direct.low > one_seed.high - one_seed.low
+
+
+def test_the_power_formulas_match_the_bootstrap_they_approximate() -> None:
+    from saturated_dag.statistics import detectable_effect, questions_for_half_width
+
+    assert questions_for_half_width(0.2, 0.03) == 171  # (1.96 * 0.2 / 0.03)^2 = 170.7
+    assert detectable_effect(0.2, 400) == pytest.approx((1.959964 + 0.841621) * 0.01, 1e-5)
+    rng = np.random.default_rng(1)
+    sd, questions = 0.2, questions_for_half_width(0.2, 0.02)
+    widths = []
+    for seed in range(20):
+        base = rng.uniform(0.2, 0.8, questions)
+        run = base + rng.normal(0.0, sd, questions)
+        found = paired_delta(run, base, resamples=2000, seed=seed)
+        widths.append((found.high - found.low) / 2)
+    assert np.mean(widths) == pytest.approx(0.02, rel=0.1)
+    with pytest.raises(ValueError):
+        questions_for_half_width(0.2, 0.0)
+    with pytest.raises(ValueError):
+        detectable_effect(0.2, 0)

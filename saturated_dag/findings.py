@@ -1,0 +1,135 @@
+"""The paper's findings, checked one by one against a run's eval reports (docs/study.md).
+
+Each finding is a comparison of two rows (or a row and the base model) on the same eval
+questions: the paired Δ with its two-level bootstrap interval (``statistics.paired_delta``:
+questions, and each row's training seeds). The verdict is read off the interval and nothing
+else: *holds* when the interval lies on the paper's side of 0 (or, for a claim of "no
+effect", inside ±``NEGLIGIBLE`` points), *does not hold* when it lies on the other side (or,
+for "no effect", entirely outside ±``NEGLIGIBLE``), *inconclusive* otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+from saturated_dag.statistics import Interval, bootstrap_mean, paired_delta, seed_matrix
+
+NEGLIGIBLE = 3.0
+"""Points of pass@k within which a difference counts as negligible (the study's target)."""
+
+Claim = Literal["greater", "less", "negligible"]
+HOLDS, FAILS, OPEN = "holds", "does not hold", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``row`` against ``reference`` on pass@``k``; the paper says the Δ is ``claim``."""
+
+    finding: str
+    paper: str
+    row: str
+    reference: str
+    claim: Claim
+    k: int = 1
+
+
+@dataclass(frozen=True)
+class Result:
+    comparison: Comparison
+    delta: Interval | None  # None: a row the run did not produce
+    verdict: str
+
+
+def verdict(delta: Interval, claim: Claim) -> str:
+    if claim == "greater":
+        return HOLDS if delta.low > 0 else FAILS if delta.high < 0 else OPEN
+    if claim == "less":
+        return HOLDS if delta.high < 0 else FAILS if delta.low > 0 else OPEN
+    if -NEGLIGIBLE < delta.low and delta.high < NEGLIGIBLE:
+        return HOLDS
+    return FAILS if delta.low >= NEGLIGIBLE or delta.high <= -NEGLIGIBLE else OPEN
+
+
+def compare(reports: Mapping[str, pl.DataFrame], comparison: Comparison) -> Result:
+    """The comparison's paired Δ (points) and verdict; rows are per-question eval results
+    (``evaluation.per_question_results``) keyed by name, ``base`` the base model's."""
+    if comparison.row not in reports or comparison.reference not in reports:
+        return Result(comparison, None, "not run")
+    reference = reports[comparison.reference]
+    order = sorted(reference["question_id"].unique().to_list())
+    delta = paired_delta(seed_matrix(reports[comparison.row], comparison.k, order),
+                         seed_matrix(reference, comparison.k, order)).scaled(100)
+    return Result(comparison, delta, verdict(delta, comparison.claim))
+
+
+QUALITY = ("self_judge", "strong_judge", "entropy")
+
+
+def paper_comparisons() -> list[Comparison]:
+    """The findings issue 16 asks about, as the paper states them (section or table)."""
+    out = []
+    for scorer in QUALITY:
+        out += [
+            Comparison("σ-RRHF on saturated questions beats the base model", "Table 1",
+                       f"saturated/rrhf_{scorer}", "base", "greater"),
+            Comparison("σ-RRHF on saturated questions beats SFT", "Table 1",
+                       f"saturated/rrhf_{scorer}", "saturated/sft", "greater"),
+            Comparison("σ-RRHF on the strictly easier split transfers to D", "Table 1",
+                       f"strict_saturated/rrhf_{scorer}", "base", "greater"),
+        ]
+    out += [
+        Comparison("hard split: σ-RRHF gives the largest pass@1 gain over SFT (+9.6)",
+                   "Table 7", "hard/rrhf_self_judge", "hard/sft", "greater"),
+        Comparison("hard split: DPO (correctness pairs) beats SFT on pass@1 (+4.8)",
+                   "Table 7", "hard/dpo_correctness_self_judge", "hard/sft", "greater"),
+        Comparison("hard split: DPO trails SFT on pass@8 (−11)", "Table 7",
+                   "hard/dpo_correctness_self_judge", "hard/sft", "less", k=8),
+        Comparison("hard split: self-judge pairs beat random pairs (+5.4 pass@1)", "Table 7",
+                   "hard/dpo_correctness_self_judge", "hard/dpo_correctness_random",
+                   "greater"),
+        Comparison("removing σ-RRHF's SFT term is catastrophic", "Table 8",
+                   "hard/rrhf_self_judge_no_sft", "hard/rrhf_self_judge", "less"),
+        Comparison("removing the hinge costs about 3 points", "Table 8",
+                   "hard/rrhf_self_judge_no_hinge", "hard/rrhf_self_judge", "less"),
+        Comparison("removing the logistic weight has negligible effect", "Table 8",
+                   "hard/rrhf_self_judge_no_logistic", "hard/rrhf_self_judge", "negligible"),
+        Comparison("the rank loss adds at most marginally (λ=0.1 against λ=0)", "Figure 6",
+                   "hard/rrhf_self_judge", "hard/rrhf_self_judge_lambda0", "negligible"),
+        Comparison("λ ≥ 0.5 hurts (λ=1 against λ=0)", "Figure 6",
+                   "hard/rrhf_self_judge_lambda1", "hard/rrhf_self_judge_lambda0", "less"),
+    ]
+    return out
+
+
+AGREEMENT_PAIRS = (("self_judge", "strong_judge", 0.15), ("entropy", "strong_judge", 0.44),
+                   ("entropy", "self_judge", 0.16))
+"""Table 10 (chain sum, D'): the paper's mean within-question Spearman ρ per scorer pair."""
+
+
+@dataclass(frozen=True)
+class Agreement:
+    pair: tuple[str, str]
+    paper: float
+    mean: Interval | None
+    questions: int
+
+
+def agreement(per_question: pl.DataFrame, split: str = "strict_saturated",
+              pairs: Sequence[tuple[str, str, float]] = AGREEMENT_PAIRS) -> list[Agreement]:
+    """Mean within-question ρ per scorer pair on ``split`` with its bootstrap interval over
+    questions (``scorer_agreement`` rows whose ρ is defined)."""
+    out = []
+    rows = per_question.filter((pl.col("split") == split) & pl.col("rho").is_not_nan()
+                               & pl.col("rho").is_not_null())
+    for a, b, paper in pairs:
+        values = rows.filter(((pl.col("scorer_a") == a) & (pl.col("scorer_b") == b))
+                             | ((pl.col("scorer_a") == b) & (pl.col("scorer_b") == a)))["rho"]
+        found = np.asarray(values.to_list(), dtype=float)
+        interval = bootstrap_mean(found) if found.size else None
+        out.append(Agreement((a, b), paper, interval, int(found.size)))
+    return out

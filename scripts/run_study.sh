@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The embedded study (docs/study.md): the `study` job on profile `study`, recorded in a local
+# instance, then README's study section regenerated from that run's outputs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DAGSTER_HOME=${DAGSTER_HOME:-$PWD/.dagster_home}
+export SATURATED_DAG_PROFILE=study
+export SATURATED_DAG_OUTPUT_DIR=${SATURATED_DAG_OUTPUT_DIR:-outputs/study}
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
+mkdir -p "$DAGSTER_HOME"
+[ -f "$DAGSTER_HOME/dagster.yaml" ] || cp dagster.yaml "$DAGSTER_HOME/dagster.yaml"
+start=$(date +%s)
+.venv/bin/dagster job execute -f definitions.py -j study
+end=$(date +%s)
+echo "study job: $((end - start)) s"
+.venv/bin/python scripts/study_report.py --output-dir "$SATURATED_DAG_OUTPUT_DIR" \
+  --wall-seconds "$((end - start))"

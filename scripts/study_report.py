@@ -1,0 +1,160 @@
+"""Write the embedded study's results into README.md, between the ``study-results`` markers.
+
+``scripts/run_study.sh`` calls this after the ``study`` job: every number in the section is
+read from that run's outputs (tables, eval reports, selection grids, scorer agreement), and
+each of the paper's findings gets its paired Δ, 95% interval and verdict
+(``saturated_dag.findings``, docs/study.md).
+
+    python scripts/study_report.py [--output-dir outputs/study] [--readme README.md]
+                                   [--wall-seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import polars as pl
+
+ROOT = Path(__file__).resolve().parent.parent
+START, END = "<!-- study-results:start -->", "<!-- study-results:end -->"
+TASK = "chain_sum"
+TABLES = (
+    ("results_table", "Tables 1 and 7 (`chain_sum/results_table`)"),
+    ("rank_weight_ablation", "Figure 6 (`chain_sum/rank_weight_ablation`)"),
+    ("rrhf_variants", "Table 8 (`chain_sum/rrhf_variants`)"),
+    ("dpo_beta_sweep", "Table 9 (`chain_sum/dpo_beta_sweep`)"),
+)
+
+
+def _reports(assets: Path) -> dict[str, pl.DataFrame]:
+    from saturated_dag.evaluation import per_question_results
+
+    reports = {"base": per_question_results(pl.read_parquet(assets / "eval" / "base.parquet"))}
+    for path in sorted(assets.glob("*/eval/*.parquet")):
+        reports[f"{path.parent.parent.name}/{path.stem}"] = per_question_results(
+            pl.read_parquet(path))
+    return reports
+
+
+def _interval(i) -> str:
+    return f"{i.estimate:+.2f} [{i.low:+.2f}, {i.high:+.2f}]"
+
+
+def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFrame | None
+                     ) -> str:
+    from saturated_dag.findings import NEGLIGIBLE, agreement, compare, paper_comparisons
+
+    lines = ["| paper | finding | compared | Δ (points, 95% interval) | verdict |",
+             "|---|---|---|---|---|"]
+    tally: dict[str, int] = {}
+    for comparison in paper_comparisons():
+        result = compare(reports, comparison)
+        tally[result.verdict] = tally.get(result.verdict, 0) + 1
+        shown = "" if result.delta is None else _interval(result.delta)
+        lines.append(f"| {comparison.paper} | {comparison.finding} | `{comparison.row}` − "
+                     f"`{comparison.reference}` (pass@{comparison.k}) | {shown} | "
+                     f"**{result.verdict}** |")
+    summary = ", ".join(f"{count} {verdict}" for verdict, count in sorted(tally.items()))
+    parts = [f"Findings, point by point ({summary}). A finding *holds* when its interval lies "
+             "on the paper's side of 0, *does not hold* when it lies on the other side, and "
+             f"is *inconclusive* when it contains 0; \"negligible\" means inside ±{NEGLIGIBLE:g} "
+             "points.", "", *lines]
+    if agreement_rows is not None:
+        parts += ["", "Table 10 (scorer agreement on D', correct completions): mean "
+                  "within-question Spearman ρ, 95% bootstrap interval over questions.", "",
+                  "| scorers | ρ here | questions | paper (Qwen3, chain sum) | paper's value "
+                  "inside the interval |", "|---|---|---|---|---|"]
+        for row in agreement(agreement_rows):
+            shown, inside = "", "not run"
+            if row.mean is not None:
+                shown = f"{row.mean.estimate:+.2f} [{row.mean.low:+.2f}, {row.mean.high:+.2f}]"
+                inside = "yes" if row.mean.low <= row.paper <= row.mean.high else (
+                    "no: higher here" if row.mean.low > row.paper else "no: lower here")
+            parts.append(f"| {row.pair[0]} vs {row.pair[1]} | {shown} | {row.questions} | "
+                         f"{row.paper:+.2f} | {inside} |")
+    return "\n".join(parts)
+
+
+def selections_section(assets: Path) -> str:
+    rows = []
+    for path in sorted(assets.glob("*/selection/*.parquet")):
+        table = pl.read_parquet(path)
+        grid = ", ".join(f"{r['configuration']} {r['validation pass@1']:.1f}"
+                         + (" (chosen)" if r["chosen"] else "")
+                         for r in table.iter_rows(named=True))
+        rows.append(f"| {path.parent.parent.name}/{path.stem} | {grid} |")
+    if not rows:
+        return ""
+    return "\n".join(["Selection (App. B): validation pass@1 (%) of each configuration, mean "
+                      "over its training seeds (`<split>/selection/<cell>`).", "",
+                      "| cell | configurations |", "|---|---|", *rows])
+
+
+def achieved(output_dir: Path) -> str:
+    """What the study can detect, measured: the half-widths of the main table's Δ pass@1
+    intervals (questions and training seeds resampled), against the 3-point target."""
+    path = output_dir / TASK / "results_table.csv"
+    if not path.is_file():
+        return ""
+    table = pl.read_csv(path).filter(pl.col("split") != "-")
+    half = ((table["Δ pass@1 high"] - table["Δ pass@1 low"]) / 2).sort()
+    within = int((half <= 3.0).sum())
+    return (f"Power, measured (docs/study.md): the main table's Δ pass@1 intervals are "
+            f"±{half.median():.2f} points wide at the median and ±{half.max():.2f} at the "
+            f"widest; {within} of {half.len()} rows resolve a 3-point difference "
+            "(half-width at most 3 points).")
+
+
+def section(profile: object, output_dir: Path, wall_seconds: float | None) -> str:
+    assets = output_dir / "assets" / TASK
+    if not (assets / "eval" / "base.parquet").is_file():
+        raise SystemExit(f"no study outputs under {output_dir}: run scripts/run_study.sh")
+    reports = _reports(assets)
+    base = reports["base"]
+    seeds = max((r["training_replicate"].n_unique() if "training_replicate" in r.columns
+                 else 1) for name, r in reports.items() if name != "base")
+    facts = (f"Profile `{profile.name}`: {base['question_id'].n_unique()} eval questions x "  # type: ignore[attr-defined]
+             f"{int(base['n'].max())} samples ({base['replicate'].n_unique()} eval "
+             f"replicate(s)), {seeds} training seeds per adapter, {len(reports) - 1} "
+             "evaluated cells")
+    if wall_seconds is not None:
+        facts += f"; the job ran {wall_seconds / 60:.1f} minutes on this machine"
+    parts = [facts + ".", "", achieved(output_dir), ""]
+    for name, title in TABLES:
+        path = output_dir / TASK / f"{name}.md"
+        if path.is_file():
+            parts += [title + ":", "", path.read_text(encoding="utf-8").strip(), ""]
+    chosen = selections_section(assets)
+    if chosen:
+        parts += [chosen, ""]
+    agreement_path = assets / "scorer_agreement.parquet"
+    agreement_rows = pl.read_parquet(agreement_path) if agreement_path.is_file() else None
+    parts.append(findings_section(reports, agreement_rows))
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output-dir", default="outputs/study")
+    parser.add_argument("--readme", default=str(ROOT / "README.md"))
+    parser.add_argument("--wall-seconds", type=float, default=None)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from saturated_dag.config import load_profile
+
+    text = section(load_profile("study"), Path(args.output_dir), args.wall_seconds)
+    readme = Path(args.readme)
+    current = readme.read_text(encoding="utf-8")
+    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
+    if not pattern.search(current):
+        raise SystemExit(f"{readme} has no {START} ... {END} block")
+    readme.write_text(pattern.sub(lambda _: f"{START}\n{text}{END}", current),
+                      encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

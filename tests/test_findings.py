@@ -1,0 +1,76 @@
+"""The study's findings: verdicts read off paired intervals (``saturated_dag.findings``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from saturated_dag.evaluation import per_question_results
+from saturated_dag.findings import (
+    FAILS,
+    HOLDS,
+    OPEN,
+    Comparison,
+    agreement,
+    compare,
+    paper_comparisons,
+    verdict,
+)
+from saturated_dag.statistics import Interval, paired_delta
+from tests.scoring_data import eval_report
+
+
+def _interval(low: float, high: float) -> Interval:
+    return Interval((low + high) / 2, low, high, 1, 10)
+
+
+@pytest.mark.parametrize(("low", "high", "claim", "expected"), [
+    (0.5, 4.0, "greater", HOLDS), (-4.0, -0.5, "greater", FAILS), (-1.0, 2.0, "greater", OPEN),
+    (-4.0, -0.5, "less", HOLDS), (0.5, 4.0, "less", FAILS), (-1.0, 2.0, "less", OPEN),
+    (-2.0, 2.5, "negligible", HOLDS), (3.5, 8.0, "negligible", FAILS),
+    (-9.0, -3.0, "negligible", FAILS), (-1.0, 5.0, "negligible", OPEN),
+])
+def test_the_verdict_is_read_off_the_interval(low: float, high: float, claim: str,
+                                              expected: str) -> None:
+    assert verdict(_interval(low, high), claim) == expected  # type: ignore[arg-type]
+
+
+def test_a_comparison_is_the_paired_delta_of_its_two_rows() -> None:
+    ids = [f"q{i:02d}" for i in range(30)]
+    reference = {q: i % 5 for i, q in enumerate(ids)}
+    row = {q: min(8, c + 2) for q, c in reference.items()}
+    reports = {"base": per_question_results(eval_report({q: (8, c) for q, c in
+                                                         reference.items()})),
+               "hard/x": per_question_results(eval_report({q: (8, c) for q, c in row.items()}))}
+    result = compare(reports, Comparison("x beats base", "Table 1", "hard/x", "base",
+                                         "greater"))
+    direct = paired_delta([row[q] / 8 for q in ids], [reference[q] / 8 for q in ids]
+                          ).scaled(100)
+    assert result.delta is not None
+    assert (result.delta.low, result.delta.high) == pytest.approx((direct.low, direct.high))
+    assert result.verdict == HOLDS
+    missing = compare(reports, Comparison("y", "Table 1", "hard/y", "base", "greater"))
+    assert missing.delta is None and missing.verdict == "not run"
+
+
+def test_every_paper_comparison_names_rows_the_matrix_can_produce() -> None:
+    from saturated_dag.config import load_profile
+    from saturated_dag.experiments import experiment_matrix
+
+    cells = {f"{c.split}/{c.name}" for c in experiment_matrix(load_profile("study").training)}
+    for comparison in paper_comparisons():
+        assert {comparison.row, comparison.reference} - {"base"} <= cells, comparison
+
+
+def test_agreement_means_defined_rho_per_pair_with_an_interval() -> None:
+    rows = pl.DataFrame({
+        "question_id": ["a", "b", "c", "a"], "split": ["strict_saturated"] * 4,
+        "scorer_a": ["self_judge", "strong_judge", "self_judge", "entropy"],
+        "scorer_b": ["strong_judge", "self_judge", "strong_judge", "strong_judge"],
+        "n": [8] * 4, "rho": [0.5, 0.1, float("nan"), -0.2], "status": ["ok"] * 4})
+    found = {r.pair: r for r in agreement(rows)}
+    pair = found[("self_judge", "strong_judge")]
+    assert pair.questions == 2 and pair.mean is not None
+    assert pair.mean.estimate == pytest.approx(np.mean([0.5, 0.1]))
+    assert found[("entropy", "self_judge")].mean is None
