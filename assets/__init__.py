@@ -63,7 +63,9 @@ def task_assets(profile: Profile, task: str
              *(adapter_eval_asset(task, cell, trained[cell]) for cell in cells)]
     main = [c for c in main_matrix(profile.training) if _trainable(profile, task, c.split)]
     tables = [results_table_asset(task, main), behaviour_asset(task, main),
-              *(sweep_table_asset(task, sweep, rows)
+              *(sweep_table_asset(task, sweep, rows,
+                                  {r.experiment: list(trained[r.experiment])
+                                   for r in rows if len(trained[r.experiment]) > 1})
                 for sweep, rows in task_sweeps(profile, task).items())]
     built = [pool, parts, *scores.values(), scorer_agreement_asset(task), *datasets,
              *adapter_assets(task, adapters), *selections, *evals, *tables]

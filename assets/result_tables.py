@@ -17,6 +17,7 @@ import polars as pl
 
 from assets._adapter_files import adapter_dir
 from assets._metadata import eval_report_ins, frame_output, image, save_figure
+from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_write_csv, atomic_write_text
@@ -24,6 +25,7 @@ from saturated_dag.evaluation import per_question_results
 from saturated_dag.experiments import SWEEP_TITLES, Experiment, SweepRow
 from saturated_dag.result_tables import eval_set_caption, results_table, sweep_table, to_markdown
 from saturated_dag.schemas import schema, sweep_schema_name
+from saturated_dag.selection import chosen
 from saturated_dag.tasks import eval_set_name
 
 
@@ -113,12 +115,22 @@ def _best_epoch(output_dir: str, task: str, exp: Experiment) -> int | None:
     return json.loads(record.read_text()).get("best_epoch")
 
 
-def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow]) -> dg.AssetsDefinition:
-    """One sweep's table (and, for λ, Figure 6) from its adapters' eval reports."""
+def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
+                      configurations: dict[Experiment, list[Experiment]] | None = None
+                      ) -> dg.AssetsDefinition:
+    """One sweep's table (and, for λ, Figure 6) from its adapters' eval reports.
+
+    ``configurations``: for a row whose cell chooses among several configurations (the
+    selection grid over the settings the row does not fix), those configurations; its
+    ``adapter`` and ``epochs`` columns then name the chosen one (``<split>/selection/<cell>``).
+    """
+    configurations = configurations or {}
     ins = {"base": dg.AssetIn(key=[task, "eval", "base"])}
     ins.update({f"row_{i}": dg.AssetIn(key=[task, r.experiment.split, "eval",
                                              r.experiment.name])
                 for i, r in enumerate(rows)})
+    ins.update({f"selection_{i}": dg.AssetIn(key=selection_key(task, r.experiment))
+                for i, r in enumerate(rows) if r.experiment in configurations})
     name = SWEEP_ASSETS[sweep]
     title = SWEEP_TITLES[sweep]
 
@@ -131,13 +143,18 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow]) -> dg.AssetsD
         profile = experiment.settings
         k = profile.sampling.n
         split = rows[0].experiment.split
-        counts = {name: per_question_results(samples) for name, samples in reports.items()}
+        counts = {name: per_question_results(samples) for name, samples in reports.items()
+                  if not name.startswith("selection_")}
         eval_set = eval_set_name(profile, task, counts["base"].height)
         entries = []
         for i, row in enumerate(rows):
+            adapter = row.experiment
+            if f"selection_{i}" in reports:  # the configuration the row's cell chose
+                name = chosen(reports[f"selection_{i}"])
+                adapter = next(c for c in configurations[row.experiment] if c.name == name)
             settings = {**row.settings,
-                        "epochs": _best_epoch(experiment.output_dir, task, row.experiment),
-                        "adapter": row.experiment.name}
+                        "epochs": _best_epoch(experiment.output_dir, task, adapter),
+                        "adapter": adapter.name}
             entries.append((row.label, settings, counts[f"row_{i}"]))
         frame = sweep_table(counts["base"], split, entries, k=k, eval_set=eval_set,
                             setting_dtypes=schema(sweep_schema_name(sweep), k=k))

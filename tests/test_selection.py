@@ -117,7 +117,10 @@ OVERRIDES = {
                  "learning_rate": 1e-2, "max_length": 128, "lora_r": 4, "lora_alpha": 8,
                  "validation_questions_per_cell": 2, "isolate": False, "replicates": 2,
                  "selection": {"learning_rates": [1e-2, 1e-4]},
-                 "sweeps": {"rank_weight": None, "rrhf_variants": None, "dpo_beta": None}},
+                 # a λ=0 row (Figure 6): a cell of its own, its learning rate chosen too
+                 "sweeps": {"rank_weight": {"split": "saturated", "scorer": "entropy",
+                                            "values": [0.0]},
+                            "rrhf_variants": None, "dpo_beta": None}},
 }
 
 
@@ -133,10 +136,14 @@ def test_a_selected_cell_evaluates_the_chosen_configuration_over_its_seeds(
     keys = {a.key.to_user_string() for a in everything}
     adapters = sorted(k for k in keys if "/adapter/" in k)
     assert adapters == [f"chain_sum/saturated/adapter/{name}" for name in
-                        ("sft", "sft_lr0.0001", "sft_lr0.0001_seed1", "sft_seed1")]
+                        ("rrhf_entropy_lambda0", "rrhf_entropy_lambda0_lr0.0001",
+                         "rrhf_entropy_lambda0_lr0.0001_seed1", "rrhf_entropy_lambda0_seed1",
+                         "sft", "sft_lr0.0001", "sft_lr0.0001_seed1", "sft_seed1")]
     assert "chain_sum/saturated/selection/sft" in keys
     wanted = [a.key for a in everything if a.key.path[0] == "chain_sum"
-              and a.key.path[1] in ("saturated", "eval", "results_table")]
+              and (a.key.path[1] in ("saturated", "eval", "results_table",
+                                     "rank_weight_ablation")
+                   or a.key.path[-1] == "entropy_scores")]
     result = dg.materialize([*everything, *checks], selection=wanted,
                             resources=resources(out, "demo", overrides), raise_on_error=False)
     assert result.success
@@ -167,6 +174,12 @@ def test_a_selected_cell_evaluates_the_chosen_configuration_over_its_seeds(
     results = pl.read_parquet(asset_path(out, "chain_sum", "results_table"))
     assert results["training replicates"].to_list() == [1, 2]
     assert events["chain_sum/saturated/selection/sft"]["chosen"].value == chosen(table)
+    # the sweep's row names the configuration its cell chose, and that adapter's epoch
+    row_choice = chosen(pl.read_parquet(asset_path(out, "chain_sum", "saturated", "selection",
+                                                   "rrhf_entropy_lambda0")))
+    sweep = pl.read_parquet(asset_path(out, "chain_sum", "rank_weight_ablation"))
+    assert sweep["adapter"].to_list() == [None, row_choice]
+    assert sweep["epochs"][1] == 1
 
 
 def test_a_selection_that_names_no_configuration_fails_clearly() -> None:
