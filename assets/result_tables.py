@@ -150,8 +150,8 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
         for i, row in enumerate(rows):
             adapter = row.experiment
             if f"selection_{i}" in reports:  # the configuration the row's cell chose
-                name = chosen(reports[f"selection_{i}"])
-                adapter = next(c for c in configurations[row.experiment] if c.name == name)
+                picked = chosen(reports[f"selection_{i}"])
+                adapter = next(c for c in configurations[row.experiment] if c.name == picked)
             settings = {**row.settings,
                         "epochs": _best_epoch(experiment.output_dir, task, adapter),
                         "adapter": adapter.name}

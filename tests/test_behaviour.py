@@ -63,6 +63,14 @@ def test_style_table_shows_the_shift_between_styles_and_each_styles_accuracy() -
     assert table["row"].unique(maintain_order=True).to_list() == [BASE, "saturated/sft"]
 
 
+def test_the_style_shift_figure_draws_every_cell(tmp_path) -> None:
+    from assets.behaviour import _style_shift
+
+    table = style_table(BASE_REPORT, {"saturated/sft": RUN_REPORT}, detect_style)
+    png = _style_shift(table, tmp_path / "styles.png", "style shift")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
 def test_reports_over_other_cells_or_without_samples_are_errors() -> None:
     other = BASE_REPORT.with_columns(cell=pl.lit("9x9"))
     with pytest.raises(ValueError, match="covers other cells than the base model's"):
