@@ -41,8 +41,10 @@ def requested_evals(instance: dg.DagsterInstance,
     for key in eval_report_keys:
         if key.path[1:3] == ["eval", "base"] or len(key.path) != 4:
             continue
-        adapter = dg.AssetKey([key.path[0], key.path[1], "adapter", key.path[3]])
-        if instance.get_latest_materialization_event(adapter) is not None:
+        # a cell's adapter, or, for a cell with a selection grid, its selection
+        upstream = [dg.AssetKey([key.path[0], key.path[1], kind, key.path[3]])
+                    for kind in ("adapter", "selection")]
+        if any(instance.get_latest_materialization_event(k) is not None for k in upstream):
             wanted.append(key)
             tasks.add(key.path[0])
     base = [dg.AssetKey([t, "eval", "base"]) for t in sorted(tasks)]
