@@ -8,13 +8,22 @@ import dagster as dg
 from saturated_dag.config import Profile
 
 
-def demo_job(profile: Profile):
-    tasks, profile_name = profile.tasks, profile.name
+def whole_profile_job(name: str, profile: Profile, description: str,
+                      tags: dict[str, str] | None = None):
+    """A job of every asset of the profile's tasks (and the base model), in one process so
+    the policy model loads once: ``demo`` and ``study`` differ only in name and tags."""
     return dg.define_asset_job(
-        name="demo",
+        name=name,
         selection=dg.AssetSelection.assets("base_model")
-        | dg.AssetSelection.key_prefixes(*[[task] for task in tasks]),
+        | dg.AssetSelection.key_prefixes(*[[task] for task in profile.tasks]),
         executor_def=dg.in_process_executor,
-        description=f"Every asset of the tasks of profile {profile_name!r} ({', '.join(tasks)}), "
-        "in one process so the policy model loads once.",
+        tags=tags,
+        description=description,
     )
+
+
+def demo_job(profile: Profile):
+    return whole_profile_job(
+        "demo", profile,
+        f"Every asset of the tasks of profile {profile.name!r} ({', '.join(profile.tasks)}), "
+        "in one process so the policy model loads once.")

@@ -7,21 +7,16 @@ another profile refuses the run before any step); ``scripts/run_study.sh`` does 
 regenerates README's study section from the run's tables.
 """
 
-import dagster as dg
-
+from jobs.demo import whole_profile_job
 from saturated_dag.config import Profile
 
 STUDY_PROFILE = "study"
 
 
 def study_job(profile: Profile):
-    return dg.define_asset_job(
-        name="study",
-        selection=dg.AssetSelection.assets("base_model")
-        | dg.AssetSelection.key_prefixes(*[[task] for task in profile.tasks]),
-        executor_def=dg.in_process_executor,
-        tags={"saturated_dag/profile": STUDY_PROFILE},
-        description="The embedded study: every asset of profile 'study' (two training seeds, "
-        "480 eval questions; docs/study.md). Load the location with "
-        "SATURATED_DAG_PROFILE=study, or use scripts/run_study.sh.",
-    )
+    return whole_profile_job(
+        "study", profile,
+        "The embedded study: every asset of profile 'study' (two training seeds, 480 eval "
+        "questions; docs/study.md). Load the location with SATURATED_DAG_PROFILE=study, or "
+        "use scripts/run_study.sh.",
+        tags={"saturated_dag/profile": STUDY_PROFILE})

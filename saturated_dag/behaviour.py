@@ -44,12 +44,12 @@ def behaviour_by_cell(samples: pl.DataFrame) -> pl.DataFrame:
             .sort("cell"))
 
 
-def _cell_delta_intervals(base: pl.DataFrame, run: pl.DataFrame, name: str
+def _cell_delta_intervals(base_q: pl.DataFrame, run: pl.DataFrame, name: str
                           ) -> dict[str, Interval]:
     """Per cell: Δ pass@1 (points) with its paired bootstrap interval over the cell's
     questions, and over the adapter's training seeds when it has several
     (``saturated_dag.statistics``)."""
-    base_q, run_q = per_question_results(base), per_question_results(run)
+    run_q = per_question_results(run)  # base_q: the base model's, computed once by the caller
     if set(base_q["question_id"]) != set(run_q["question_id"]):
         raise ValueError(f"eval report of {name} covers other questions than the base model's")
     out = {}
@@ -67,12 +67,13 @@ def behaviour_table(base: pl.DataFrame, runs: Mapping[str, pl.DataFrame]) -> pl.
     the base model in the same cell (0 on the base model's rows), and Δ pass@1's 95% interval
     paired over the cell's questions."""
     reference = behaviour_by_cell(base)
+    base_q = per_question_results(base)
     frames = []
     for name, samples in {BASE: base, **runs}.items():
         found = behaviour_by_cell(samples)
         if set(found["cell"]) != set(reference["cell"]):
             raise ValueError(f"eval report of {name} covers other cells than the base model's")
-        intervals = _cell_delta_intervals(base, samples, name)
+        intervals = _cell_delta_intervals(base_q, samples, name)
         joined = found.join(reference.select("cell", *_MEASURES), on="cell", suffix=" base",
                             maintain_order="left")
         cells = joined["cell"].to_list()
