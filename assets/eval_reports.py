@@ -27,15 +27,17 @@ from assets.selection import same_adapters, selection_key
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import latest_metadata, schema_metadata
 from saturated_dag.evaluation import (
+    ShardJob,
     adapter_backends,
     evaluate_samples,
     per_question_results,
+    sample_shards_together,
     summarise,
 )
 from saturated_dag.experiments import Experiment
-from saturated_dag.generation.base import GenerationBackend
+from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.selection import chosen
-from saturated_dag.shards import questions_digest
+from saturated_dag.shards import ShardStore, questions_digest
 from saturated_dag.tasks import eval_questions
 
 EVAL_ASSET = {"io_manager_key": "parquet_io", "pool": "gpu", "kinds": {"polars", "parquet"},
@@ -76,15 +78,32 @@ Target = tuple[Callable[[], GenerationBackend], Path | None]
 def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
             inference: InferenceResource, task: str, targets: list[Target],
             label: str) -> dg.Output[pl.DataFrame]:
-    """Evaluate each target (training replicate r = its index) over every eval replicate."""
+    """Evaluate each target (training replicate r = its index) over every eval replicate.
+
+    With ``evaluation.adapters_per_pass`` above 1 every missing shard of every (training,
+    eval) replicate is first sampled in shared batched passes on the policy backend
+    (``sample_shards_together``); the loop below then reads them as stored shards."""
     profile = experiment.settings
     questions = eval_questions(profile, task)
     context.log.info(f"evaluating {label} ({len(targets)} training replicate(s)) on "
                      f"{len(questions)} {task} questions")
     replicates = _replicates(context, profile.evaluation.replicates)
-    parts = []
     policy = policy_identity(inference.policy_settings())
     inputs = {"questions": questions_digest(questions)}
+    plan: list[tuple[int, Target, int, SamplingParams, ShardStore | None, str]] = []
+    for seed, target in enumerate(targets):
+        fixed: dict[str, object] = {"policy": policy, "answer_check": profile.answer_check}
+        if target[1] is not None:
+            fixed["adapter"] = adapter_weights_version(target[1])  # weights, not timings
+        for replicate in range(replicates):
+            # eval replicate r: the eval set sampled again with seed + r, in its cached shards
+            sampling = profile.sampling.model_copy(
+                update={"seed": profile.sampling.seed + replicate})
+            store, key = open_store(context, experiment,
+                                    {**fixed, "sampling": sampling.model_dump()}, inputs)
+            plan.append((seed, target, replicate, sampling.params(), store, key))
+    batched = _sample_together(context, experiment, inference, questions, plan)
+    parts = []
     cache: dict[str, object] = {}
     for seed, (backend, adapter) in enumerate(targets):
         loaded: list[GenerationBackend] = []
@@ -94,22 +113,16 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                 loaded.append(backend())
             return loaded[0]
 
-        fixed: dict[str, object] = {"policy": policy, "answer_check": profile.answer_check}
-        if adapter is not None:
-            fixed["adapter"] = adapter_weights_version(adapter)  # weights, not their timings
-        for replicate in range(replicates):
-            # eval replicate r: the eval set sampled again with seed + r, in its cached shards
-            sampling = profile.sampling.model_copy(
-                update={"seed": profile.sampling.seed + replicate})
-            store, key = open_store(context, experiment,
-                                    {**fixed, "sampling": sampling.model_dump()}, inputs)
+        for _, _, replicate, params, store, key in (p for p in plan if p[0] == seed):
             with write_errors_reported():
                 parts.append(evaluate_samples(
-                    questions, backend_once, sampling.params(), profile.verify_workers,
+                    questions, backend_once, params, profile.verify_workers,
                     log=context.log.info, store=store,
                     shard_size=profile.stages.shard_questions,
                     answer_check=profile.answer_check, replicate=replicate,
                     training_replicate=seed))
+            if store is not None and store.last_stats is not None:
+                store.last_stats.computed_elsewhere(batched.get(str(store.root), 0))
             cache = cache_metadata(context, key, store)
         if adapter is not None and loaded:
             loaded[0].close()  # a merged copy on transformers; a no-op view on vLLM
@@ -126,6 +139,7 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
         "training_replicates": len(targets),
         "mean_tokens": float(samples["num_tokens"].mean() or 0.0),
         **cache,  # the last replicate's; each replicate's is in the log
+        "shards_sampled_in_batched_passes": sum(batched.values()),
         "samples_per_question": profile.sampling.n,
         "answer_check": profile.answer_check,
         "pass@1 by cell (%)": dg.MetadataValue.json(
@@ -135,6 +149,39 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
             samples.select("question_id", "sample_index", "answer", "gold", "correct",
                            "num_tokens"), max_rows=10),
     })
+
+
+def _sample_together(context: dg.AssetExecutionContext, experiment: ExperimentResource,
+                     inference: InferenceResource, questions: list,
+                     plan: list[tuple[int, Target, int, SamplingParams, ShardStore | None, str]]
+                     ) -> dict[str, int]:
+    """The batched pass over every part of the report (``sample_shards_together``): shards
+    sampled per store folder; none when ``adapters_per_pass`` is 1 or stages are not cached
+    (the shards would have nowhere to wait)."""
+    profile = experiment.settings
+    per_pass = profile.evaluation.adapters_per_pass
+    if per_pass == 1 or any(store is None for *_, store, _ in plan):
+        return {}
+    loaded: list[GenerationBackend] = []
+
+    def policy() -> GenerationBackend:
+        if not loaded:
+            loaded.append(inference.policy_backend(context.log))
+            if not hasattr(loaded[0], "sample_many"):
+                raise dg.Failure(f"the {loaded[0].name} backend cannot sample several "
+                                 "adapters in one pass: set evaluation.adapters_per_pass: 1")
+        return loaded[0]
+
+    jobs = [ShardJob(store, params, target[1]) for _, target, _, params, store, _ in plan
+            if store is not None]
+    with write_errors_reported():
+        sampled = sample_shards_together(
+            questions, jobs, policy, profile.stages.shard_questions, profile.verify_workers,
+            log=context.log.info, answer_check=profile.answer_check, per_pass=per_pass)
+    if any(sampled.values()):
+        context.log.info(f"batched passes sampled {sum(sampled.values())} shard(s) of "
+                         f"{len(jobs)} report part(s), up to {per_pass} side by side")
+    return sampled
 
 
 def base_eval_asset(task: str) -> dg.AssetsDefinition:

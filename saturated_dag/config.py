@@ -236,6 +236,13 @@ class EvaluationSettings(_Strict):
     """
 
     replicates: int = Field(1, ge=1, le=64)
+    adapters_per_pass: int = Field(8, ge=1, le=64)
+    """Eval reports sampled side by side in one batched decoding pass: a report's training
+    and eval replicates share the base model's forward, each row with its own LoRA adapter
+    (vLLM: one ``generate`` with a LoRA request per prompt). Not the paper's concern; the
+    samples are the same either way (per-row seeds). ``1``: each adapter merged into its own
+    copy of the base model and sampled alone, as before (needed for adapters the multi-adapter
+    forward refuses, e.g. DoRA)."""
 
 
 class PartitionSettings(_Strict):

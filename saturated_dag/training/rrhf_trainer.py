@@ -31,12 +31,19 @@ class GroupCollator:
 
     def __init__(self, tokenizer: Any, max_length: int, add_special_tokens: bool):
         self.tokenizer = tokenizer
+        self._encoded: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
         self.max_length = max_length
         self.add_special_tokens = add_special_tokens
         if tokenizer.eos_token_id is None:
             raise ValueError("tokenizer has no EOS token: completions could not be terminated")
 
     def _encode(self, prompt: str, completion: str) -> tuple[list[int], list[int]]:
+        key = (prompt, completion)
+        if key not in self._encoded:  # tokenised once per dataset, not per batch and epoch
+            self._encoded[key] = self._tokenise(prompt, completion)
+        return self._encoded[key]
+
+    def _tokenise(self, prompt: str, completion: str) -> tuple[list[int], list[int]]:
         p = self.tokenizer(prompt, add_special_tokens=self.add_special_tokens)["input_ids"]
         c = self.tokenizer(completion, add_special_tokens=False)["input_ids"]
         c = [*c, self.tokenizer.eos_token_id]
