@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="standard deviation of the random LoRA weights")
     parser.add_argument("--no-wide", action="store_true",
                         help="skip one-at-a-time at the batched pass's width")
+    parser.add_argument("--profile", action="store_true",
+                        help="also run the batched pass once under torch.profiler and print "
+                        "its operators by self CPU time")
     args = parser.parse_args(argv)
     if args.toy:
         args.adapters, args.questions, args.n, args.max_new_tokens = 2, 3, 2, 8
@@ -110,6 +113,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             variants["alone_wide"] = lambda: one_at_a_time(args.model, adapters, prompts,
                                                            params, wide)
         seconds, results = alternate(variants, args.repeats, warmup=not args.toy)
+        if args.profile:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                batched(backend, adapters, prompts, params, args.batch_size)
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
     labels = {"alone": f"one at a time, merged, batch {args.batch_size}",
               "alone_wide": f"one at a time, merged, batch {wide}",
               "batched": f"batched: {len(adapters)} adapters, batch {wide}"}

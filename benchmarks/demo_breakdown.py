@@ -125,6 +125,36 @@ def breakdown(instance: dg.DagsterInstance, run_id: str | None = None,
     }
 
 
+def adapter_phases(instance: dg.DagsterInstance, run_id: str) -> dict[str, float]:
+    """Seconds of every adapter step split at its log lines, summed over the run's adapters:
+    ``startup`` (step start to the trainer's first line, ``training <method> on ...``: the
+    child process, its imports, the model and the data), ``training`` (to the last ``epoch
+    N:`` line: optimizer steps and each epoch's validation pass@1), ``finish`` (to step end:
+    saving the adapter and reporting it)."""
+    marks: dict[str, dict[str, float]] = defaultdict(dict)
+    for entry in instance.all_logs(run_id):
+        key = entry.step_key
+        if key is None or "__adapter__" not in key:
+            continue
+        event = entry.dagster_event
+        if event is not None and event.event_type == DagsterEventType.STEP_START:
+            marks[key]["start"] = entry.timestamp
+        elif event is not None and event.event_type == DagsterEventType.STEP_SUCCESS:
+            marks[key]["end"] = entry.timestamp
+        elif event is None and entry.user_message.startswith("training "):
+            marks[key].setdefault("training", entry.timestamp)
+        elif event is None and entry.user_message.startswith("epoch "):
+            marks[key]["epochs"] = entry.timestamp
+    totals = {"adapters": 0.0, "startup": 0.0, "training": 0.0, "finish": 0.0}
+    for m in marks.values():
+        if {"start", "training", "epochs", "end"} <= set(m):  # trained, not a cache hit
+            totals["adapters"] += 1
+            totals["startup"] += m["training"] - m["start"]
+            totals["training"] += m["epochs"] - m["training"]
+            totals["finish"] += m["end"] - m["epochs"]
+    return totals
+
+
 def markdown(result: dict[str, Any]) -> str:
     def fmt(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.1f}"
@@ -146,10 +176,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--run-id", default=None, help="default: the latest run of --job")
     parser.add_argument("--job", default="demo")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--adapter-phases", action="store_true",
+                        help="also split the adapter steps into startup, training and finish")
     args = parser.parse_args(argv)
     instance = dg.DagsterInstance.get()
     result = breakdown(instance, args.run_id, args.job)
     print(markdown(result))
+    if args.adapter_phases:
+        result["adapter_phases_s"] = adapter_phases(instance, result["run_id"])
+        phases = result["adapter_phases_s"]
+        print(f"\nadapter steps, {int(phases['adapters'])} trained: startup "
+              f"{phases['startup']:.1f} s, training {phases['training']:.1f} s, "
+              f"finish {phases['finish']:.1f} s")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2))
