@@ -21,9 +21,9 @@ from saturated_dag.pool import (
     LogFn,
     generate_pool,
     progress_logger,
+    resolve_backend,
     verified_frame,
 )
-from saturated_dag.pool import _backend as _load
 from saturated_dag.schemas import schema
 from saturated_dag.shards import ShardStore, shard_seed
 from saturated_dag.tasks.base import Question
@@ -143,7 +143,7 @@ def sample_shards_together(
         for start in range(0, len(missing), per_pass):
             group = missing[start : start + per_pass]
             if not loaded:
-                loaded.append(_load(backend))
+                loaded.append(resolve_backend(backend))
             model = loaded[0]
             part = [questions[i] for i in span]
             prompts = [model.render(q.prompt_text) for q in part]

@@ -28,7 +28,8 @@ BackendSource = GenerationBackend | Callable[[], GenerationBackend]
 """A backend, or a function that loads one: a fully cached stage never loads the model."""
 
 
-def _backend(source: BackendSource) -> GenerationBackend:
+def resolve_backend(source: BackendSource) -> GenerationBackend:
+    """The backend itself, or the one its loader returns (loaded only when called)."""
     return source if hasattr(source, "sample") else source()  # type: ignore[operator,return-value]
 
 
@@ -61,13 +62,13 @@ def generate_pool(
     if shard_size is None:
         if store is not None:
             raise ValueError("a shard store needs a shard_size")
-        return _sample_and_verify(questions, _backend(backend), params, verify_workers, log,
+        return _sample_and_verify(questions, resolve_backend(backend), params, verify_workers, log,
                                   progress_every, answer_check)
     loaded: list[GenerationBackend] = []
 
     def compute(index: int, part: Sequence[Question]) -> pl.DataFrame:
         if not loaded:
-            loaded.append(_backend(backend))
+            loaded.append(resolve_backend(backend))
         shard_params = replace(params, seed=shard_seed(params.seed, index))
         return _sample_and_verify(part, loaded[0], shard_params, verify_workers, log,
                                   progress_every, answer_check)
