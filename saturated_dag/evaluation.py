@@ -140,13 +140,15 @@ def sample_shards_together(
     loaded: list[GenerationBackend] = []
     for index, span in enumerate(plan):
         missing = [job for job in unique if not job.store.has(index)]
+        if not missing:
+            continue
+        if not loaded:
+            loaded.append(resolve_backend(backend))
+        model = loaded[0]
+        part = [questions[i] for i in span]
+        prompts = [model.render(q.prompt_text) for q in part]  # once per shard, every group
         for start in range(0, len(missing), per_pass):
             group = missing[start : start + per_pass]
-            if not loaded:
-                loaded.append(resolve_backend(backend))
-            model = loaded[0]
-            part = [questions[i] for i in span]
-            prompts = [model.render(q.prompt_text) for q in part]
             requests = [SampleRequest(prompts, replace(job.params, seed=shard_seed(
                 job.params.seed, index)), job.adapter) for job in group]
             adapters = sum(job.adapter is not None for job in group)

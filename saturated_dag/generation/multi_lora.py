@@ -38,15 +38,22 @@ class RowAdapters:
     mask: torch.Tensor | None = None
     """``(rows, sum r)``: 1 on the columns of the row's adapter, else 0; None: all base."""
 
+    def add(self, rank: int) -> None:
+        """Append an adapter of ``rank`` columns (it becomes adapter ``len(spans)``)."""
+        start = self.spans[-1][1] if self.spans else 0
+        self.spans.append((start, start + rank))
+
+    @property
+    def width(self) -> int:
+        return self.spans[-1][1] if self.spans else 0
+
     def set_rows(self, adapters: torch.Tensor | None) -> None:
         """Route the next forward passes' rows to ``adapters[row]`` (1-based; 0 = base)."""
         if adapters is None or not bool((adapters > 0).any()):
             self.mask = None
             return
-        width = self.spans[-1][1] if self.spans else 0
-        owner = torch.zeros(width, dtype=torch.long)
-        for k, (start, end) in enumerate(self.spans, start=1):
-            owner[start:end] = k
+        owner = torch.repeat_interleave(torch.arange(1, len(self.spans) + 1),
+                                        torch.tensor([end - start for start, end in self.spans]))
         self.mask = (adapters.to(torch.long).cpu()[:, None] == owner[None, :]).float()
 
     def select(self, keep: torch.Tensor) -> None:
@@ -135,10 +142,8 @@ def attached_adapters(model: nn.Module, folders: Sequence[str | Path]
     """
     weights = [read_adapter(f) for f in folders]
     rows = RowAdapters()
-    start = 0
     for w in weights:
-        rows.spans.append((start, start + w.rank))
-        start += w.rank
+        rows.add(w.rank)
     names = sorted({name for w in weights for name in w.modules})
     found = dict(model.named_modules())
     replaced: list[tuple[nn.Module, str, nn.Module]] = []
@@ -149,8 +154,10 @@ def attached_adapters(model: nn.Module, folders: Sequence[str | Path]
                 raise ValueError(f"adapter module {name!r} is not a Linear layer of this model "
                                  "(an adapter trained on another base model?)")
             param = module.weight
-            a = torch.zeros(module.in_features, start, dtype=param.dtype, device=param.device)
-            b = torch.zeros(start, module.out_features, dtype=param.dtype, device=param.device)
+            a = torch.zeros(module.in_features, rows.width, dtype=param.dtype,
+                            device=param.device)
+            b = torch.zeros(rows.width, module.out_features, dtype=param.dtype,
+                            device=param.device)
             for w, (lo, hi) in zip(weights, rows.spans, strict=True):
                 if name in w.modules:
                     wa, wb = w.modules[name]
