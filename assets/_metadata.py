@@ -13,8 +13,58 @@ from resources.parquet_io import frame_data_version
 from saturated_dag.experiments import Experiment
 
 
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
+               descriptions: dict[str, str] | None = None) -> dg.TableMetadataValue:
+    """Rows of text (``result_tables.display_rows``) as a table the UI shows inline.
+
+    Why text columns: a value and its interval read as one cell (``36.98 [33.10, 40.20]``),
+    with its two decimals kept; the typed numbers are in the asset's Parquet and CSV."""
+    descriptions = descriptions or {}
+    schema = dg.TableSchema(columns=[dg.TableColumn(h, "string", description=descriptions.get(h))
+                                     for h in headers])
+    records = [dg.TableRecord({h: ("" if v is None else str(v))
+                               for h, v in zip(headers, row, strict=True)}) for row in rows]
+    return dg.MetadataValue.table(records=records, schema=schema)
+
+
+_TYPES = {pl.Boolean: "bool", pl.String: "string", pl.Categorical: "string"}
+
+
+TEXT_CHARS = 160
+"""A text cell longer than this is cut (a completion or a prompt in a preview)."""
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS - 1] + "…"
+
+
+def frame_table(frame: pl.DataFrame, max_rows: int = 50, decimals: int = 2
+                ) -> dg.TableMetadataValue:
+    """The first ``max_rows`` rows of a frame as a typed table the UI shows inline, floats
+    rounded to ``decimals`` (the frames' percentages have two), text cut at ``TEXT_CHARS``."""
+    head = frame.head(max_rows)
+    columns, cells = [], {}
+    for name, dtype in head.schema.items():
+        if dtype.is_float():
+            kind, values = "float", [None if v is None else round(v, decimals)
+                                     for v in head[name].to_list()]
+        elif dtype.is_integer():
+            kind, values = "int", head[name].to_list()
+        else:
+            kind = _TYPES.get(type(dtype), "string")
+            values = head[name].to_list() if kind == "bool" else [
+                None if v is None else _cut(str(v)) for v in head[name].to_list()]
+        columns.append(dg.TableColumn(name, kind))
+        cells[name] = values
+    records = [dg.TableRecord(dict(zip(cells, row, strict=True)))
+               for row in zip(*cells.values(), strict=True)]
+    return dg.MetadataValue.table(records=records, schema=dg.TableSchema(columns=columns))
+
+
 def markdown_table(frame: pl.DataFrame, max_rows: int = 20) -> dg.MetadataValue:
-    """The first ``max_rows`` rows as a Markdown table (the UI renders it)."""
+    """The first ``max_rows`` rows as a Markdown table: for previews of raw rows, which the UI
+    keeps behind a "[Show Markdown]" link once over 1,000 characters, so their long ids and
+    texts do not widen the page's metadata (the science tables are ``frame_table``)."""
     head = frame.head(max_rows)
     return dg.MetadataValue.md(tabulate(head.rows(), headers=head.columns, tablefmt="pipe"))
 

@@ -62,7 +62,9 @@ def cache_metadata(context: dg.AssetExecutionContext, key: str,
         return {"cache": "off", "cache_key": key}
     stats: ShardStats = store.last_stats
     context.log.info(stats.message(stage))
-    return {**stats.metadata(), "shards_dir": dg.MetadataValue.path(str(store.root))}
+    # the shards are in <stage folder>/<cache_key>: two short entries rather than one long
+    # path, which would widen the UI's metadata table past its panel
+    return {**stats.metadata(), "stage folder": dg.MetadataValue.path(str(store.root.parent))}
 
 
 @contextmanager

@@ -3,12 +3,15 @@
 Training runs 1-4 epochs and keeps the epoch with the best validation pass@1 (App. B), in its
 own process by default (``training.isolate``), started through Dagster Pipes: its log lines,
 metadata and data version (the hash of the adapter's weights) come back into the run. The
-per-epoch curve and, for DPO, the reward margins per step are in the metadata.
+metadata states every setting it was trained with (also the run's tag, one line per adapter),
+the per-epoch validation curve and the training log (loss; DPO's reward margins) as tables.
 """
 
 import json
 import shutil
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import polars as pl
@@ -19,27 +22,63 @@ from assets._adapter_files import (
     adapter_weights_version,
     adapter_work_dir,
 )
-from assets._metadata import image
+from assets._metadata import frame_table, image
 from assets._stages import policy_identity
 from assets.versioning import code_version_of
 from resources import ExperimentResource, InferenceResource
 from resources.training import train_with_pipes
 from saturated_dag.atomic import atomic_write_text
-from saturated_dag.config import Profile
+from saturated_dag.config import Profile, TrainingSettings
 from saturated_dag.experiments import Experiment
 from saturated_dag.plots import training_curves
 from saturated_dag.shards import frame_digest, questions_digest, stage_key
 from saturated_dag.tasks import validation_questions
-from saturated_dag.training.config import resolve_dtype
+from saturated_dag.training.config import (
+    resolve_dtype,
+    settings_for,
+    settings_line,
+    settings_summary,
+)
 
 
-def _curve_markdown(epochs: list[dict]) -> str:
-    lines = ["| epoch | step | validation pass@1 (%) |", "|---|---|---|"]
-    for e in epochs:
-        value = e.get("val_pass@1")
-        lines.append(f"| {e['epoch']} | {e['step']} | "
-                     f"{'' if value is None else f'{100 * value:.1f}'} |")
-    return "\n".join(lines)
+def _curve_table(epochs: list[dict]) -> dg.TableMetadataValue:
+    """Validation pass@1 (%) after each epoch, the kept one marked."""
+    best = max((e for e in epochs if e.get("val_pass@1") is not None),
+               key=lambda e: (e["val_pass@1"], -e["epoch"]), default=None)
+    frame = pl.DataFrame(
+        {"epoch": [e["epoch"] for e in epochs], "step": [e["step"] for e in epochs],
+         "validation pass@1 (%)": [None if e.get("val_pass@1") is None
+                                   else 100 * e["val_pass@1"] for e in epochs],
+         "kept": [e is best for e in epochs]},
+        schema={"epoch": pl.Int64, "step": pl.Int64, "validation pass@1 (%)": pl.Float64,
+                "kept": pl.Boolean})
+    return frame_table(frame)
+
+
+LOG_ROWS = 25
+"""At most this many rows of the training log in the metadata (evenly spaced, last kept)."""
+
+
+def training_log_table(history: list[dict]) -> dg.TableMetadataValue | None:
+    """Loss (and, for DPO, the reward margin and accuracy) per logged step, thinned to
+    ``LOG_ROWS`` rows; the figure has every step."""
+    rows = [h for h in history if "loss" in h]
+    if not rows:
+        return None
+    stride = max(1, -(-len(rows) // LOG_ROWS))
+    kept = rows[::stride] if rows[::stride][-1] is rows[-1] else [*rows[::stride], rows[-1]]
+    columns = {"step": "step", "epoch": "epoch", "loss": "loss",
+               "rewards/margins": "reward margin", "rewards/accuracies": "reward accuracy",
+               "rank_loss": "rank loss", "sft_loss": "sft loss",
+               "learning_rate": "learning rate"}
+    present = [c for c in columns if any(c in h for h in kept)]
+    frame = pl.DataFrame({columns[c]: [h.get(c) for h in kept] for c in present},
+                         schema={columns[c]: pl.Int64 if c == "step" else pl.Float64
+                                 for c in present})
+    if "learning rate" in frame.columns:  # 2e-05, not 0.0 after rounding
+        frame = frame.with_columns(pl.col("learning rate").map_elements(
+            lambda v: f"{v:.3g}", return_dtype=pl.String))
+    return frame_table(frame, max_rows=LOG_ROWS + 1, decimals=4)
 
 
 def _train(context: dg.AssetExecutionContext, inference: InferenceResource, spec: dict,
@@ -49,8 +88,6 @@ def _train(context: dg.AssetExecutionContext, inference: InferenceResource, spec
     inference.release()
     if isolate:
         return train_with_pipes(context, spec, work)
-    from dataclasses import asdict
-
     from saturated_dag.training.isolated import train_from_spec
 
     return asdict(train_from_spec(spec, log=context.log.info))
@@ -68,6 +105,15 @@ def training_key(profile: Profile, task: str, exp: Experiment, code_version: str
               "answer_check": profile.answer_check,  # epoch selection's validation pass@1
               "validation": questions_digest(validation_questions(profile, task))}
     return stage_key("adapter", code_version, config, {"data": frame_digest(data)})
+
+
+def training_overrides(exp: Experiment, base: TrainingSettings) -> dict[str, Any]:
+    """What the training process applies to the profile's training section so that it trains
+    exactly ``exp.training(base)``: the cell's overrides and the per-device batch they imply
+    (a grid batch below the per-device batch lowers it, which the overrides alone do not say:
+    batch 2 on a per-device batch of 8 was refused as not a multiple)."""
+    return {**dict(exp.overrides),
+            "per_device_batch_size": exp.training(base).per_device_batch_size}
 
 
 def _cached_result(out: Path, key: str) -> dict | None:
@@ -93,7 +139,7 @@ def _description(exp: Experiment) -> str:
 def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
     @dg.asset(
         key=[task, exp.split, "adapter", exp.name], group_name=f"{task}_{exp.split}",
-        pool="gpu", kinds={"pytorch", "peft"},
+        pool="gpu", kinds={"lora", "peft", "pytorch"},  # "lora": the graph node's badge
         ins={"data": dg.AssetIn(key=[task, *exp.dataset])}, deps=["base_model"],
         description=_description(exp),
     )
@@ -105,6 +151,12 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
         work = adapter_work_dir(experiment.output_dir, task, exp)
         key = training_key(profile, task, exp, code_version_of(context),
                            policy_identity(settings), data)
+        trained_with = exp.training(profile.training)
+        planned = asdict(settings_for(exp.method, trained_with))
+        # the run's tags say what each of its adapters is trained with (the UI's run list)
+        context.instance.add_run_tags(context.run_id, {
+            f"saturated_dag/{task}/{exp.split}/adapter/{exp.name}":
+                settings_line(exp.method, planned)})
         result = _cached_result(out, key) if profile.stages.cache else None
         hit = result is not None
         if result is not None:
@@ -113,8 +165,11 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
             work.mkdir(parents=True, exist_ok=True)
             data_path = work / "data.parquet"
             data.write_parquet(data_path)  # a scratch copy for the child process
+            context.log.info(f"adapter {exp.name} trains with: "
+                             f"{settings_line(exp.method, planned)}")
             spec = {"profile": profile.model_dump(mode="json"), "task": task,
-                    "method": exp.method, "training_overrides": dict(exp.overrides),
+                    "method": exp.method,
+                    "training_overrides": training_overrides(exp, profile.training),
                     "base_model": settings.model, "batch_size": settings.batch_size,
                     "chat_template": settings.chat_template,
                     "enable_thinking": settings.enable_thinking, "data": str(data_path),
@@ -126,23 +181,33 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
         history = result["log_history"]
         margins = [h["rewards/margins"] for h in history if "rewards/margins" in h]
         losses = [h["loss"] for h in history if "loss" in h]
+        record = json.loads((out / "training_config.json").read_text())
+        best = next((e for e in result["epochs"] if e["epoch"] == result["best_epoch"]), {})
         metadata: dict[str, object] = {
-            "adapter_dir": dg.MetadataValue.path(result["adapter_dir"]),
             "method": exp.method, "scorer": exp.scorer or "none", "split": exp.split,
-            "settings": dg.MetadataValue.json(dict(exp.overrides)),
-            "training_rows": data.height, "best_epoch": result["best_epoch"],
-            "isolated_process": profile.training.isolate,
-            "cache": "hit" if hit else "miss", "cache_key": key,
-            "validation curve": dg.MetadataValue.md(_curve_markdown(result["epochs"])),
-            "final_train_loss": losses[-1] if losses else None,
+            "training set": "/".join([task, *exp.dataset]),
+            "training rows": data.height,
+            "best epoch": result["best_epoch"],
+            **({"best validation pass@1 (%)": round(100 * best["val_pass@1"], 2)}
+               if best.get("val_pass@1") is not None else {}),
+            "final train loss": round(losses[-1], 4) if losses else None,
+            # what it was trained with, as training_config.json records it
+            **settings_summary(exp.method, record.get("settings", planned)),
+            "precision": record.get("precision", ""),
+            "validation curve": _curve_table(result["epochs"]),
         }
-        if margins:
-            metadata["dpo_reward_margins"] = dg.MetadataValue.json(
-                {"step": list(range(1, len(margins) + 1)), "margin": margins})
+        log_table = training_log_table(history)
+        if log_table is not None:
+            metadata["training log"] = log_table
         png = training_curves(result["epochs"], margins,
                               adapter_curves_png(experiment.output_dir, task, exp),
                               f"{task} {exp.split}: {exp.name}")
         metadata["training curves"] = image(png, "validation pass@1 and reward margins")
+        metadata.update({  # where it is and how it was made: below the science
+            "adapter_dir": dg.MetadataValue.path(result["adapter_dir"]),
+            "overrides of the profile": dg.MetadataValue.json(dict(exp.overrides)),
+            "isolated_process": profile.training.isolate,
+            "cache": "hit" if hit else "miss", "cache_key": key})
         # the child reports the weights' hash through Pipes; a cache hit or an in-process run
         # hashes the same file here
         version = result.get("data_version") or adapter_weights_version(out)

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import polars as pl
 
-from assets._metadata import eval_report_ins, frame_output, image, markdown_table, save_figure
+from assets._metadata import eval_report_ins, frame_output, frame_table, image, save_figure
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_write_csv
@@ -82,6 +82,25 @@ def _style_shift(styles: pl.DataFrame, path: Path, title: str) -> Path:
     return save_figure(fig, path)
 
 
+def _interval(value: float | None, low: float | None, high: float | None) -> str:
+    if value is None:
+        return ""
+    if low is None or high is None:
+        return f"{value:+.2f}"
+    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+def _shown(table: pl.DataFrame) -> pl.DataFrame:
+    """The behaviour table as the UI shows it inline: narrow (the UI gives a metadata value
+    about 500 pixels), Δ pass@1 with its interval in one cell, names that can wrap; every
+    column is in the CSV."""
+    delta = [_interval(v, lo, hi) for v, lo, hi in
+             table.select("Δ pass@1", "Δ pass@1 low", "Δ pass@1 high").iter_rows()]
+    return table.select(
+        pl.col("row").str.replace_all("/", " / ", literal=True).alias("adapter"), "cell",
+        "pass@1", pl.Series("Δ pass@1", delta, pl.String), "Δ mean_tokens", "Δ answer_rate")
+
+
 def behaviour_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefinition:
     ins = eval_report_ins(task, experiments)
 
@@ -101,19 +120,14 @@ def behaviour_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefini
         png = _heatmaps(table, out / "behaviour.png",
                         f"{task}: change from the base model, per eval cell")
         metadata: dict[str, object] = {
-            "table": markdown_table(
-                table.select("row", "cell", "samples", "pass@1", "Δ pass@1", "Δ pass@1 low",
-                             "Δ pass@1 high", "mean_tokens", "Δ mean_tokens", "answer_rate",
-                             "Δ answer_rate")
-                .with_columns(pl.col(pl.Float64).round(2)), max_rows=500),
+            "table": frame_table(_shown(table), max_rows=500),
             "figure": image(png, "Δ pass@1 and Δ length per adapter and cell"),
             "csv": dg.MetadataValue.path(str(out / "behaviour.csv")),
         }
         if profile.policy.model == EMBEDDED_MODEL and task == "chain_sum":
             styles = style_table(reports["base"], runs, detect_style)
             atomic_write_csv(styles, out / "styles.csv")
-            metadata["styles"] = markdown_table(
-                styles.with_columns(pl.col(pl.Float64).round(2)), max_rows=1000)
+            metadata["styles"] = frame_table(styles, max_rows=1000)
             metadata["styles csv"] = dg.MetadataValue.path(str(out / "styles.csv"))
             figure = _style_shift(styles, out / "styles.png",
                                   f"{task}: change in solution-style share from the base "

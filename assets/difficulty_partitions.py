@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets._metadata import frame_output, image, markdown_table
+from assets._metadata import frame_output, frame_table, image, markdown_table
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag import partitions
@@ -41,9 +41,13 @@ def difficulty_partitions_asset(task: str) -> dg.AssetsDefinition:
         grids = {pool: partitions.pass_at_1_grid(table, pool) for pool in ("D", "D_prime")}
         grids = {pool: g for pool, g in grids.items() if not g.is_empty()}
         if grids:
-            markdown = "\n".join(partitions.grid_markdown(g, f"pass@1 (%), {POOL_TITLES[p]}")
-                                 for p, g in grids.items())
-            metadata["pass@1 heatmap (table)"] = dg.MetadataValue.md(markdown)
+            for pool, grid in grids.items():  # Table 6: terms down, digits across, in %
+                context.log.info(partitions.grid_markdown(grid, f"pass@1 (%), "
+                                                          f"{POOL_TITLES[pool]}"))
+                digits = [c for c in grid.columns if c != partitions.GRID_INDEX]
+                metadata[f"pass@1 (%), {POOL_TITLES[pool]}"] = frame_table(grid.select(
+                    pl.col(partitions.GRID_INDEX).alias("terms / digits"),
+                    *(pl.col(d) * 100 for d in digits)), decimals=1)
             png = Path(experiment.output_dir) / task / "pass_at_1_heatmap.png"
             pass_at_1_heatmap({POOL_TITLES[p]: g for p, g in grids.items()}, png,
                               f"{task}: pass@1 of {experiment.settings.policy.model}")

@@ -2,7 +2,9 @@
 held-out eval set (App. B.1). The stored report keeps every sample (question, cell, sample
 index, gold, completion, extracted answer, verdict, token count, finish reason, mean entropy),
 loadable with polars and ``datasets``, so every table is recomputed from it and any other
-analysis needs no new sampling.
+analysis needs no new sampling. Its metadata leads with pass@1 and pass@k, and on an adapter's
+report the Δ to the base model's report (an input), each with its 95% interval, then a per-cell
+table; sampling settings and cache details follow.
 
 Eval replicates accumulate: a report evaluates ``evaluation.replicates`` replicates, never
 fewer than its latest materialisation holds, and one more when the nightly schedule runs it
@@ -21,7 +23,7 @@ import dagster as dg
 import polars as pl
 
 from assets._adapter_files import adapter_dir, adapter_weights_version
-from assets._metadata import frame_output, markdown_table
+from assets._metadata import frame_output, markdown_table, text_table
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from assets.selection import same_adapters, selection_key
 from resources import ExperimentResource, InferenceResource
@@ -32,15 +34,16 @@ from saturated_dag.evaluation import (
     evaluate_samples,
     per_question_results,
     sample_shards_together,
-    summarise,
 )
 from saturated_dag.experiments import Experiment
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
+from saturated_dag.result_tables import display_rows, eval_set_caption, results_table
 from saturated_dag.selection import chosen
 from saturated_dag.shards import ShardStore, questions_digest
-from saturated_dag.tasks import eval_questions
+from saturated_dag.tasks import eval_questions, eval_set_name
 
-EVAL_ASSET = {"io_manager_key": "parquet_io", "pool": "gpu", "kinds": {"polars", "parquet"},
+EVAL_ASSET = {"io_manager_key": "parquet_io", "pool": "gpu",
+              "kinds": {"eval", "polars", "parquet"},  # "eval": the graph node's badge
               "metadata": schema_metadata("eval_report")}
 
 
@@ -77,8 +80,9 @@ Target = tuple[Callable[[], GenerationBackend], Path | None]
 
 def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
             inference: InferenceResource, task: str, targets: list[Target],
-            label: str) -> dg.Output[pl.DataFrame]:
-    """Evaluate each target (training replicate r = its index) over every eval replicate.
+            label: str, base: pl.DataFrame | None = None) -> dg.Output[pl.DataFrame]:
+    """Evaluate each target (training replicate r = its index) over every eval replicate;
+    ``base``: the base model's report, for the Δ (None: this is the base model's report).
 
     With ``evaluation.adapters_per_pass`` above 1 every missing shard of every (training,
     eval) replicate is first sampled in shared batched passes on the policy backend
@@ -128,27 +132,73 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
             loaded[0].close()  # a merged copy on transformers; a no-op view on vLLM
     samples = pl.concat(parts)
     table = per_question_results(samples)
-    summary = summarise(table, ks=sorted({1, profile.sampling.n}))
-    by_cell = (table.group_by("cell", maintain_order=True)
-               .agg((pl.col("correct").sum() / pl.col("n").sum()).alias("pass@1"))
-               .sort("cell"))
+    base_table = None if base is None else per_question_results(base)
+    science = science_metadata(table, base_table, profile.sampling.n,
+                               eval_set_name(profile, task, table["question_id"].n_unique()))
     return frame_output(samples, {
-        **{k: float(v) for k, v in summary.items()},
+        **science,
+        "temperature": profile.sampling.temperature,
+        "top_p": profile.sampling.top_p,
+        "max_new_tokens": profile.sampling.max_new_tokens,
+        "samples_per_question": profile.sampling.n,
+        "sampling seed": profile.sampling.seed,
+        "answer_check": profile.answer_check,
         "samples": samples.height,
         "eval_replicates": replicates,
         "training_replicates": len(targets),
-        "mean_tokens": float(samples["num_tokens"].mean() or 0.0),
+        "mean_tokens": round(float(samples["num_tokens"].mean() or 0.0), 2),
+        # where the samples came from: below the science
         **cache,  # the last replicate's; each replicate's is in the log
-        "shards_sampled_in_batched_passes": sum(batched.values()),
-        "samples_per_question": profile.sampling.n,
-        "answer_check": profile.answer_check,
-        "pass@1 by cell (%)": dg.MetadataValue.json(
-            {str(cell): round(100 * float(value), 2) for cell, value in by_cell.iter_rows()}),
+        "shards sampled in batched passes": sum(batched.values()),
         "preview": markdown_table(table, max_rows=10),
         "samples preview": markdown_table(
             samples.select("question_id", "sample_index", "answer", "gold", "correct",
                            "num_tokens"), max_rows=10),
     })
+
+
+def _summary_row(table: pl.DataFrame, base: pl.DataFrame | None, k: int,
+                 eval_set: str | None = None) -> pl.DataFrame:
+    """The report as a results table's rows: the base model's, then this report's (when it is
+    an adapter's: ``base`` given), with intervals and the paired Δ."""
+    if base is None:
+        return results_table(table, {}, k=k, eval_set=eval_set)
+    return results_table(base, {("adapter", "adapter", None): table}, k=k, eval_set=eval_set)
+
+
+def science_metadata(table: pl.DataFrame, base: pl.DataFrame | None, k: int,
+                     eval_set: str) -> dict[str, object]:
+    """What a researcher reads first: pass@1 and pass@k with their 95% intervals, the Δ to
+    the base model with its paired interval (an adapter's report), as plain numbers the
+    Plots view charts across materialisations, then the same per eval cell as a table."""
+    frame = _summary_row(table, base, k, eval_set)
+    row = frame.row(frame.height - 1, named=True)
+    metrics = [c for c in frame.columns if c.startswith("pass@") and " " not in c]
+    shown = [*metrics, *(f"Δ {m}" for m in metrics)] if base is not None else metrics
+    out: dict[str, object] = {}
+    for col in shown:
+        for end in ("", " low", " high"):
+            out[f"{col}{end}"] = round(float(row[f"{col}{end}"]), 2)
+    if base is not None:
+        out["base pass@1"] = round(float(frame["pass@1"][0]), 2)
+    out["questions"] = int(row["questions"])
+    out["about the intervals"] = dg.MetadataValue.md(eval_set_caption(frame))
+    headers: list[str] = []
+    rows: list[list[object]] = []
+    for cell in sorted(table["cell"].unique().to_list()):
+        base_cell = None if base is None else base.filter(pl.col("cell") == cell)
+        part = _summary_row(table.filter(pl.col("cell") == cell), base_cell, k)
+        names, texts = display_rows(part, best=str)
+        # pass@1 and its Δ (pass@k too on the base model's): the UI gives the table ~500 px
+        wanted = ["pass@1", "Δ pass@1"] if base is not None else [
+            n for n in names if n.startswith("pass@")]
+        picked = {n: v for n, v in zip(names, texts[-1], strict=True) if n in wanted}
+        if base is not None:
+            picked = {"base pass@1": f"{part['pass@1'][0]:.2f}", **picked}
+        headers = ["cell", *picked]
+        rows.append([cell, *picked.values()])
+    out["by cell"] = text_table(headers, rows)  # each cell's question count: the eval set's
+    return out
 
 
 def _sample_together(context: dg.AssetExecutionContext, experiment: ExperimentResource,
@@ -186,7 +236,7 @@ def _sample_together(context: dg.AssetExecutionContext, experiment: ExperimentRe
 
 def base_eval_asset(task: str) -> dg.AssetsDefinition:
     @dg.asset(key=[task, "eval", "base"], group_name=task, deps=["base_model"], **EVAL_ASSET,
-              description=f"The base model on the {task} eval set.")
+              description=f"Eval report: the base model on the {task} eval set.")
     def base_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                   inference: InferenceResource) -> dg.Output[pl.DataFrame]:
         return _report(context, experiment, inference, task,
@@ -200,21 +250,23 @@ def adapter_eval_asset(task: str, cell: Experiment,
     """The cell's report: its one configuration, or (several: ``trained`` has more than one
     entry) the one its selection asset chose, over that configuration's training seeds."""
     selected = len(trained) > 1
+    # the base model's report: the Δ and its paired interval are on this report's page
+    ins = {"base": dg.AssetIn(key=[task, "eval", "base"])}
     if selected:
-        upstream = {"ins": {"selection": dg.AssetIn(key=selection_key(task, cell))}}
+        upstream = {"ins": {**ins, "selection": dg.AssetIn(key=selection_key(task, cell))}}
     else:
         (seeds,) = trained.values()
-        upstream = {"deps": [dg.AssetKey([task, cell.split, "adapter", s.name])
-                             for s in seeds]}
+        upstream = {"ins": ins, "deps": [dg.AssetKey([task, cell.split, "adapter", s.name])
+                                         for s in seeds]}
     by_name = {config.name: seeds for config, seeds in trained.items()}
 
     @dg.asset(key=[task, cell.split, "eval", cell.name], group_name=f"{task}_{cell.split}",
               **upstream, **EVAL_ASSET,
-              description=f"The {cell.name} cell ({cell.split}) on the {task} eval set"
+              description=f"Eval report: the {cell.name} cell ({cell.split}) on the {task} eval set"
               + (": the configuration its selection chose." if selected else "."))
     def adapter_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-                     inference: InferenceResource, **chosen_by: pl.DataFrame
-                     ) -> dg.Output[pl.DataFrame]:
+                     inference: InferenceResource, base: pl.DataFrame,
+                     **chosen_by: pl.DataFrame) -> dg.Output[pl.DataFrame]:
         same_adapters(experiment.settings, cell, trained)
         settings = inference.policy_settings()
         name = chosen(chosen_by["selection"]) if selected else next(iter(by_name))
@@ -238,7 +290,7 @@ def adapter_eval_asset(task: str, cell: Experiment,
 
             targets.append((backend, folder))
         return _report(context, experiment, inference, task, targets,
-                       f"{cell.split}/{cell.name} ({name})")
+                       f"{cell.split}/{cell.name} ({name})", base=base)
 
     return adapter_eval
 

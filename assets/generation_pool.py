@@ -9,7 +9,7 @@ unchanged re-run is a cache hit.
 import dagster as dg
 import polars as pl
 
-from assets._metadata import frame_output, markdown_table
+from assets._metadata import frame_output, frame_table, markdown_table
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
@@ -56,26 +56,27 @@ def generation_pool_asset(task: str) -> dg.AssetsDefinition:
                 answer_check=profile.answer_check,
             )
         by_cell = (pool.group_by(["pool", "cell"], maintain_order=True)
-                   .agg(pl.col("correct").cast(pl.Float64).mean().alias("pass@1"))
+                   .agg((100 * pl.col("correct").cast(pl.Float64).mean()).alias("pass@1 (%)"))
                    .sort(["pool", "cell"], nulls_last=True))
         answers = pool["answer"]
         return frame_output(
             pool,
             metadata={
-                **cache_metadata(context, key, store),
                 "profile": profile.name,
                 "model": settings.model,
                 "questions": len(questions),
                 "completions": pool.height,
                 "samples_per_question": profile.sampling.n,
                 "answer_check": profile.answer_check,
-                "pass@1": float(pool["correct"].cast(pl.Float64).mean() or 0.0),
+                "pass@1 (%)": round(100 * float(pool["correct"].cast(pl.Float64).mean() or 0.0),
+                                    2),
                 "truncated_completions": int((pool["finish_reason"] == "length").sum()),
                 # no answer found (none stated, or an empty box): incorrect, and counted here
                 "completions_without_answer": int(answers.is_null().sum()
                                                   + (answers == "").sum()),
-                "mean_tokens": float(pool["num_tokens"].mean() or 0.0),
-                "pass@1 by cell": markdown_table(by_cell, max_rows=100),
+                "mean_tokens": round(float(pool["num_tokens"].mean() or 0.0), 2),
+                "pass@1 by cell": frame_table(by_cell, max_rows=200),
+                **cache_metadata(context, key, store),  # below the science
                 "preview": markdown_table(
                     pool.select("question_id", "sample_index", "answer", "gold", "correct",
                                 "num_tokens", "mean_entropy"), max_rows=10),

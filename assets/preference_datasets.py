@@ -51,11 +51,11 @@ def equal_text_pairs(table: pl.DataFrame) -> int:
 def _scored_asset(task: str, split: str, kind: str, scorer: str) -> dg.AssetsDefinition:
     @dg.asset(
         key=[task, split, kind, scorer], group_name=f"{task}_{split}",
-        io_manager_key="parquet_io", kinds={"polars", "parquet"},
+        io_manager_key="parquet_io", kinds={"dataset", kind, "parquet"},  # the node's badges
         metadata=schema_metadata(kind),
         ins={"generation_pool": dg.AssetIn(key=[task, "generation_pool"]),
              "scores": dg.AssetIn(key=[task, SCORER_ASSETS[scorer]])},
-        description=f"{kind} of the {split} split, ranked by the {scorer} scorer.",
+        description=f"Dataset: {kind} of the {split} split, ranked by the {scorer} scorer.",
     )
     def dataset(experiment: ExperimentResource, generation_pool: pl.DataFrame,
                 scores: pl.DataFrame) -> dg.Output[pl.DataFrame]:
@@ -84,11 +84,12 @@ def _scored_asset(task: str, split: str, kind: str, scorer: str) -> dg.AssetsDef
 def _sft_asset(task: str, split: str) -> dg.AssetsDefinition:
     @dg.asset(
         key=[task, split, "sft_set"], group_name=f"{task}_{split}",
-        io_manager_key="parquet_io", kinds={"polars", "parquet"},
+        io_manager_key="parquet_io", kinds={"dataset", "sft_set", "parquet"},
         metadata=schema_metadata("sft_set"),
         ins={"generation_pool": dg.AssetIn(key=[task, "generation_pool"]),
              "difficulty_partitions": dg.AssetIn(key=[task, "difficulty_partitions"])},
-        description=f"Every correct completion of the {split} split (the SFT baseline).",
+        description=f"Dataset: every correct completion of the {split} split (the SFT "
+        "baseline).",
     )
     def sft_set(generation_pool: pl.DataFrame,
                 difficulty_partitions: pl.DataFrame) -> dg.Output[pl.DataFrame]:
@@ -114,10 +115,10 @@ def _correctness_asset(task: str, selection: str) -> dg.AssetsDefinition:
 
     spec = {"key": [task, "hard", "correctness_pairs", selection],
             "group_name": f"{task}_hard", "io_manager_key": "parquet_io",
-            "kinds": {"polars", "parquet"}, "ins": ins,
+            "kinds": {"dataset", "correctness_pairs", "parquet"}, "ins": ins,
             "metadata": schema_metadata("correctness_pairs"),
-            "description": f"Hard split: correct vs incorrect pairs, chosen by {selection} "
-            "(App. C.1); questions with pass@8 = 0 filtered out."}
+            "description": "Dataset: correct vs incorrect pairs of the hard split, chosen by "
+            f"{selection} (App. C.1); questions with pass@8 = 0 filtered out."}
     if selection == "self_judge":
         @dg.asset(**spec)
         def judged_pairs(experiment: ExperimentResource, generation_pool: pl.DataFrame,

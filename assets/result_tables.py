@@ -16,23 +16,84 @@ import matplotlib.pyplot as plt
 import polars as pl
 
 from assets._adapter_files import adapter_dir
-from assets._metadata import eval_report_ins, frame_output, image, save_figure
+from assets._metadata import eval_report_ins, frame_output, image, save_figure, text_table
 from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_write_csv, atomic_write_text
 from saturated_dag.evaluation import per_question_results
 from saturated_dag.experiments import SWEEP_TITLES, Experiment, SweepRow
-from saturated_dag.result_tables import eval_set_caption, results_table, sweep_table, to_markdown
+from saturated_dag.result_tables import (
+    display_rows,
+    eval_set_caption,
+    results_table,
+    sweep_table,
+    to_markdown,
+)
 from saturated_dag.schemas import schema, sweep_schema_name
 from saturated_dag.selection import chosen
 from saturated_dag.tasks import eval_set_name
 
 
+def table_metadata(frame: pl.DataFrame, metric: str = "pass@1") -> dg.TableMetadataValue:
+    """One metric of the table inline in the UI: every value rounded, its interval beside it,
+    the best per split marked ★, its Δ to the base model with the paired interval, * when that
+    excludes 0.
+
+    Narrower than the Markdown file, since the UI gives a metadata value about 500 pixels:
+    one metric per table (``metric_tables``), split, method and scorer (or a sweep's setting)
+    one ``run`` column, a sweep's kept epoch, the adapter's name left to the CSV and Markdown."""
+    headers, rows = display_rows(frame)
+    labels = [c for c in ("split", "method", "scorer", "run") if c in headers]
+    kept = [*(["epochs"] if "epochs" in headers else []), metric, f"Δ {metric}"]
+    shown = []
+    for row in rows:
+        cell = dict(zip(headers, row, strict=True))
+        run = " · ".join(str(cell[c]) for c in labels if cell[c] not in ("", "-"))
+        shown.append([run, *(cell[c] for c in kept)])
+    notes = {"run": "split · method · scorer (a sweep: split · setting)",
+             "epochs": "the epoch kept (best validation pass@1)",
+             metric: "% with its 95% interval; ★ the best of its split",
+             f"Δ {metric}": "points against the base model, with the paired 95% interval; * "
+                            "when the interval excludes 0"}
+    return text_table(["run", *kept], shown, notes)
+
+
+def metric_tables(frame: pl.DataFrame) -> dict[str, dg.TableMetadataValue]:
+    """``table`` (pass@1) and ``pass@k table``: the results as the UI shows them inline."""
+    metrics = [c for c in frame.columns if c.startswith("pass@") and " " not in c]
+    return {("table" if m == "pass@1" else f"{m} table"): table_metadata(frame, m)
+            for m in metrics}
+
+
+def _label(row: dict) -> str:
+    """A row's ``run`` as ``table_metadata`` shows it."""
+    names = ("split", "run") if "run" in row else ("split", "method", "scorer")
+    return " · ".join(str(row[c]) for c in names if row[c])
+
+
+def headline(frame: pl.DataFrame) -> dict[str, object]:
+    """Plain numbers the UI's Plots view charts across materialisations (nightly replicates
+    make them a curve): the base model's pass@1 and the largest Δ pass@1 with their 95%
+    intervals, rounded to two decimals, and how many rows' Δ excludes 0."""
+    base = frame.row(0, named=True)
+    out: dict[str, object] = {f"base pass@1{end}": round(base[f"pass@1{end}"], 2)
+                              for end in ("", " low", " high") if f"pass@1{end}" in base}
+    runs = frame.slice(1)
+    if runs.height:
+        top = runs.row(int(runs["Δ pass@1"].arg_max() or 0), named=True)
+        out.update({f"best Δ pass@1{end}": round(top[f"Δ pass@1{end}"], 2)
+                    for end in ("", " low", " high") if f"Δ pass@1{end}" in top})
+        out["best Δ pass@1 row"] = _label(top)
+        if "Δ pass@1 excludes 0" in runs.columns:
+            out["rows whose Δ pass@1 excludes 0"] = int(runs["Δ pass@1 excludes 0"].sum())
+    return out
+
+
 def _plot(frame: pl.DataFrame, path: Path, title: str) -> Path:
     labels = [f"{r['split']}: {r['method']} {r['scorer']}".strip() if r["split"] != "-"
               else r["method"] for r in frame.iter_rows(named=True)]
-    fig, ax = plt.subplots(figsize=(8, 0.35 * frame.height + 1.5))
+    fig, ax = plt.subplots(figsize=(9, 0.35 * frame.height + 1.5))
     values = frame["pass@1"].to_list()
     xerr = None
     if "pass@1 low" in frame.columns:  # the 95% intervals (docs/statistics.md)
@@ -44,7 +105,7 @@ def _plot(frame: pl.DataFrame, path: Path, title: str) -> Path:
     ax.axvline(frame["pass@1"][0], color="red", linestyle="--", label="base model")
     ax.set_xlabel("pass@1 (%), with 95% intervals" if xerr else "pass@1 (%)")
     ax.set_title(title)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)  # off the bars
     return save_figure(fig, path)
 
 
@@ -73,11 +134,14 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
         png = _plot(frame, out / "results_table.png", f"{task}: pass@1 by method and scorer")
         context.log.info(f"{caption}\n{markdown}")
         return frame_output(frame, {
-            "table": dg.MetadataValue.md(markdown),
+            **metric_tables(frame),
+            "about the table": dg.MetadataValue.md(caption),
+            **headline(frame),
+            "figure": image(png, "pass@1 by method and scorer"),
             "eval_set": eval_set,
             "policy": profile.policy.model, "profile": profile.name,
             "csv": dg.MetadataValue.path(str(out / "results_table.csv")),
-            "figure": image(png, "pass@1 by method and scorer"),
+            "markdown": dg.MetadataValue.path(str(out / "results_table.md")),
         })
 
     return results
@@ -166,9 +230,9 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
         atomic_write_text(out / f"{name}.md", f"{title}\n{caption}\n\n{markdown}\n")
         context.log.info(f"{title}\n{caption}\n{markdown}")
         metadata: dict[str, object] = {
-            "table": dg.MetadataValue.md(f"**{title}** ({caption})\n\n{markdown}"),
-            "eval_set": eval_set,
-            "csv": dg.MetadataValue.path(str(out / f"{name}.csv")),
+            **metric_tables(frame),
+            "about the table": dg.MetadataValue.md(f"{title}. {caption}"),
+            **headline(frame),
         }
         if sweep == "rank_weight":
             png = _plot_lambda(frame, k, out / f"{name}.png", f"{task}: {title}")
@@ -179,6 +243,9 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
             metadata["figure"] = image(
                 _plot(relabelled, out / f"{name}.png",
                       f"{task}: {title}"), title)
+        metadata.update({"eval_set": eval_set,
+                         "csv": dg.MetadataValue.path(str(out / f"{name}.csv")),
+                         "markdown": dg.MetadataValue.path(str(out / f"{name}.md"))})
         return frame_output(frame, metadata)
 
     return table

@@ -2,7 +2,7 @@
 
 The paper's judge-agreement table (mean, median, % positive rho per split) as Markdown and CSV
 metadata, and the rho distributions as a PNG (its Figure 4). On chain sum the rubric joins as a
-scorer, so every scorer is also held against it.
+scorer, so every scorer is also held against it, unless the strong judge is the rubric.
 """
 
 from pathlib import Path
@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets._metadata import frame_output, image, markdown_table
+from assets._metadata import frame_output, frame_table, image, markdown_table
 from assets.quality_scores import SCORERS, selection_for
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
@@ -38,7 +38,10 @@ def scorer_agreement_asset(task: str) -> dg.AssetsDefinition:
         profile = experiment.settings
         scores = {"entropy": entropy_scores, "self_judge": self_judge_scores,
                   "strong_judge": strong_judge_scores, "random": random_scores}
-        if task == "chain_sum":
+        rubric_judge = profile.judges.strong.kind == "rubric"
+        # the rubric joins as the ground truth on chain sum, unless it already is the strong
+        # judge: the same function twice would only add rows with ρ = 1
+        if task == "chain_sum" and not rubric_judge:
             selection = selection_for(profile, generation_pool, difficulty_partitions)
             scores["rubric"] = agreement.rubric_scores(selection)
         per_question = agreement.per_question_rho(scores, correct_only=True)
@@ -52,14 +55,22 @@ def scorer_agreement_asset(task: str) -> dg.AssetsDefinition:
         png = agreement.rho_figure(per_question, out_dir / "scorer_agreement_rho.png", title)
         context.log.info("\n" + agreement.summary_markdown(summary, title))
         return frame_output(per_question, {
-            "agreement table": dg.MetadataValue.md(agreement.summary_markdown(summary, title)),
-            "agreement table (csv)": dg.MetadataValue.text(summary.write_csv()),
-            "agreement table (file)": dg.MetadataValue.path(str(csv_path)),
+            "agreement table": frame_table(agreement.summary_display(summary), max_rows=200,
+                                           decimals=3),
+            "about the table": dg.MetadataValue.md(
+                f"{title}: per split and scorer pair, the mean and median of the "
+                "within-question ρ over the questions where it is defined, and the % of them "
+                "with ρ > 0; the questions skipped are in the Markdown and CSV tables."),
             "rho distributions": image(png, "within-question Spearman rho"),
-            "rho distributions (file)": dg.MetadataValue.path(str(png)),
             "scorers": list(scores),
+            "strong judge": "the chain-sum rubric (so no separate rubric rows)" if rubric_judge
+                            else f"{profile.judges.strong.model}",
             "scorer_pairs": summary.select("scorer_a", "scorer_b").unique().height,
-            "questions_with_defined_rho": int((per_question["status"] == agreement.OK).sum()),
+            "questions with a defined ρ": int((per_question["status"] == agreement.OK).sum()),
+            "agreement table (file)": dg.MetadataValue.path(str(csv_path)),
+            "rho distributions (file)": dg.MetadataValue.path(str(png)),
+            "agreement table (Markdown)": dg.MetadataValue.md(
+                agreement.summary_markdown(summary, title)),
             "per-question preview": markdown_table(per_question, max_rows=10),
         })
 

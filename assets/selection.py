@@ -14,7 +14,7 @@ import dagster as dg
 import polars as pl
 
 from assets._adapter_files import adapter_dir
-from assets._metadata import frame_output, markdown_table
+from assets._metadata import frame_output, frame_table
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.config import Profile
@@ -61,7 +61,7 @@ def selection_asset(task: str, cell: Experiment,
     replicates (``experiments.configurations``, ``experiments.replicates``)."""
 
     @dg.asset(key=selection_key(task, cell), group_name=f"{task}_{cell.split}",
-              io_manager_key="parquet_io", kinds={"polars", "parquet"},
+              io_manager_key="parquet_io", kinds={"selection", "polars", "parquet"},
               metadata=schema_metadata("selection"),
               deps=[dg.AssetKey([task, cell.split, "adapter", seeded.name])
                     for seeds in trained.values() for seeded in seeds],
@@ -85,8 +85,7 @@ def selection_asset(task: str, cell: Experiment,
         return frame_output(table, {
             "chosen": winner,
             "configurations": table.height,
-            "table": markdown_table(table.with_columns(pl.col(pl.Float64).round(6)),
-                                    max_rows=500),
+            "table": frame_table(table, max_rows=500),
         })
 
     return selection

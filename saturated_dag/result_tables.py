@@ -13,7 +13,7 @@ computed on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -215,13 +215,14 @@ def _with_interval(value: str, low: float | None, high: float | None, signed: bo
     return f"{value} [{low:{spec}}, {high:{spec}}]"
 
 
-def to_markdown(frame: pl.DataFrame) -> str:
-    """Values in %, deltas signed, each with its 95% interval, the best value of each column
-    (per split) in bold, a Δ whose interval excludes 0 marked ``*``.
+def display_rows(frame: pl.DataFrame, best: Callable[[str], str] = lambda text: f"{text} ★"
+                 ) -> tuple[list[str], list[list[Any]]]:
+    """The table as a reader sees it: headers and rows of text.
 
-    The table alone: the eval set and the intervals' sample are its caption
-    (``eval_set_caption``), not columns. Every cell is text (no number parsing), an empty
-    cell where a value is null.
+    Values in % with two decimals, deltas signed, each with its 95% interval beside it, the
+    best value of each column (per split) passed through ``best`` (``★`` by default, bold in
+    Markdown), a Δ whose interval excludes 0 marked ``*``. The eval set and the intervals'
+    sample are the caption (``eval_set_caption``), not columns; a null setting is empty.
     """
     frame = frame.drop(EVAL_SET, strict=False)
     metric_cols = [c for c in frame.columns if c.startswith("pass@")
@@ -245,10 +246,10 @@ def to_markdown(frame: pl.DataFrame) -> str:
         text = [f"{v:.2f}" for v in values]
         for split in set(splits) - {"-"}:
             rows = [i for i, s in enumerate(splits) if s == split]
-            best = max(values[i] for i in rows)
+            top = max(values[i] for i in rows)
             for i in rows:
-                if values[i] == best:
-                    text[i] = f"**{values[i]:.2f}**"
+                if values[i] == top:
+                    text[i] = best(f"{values[i]:.2f}")
         shown[col] = [_with_interval(t, lo, hi, False)
                       for t, lo, hi in zip(text, lows, highs, strict=True)]
         delta = f"Δ {col}"
@@ -260,5 +261,10 @@ def to_markdown(frame: pl.DataFrame) -> str:
             + ("*" if mark else "")
             for v, lo, hi, mark, s in zip(frame[delta].to_list(), lows, highs, marks, splits,
                                           strict=True)]
-    table = list(zip(*shown.values(), strict=True))
-    return tabulate(table, headers=list(shown), tablefmt="pipe", disable_numparse=True)
+    return list(shown), [list(row) for row in zip(*shown.values(), strict=True)]
+
+
+def to_markdown(frame: pl.DataFrame) -> str:
+    """``display_rows`` as a Markdown table, the best value of each column in bold."""
+    headers, rows = display_rows(frame, best=lambda text: f"**{text}**")
+    return tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True)

@@ -92,8 +92,8 @@ def test_the_asset_batches_its_replicates_and_reports_the_same(tmp_path: Path,
                                                                 tiny_model_dir: Path) -> None:
     batched, meta = _base_report(tmp_path / "batched", tiny_model_dir, 8)
     alone, meta_alone = _base_report(tmp_path / "alone", tiny_model_dir, 1)
-    assert meta["shards_sampled_in_batched_passes"].value > 0
-    assert meta_alone["shards_sampled_in_batched_passes"].value == 0
+    assert meta["shards sampled in batched passes"].value > 0
+    assert meta_alone["shards sampled in batched passes"].value == 0
     assert meta["cache"].value == meta_alone["cache"].value == "miss"  # what the run did
     assert sorted(batched["replicate"].unique().to_list()) == [0, 1, 2]
     assert_frame_equal(batched, alone)

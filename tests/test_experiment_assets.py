@@ -41,7 +41,8 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
               and (a.key.path[1] in ("saturated", "eval", "results_table", "behaviour")
                    or a.key.path[-1] == "entropy_scores")]
     run_resources = resources(tmp_path / "out", "demo", overrides)
-    result = dg.materialize([*everything, *checks], selection=wanted,
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize([*everything, *checks], selection=wanted, instance=instance,
                             resources=run_resources, raise_on_error=False)
     evaluations = result.get_asset_check_evaluations()
     assert result.success, [(e.asset_key, e.metadata) for e in evaluations if not e.passed]
@@ -88,6 +89,23 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
     assert first.metadata["cache"].value == "miss"
     assert first.metadata["cache_key"] == event.materialization.metadata["cache_key"]
 
+    # issue 18: what each adapter was trained with, on its page and in the run's tags
+    dpo = result.asset_materializations_for_node("chain_sum__saturated__adapter__dpo_entropy")
+    metadata = dpo[0].metadata
+    assert metadata["learning rate"].value == 1e-2 and metadata["LoRA r"].value == 4
+    assert metadata["β (DPO)"].value == 0.1 and metadata["epochs (max)"].value == 1
+    assert "reward margin" in [c.name for c in metadata["training log"].value.schema.columns]
+    keys = list(metadata)
+    assert keys.index("learning rate") < keys.index("cache_key")
+    tags = instance.get_run_by_id(result.run_id).tags
+    line = tags["saturated_dag/chain_sum/saturated/adapter/dpo_entropy"]
+    assert line.startswith("dpo · learning rate 0.01") and "β (DPO) 0.1" in line
+    # an adapter's eval report: its Δ to the base model, with the paired interval
+    report = result.asset_materializations_for_node("chain_sum__saturated__eval__sft")[0]
+    delta = report.metadata["Δ pass@1"].value
+    assert report.metadata["Δ pass@1 low"].value <= delta <= report.metadata[
+        "Δ pass@1 high"].value
+
 
 def _seed_reports(store: Path, keys: list[list[str]], question_ids: list[str]) -> None:
     """Eval reports (the IO manager's files, n=2 samples per question) for the given keys."""
@@ -131,4 +149,6 @@ def test_every_table_names_its_eval_set(tmp_path: Path) -> None:
                         if e.asset_key.path[-1] == table]
             metadata = event.materialization.metadata
             assert metadata["eval_set"].value == name
-            assert "eval_set" not in metadata["table"].value  # a caption, not a column
+            columns = [c.name for c in metadata["table"].value.schema.columns]
+            assert "pass@1" in columns and "eval_set" not in columns  # a caption, not a column
+            assert f"Eval set: {name}" in metadata["about the table"].value

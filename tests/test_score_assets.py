@@ -68,12 +68,13 @@ def test_scores_and_agreement_on_the_demo_setup(tmp_path: Path, tiny_model_dir: 
     assert meta("strong_judge_scores")["judge"].value == "rubric"
     assert (tmp_path / "out" / "chain_sum" / "self_judge_comparisons.parquet").is_file()
     agree = meta("scorer_agreement")
-    table = agree["agreement table"].value
-    for pair in ["entropy vs random", "entropy vs rubric", "self_judge vs strong_judge",
-                 "random vs rubric"]:
-        assert pair in table
-    assert "nan" not in table.lower()
-    assert agree["scorer_pairs"].value == 10  # 5 scorers with the rubric
+    rows = [r.data for r in agree["agreement table"].value.records]
+    pairs = {r["scorers"] for r in rows}
+    assert {"entropy vs random", "entropy vs strong_judge", "self_judge vs strong_judge",
+            "random vs strong_judge"} <= pairs
+    assert not any("rubric" in pair for pair in pairs)  # the strong judge is the rubric
+    assert "nan" not in agree["agreement table (Markdown)"].value.lower()
+    assert agree["scorer_pairs"].value == 6  # 4 scorers: the rubric is the strong judge
     assert (tmp_path / "out" / "chain_sum" / "scorer_agreement_rho.png").is_file()
     csv = pl.read_csv(tmp_path / "out" / "chain_sum" / "scorer_agreement.csv")
     assert {"questions", "mean_rho", "median_rho", "pct_positive"} <= set(csv.columns)
@@ -107,7 +108,7 @@ def test_nothing_to_score_gives_empty_tables_not_errors(tmp_path: Path,
     for name in SCORERS:
         assert pl.read_parquet(asset_path(tmp_path / "out", "chain_sum", name)).is_empty()
     meta = result.asset_materializations_for_node("chain_sum__scorer_agreement")[0].metadata
-    assert "nan" not in meta["agreement table"].value.lower()
+    assert "nan" not in meta["agreement table (Markdown)"].value.lower()
     assert all(c.passed for c in result.get_asset_check_evaluations())
 
 

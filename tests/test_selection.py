@@ -77,6 +77,27 @@ def test_batch_sizes_a_method_cannot_use_are_skipped() -> None:
     assert small.per_device_batch_size == 2  # lowered to fit the batch
 
 
+def test_the_training_process_trains_each_grid_cell_as_the_graph_keys_it() -> None:
+    """A grid batch below the per-device batch (the paper's 2 and 4 on 8): the spec the
+    training process reads carries the lowered per-device batch, so it trains the cell's
+    settings instead of refusing 2 as not a multiple of 8."""
+    from dataclasses import asdict
+
+    from assets.adapters import training_overrides
+    from saturated_dag.training.config import settings_for
+
+    training = _training(selection={"batch_sizes": [2, 4, 8, 16]}, batch_size=8,
+                         per_device_batch_size=8)
+    cells = [config for cell in experiment_matrix(training) if cell.method in ("sft", "dpo")
+             for config in configurations(training, cell, 8)]
+    assert {c.training(training).batch_size for c in cells} >= {2, 4}
+    for cell in cells:
+        child = training.model_copy(update=training_overrides(cell, training))
+        settings = settings_for(cell.method, child)
+        assert asdict(settings) == asdict(settings_for(cell.method, cell.training(training)))
+        assert settings.grad_accumulation >= 1
+
+
 def test_replicates_are_seeds_and_replicate_zero_is_the_configuration() -> None:
     training = _training(replicates=3, seed=5)
     cell = experiment_matrix(training)[0]

@@ -237,8 +237,8 @@ def test_unchanged_eval_report_is_a_cache_hit_and_covers_every_question(
     first, evaluations, logs = run()
     assert (first["cache"], first["shards_total"], first["shards_computed"]) == ("miss", 2, 2)
     # the stage is the asset's own key (tests/test_distinct_paths.py relies on it)
-    assert Path(first["shards_dir"]) == (tmp_path / "out" / "stages" / "chain_sum__eval__base"
-                                         / first["cache_key"])
+    assert Path(first["stage folder"]) / first["cache_key"] == (
+        tmp_path / "out" / "stages" / "chain_sum__eval__base" / first["cache_key"])
     assert len(evaluations) == 1 and evaluations[0].passed
     assert evaluations[0].metadata["expected_questions"].value == 4
     assert any(line.startswith("loading ") for line in logs)  # the first run loads the model

@@ -4,8 +4,10 @@ Each fixture materialises a job on the CI-sized profile into a temporary DAGSTER
 `dagster-webserver` with no host option (so the default binding is what is tested) and drives
 headless Chromium through Playwright to the asset graph and to asset metadata. Screenshots go to
 ``$SATURATED_DAG_SCREENSHOTS`` (default ``outputs/screenshots``). The fast fixture materialises
-only ``chain_sum_generation``; the slow one runs the whole ``demo`` job for the results table
-(or serves a copy of ``$SATURATED_DAG_UI_DAGSTER_HOME``, an instance where it already ran).
+only ``chain_sum_generation``; the slow one runs the whole ``demo`` job for the pages a
+researcher reads (results table, an adapter, an eval report, the scorer agreement), or serves a
+copy of ``$SATURATED_DAG_UI_DAGSTER_HOME``, an instance where it already ran, with the profile
+``$SATURATED_DAG_UI_PROFILE`` (default ``ci``; ``demo`` for the demo's own instance).
 Skipped, with the reason, where Playwright or a Chromium binary is missing.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -154,7 +157,8 @@ def _serve(tmp: Path, job: str, existing: Path | None = None) -> Iterator[Server
     else:
         home.mkdir(parents=True)
         shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
-    env = {**os.environ, "DAGSTER_HOME": str(home), "SATURATED_DAG_PROFILE": "ci",
+    profile = os.environ.get("SATURATED_DAG_UI_PROFILE", "ci") if existing else "ci"
+    env = {**os.environ, "DAGSTER_HOME": str(home), "SATURATED_DAG_PROFILE": profile,
            "SATURATED_DAG_OUTPUT_DIR": str(tmp / "outputs"),
            "SATURATED_DAG_CACHE": str(tmp / "cache")}
     env.pop("DAGSTER_WEBSERVER_HOST", None)  # the default binding is under test
@@ -207,31 +211,70 @@ class Browser:
             executable_path=executable, args=["--no-sandbox", "--disable-dev-shm-usage"])
         self.page = self._browser.new_page(viewport={"width": 1600, "height": 1000})
         self.page.set_default_timeout(90_000)
+        self._skip = self.page.get_by_role("button", name="Skip")  # first-visit dialog
+        self.page.add_locator_handler(self._skip, lambda skip: skip.click())
+        self._first = True
 
     def open(self, url: str) -> None:
-        self.page.goto(url, wait_until="networkidle")
-        skip = self.page.get_by_role("button", name="Skip")  # first-visit newsletter dialog
-        if skip.count():
-            skip.click()
+        """Load ``url``; each step then waits for what it needs (pages with live data keep
+        polling, so the network is never idle on a large instance). The first page of a
+        browser waits for the newsletter dialog a few seconds, to dismiss it."""
+        self.page.goto(url, wait_until="load")
+        if self._first:
+            self._first = False
+            try:
+                self._skip.wait_for(timeout=8_000)
+                self._skip.click()
+            except Exception:  # no dialog this time
+                pass
 
     def shot(self, name: str) -> Path:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         path = SCREENSHOTS / f"{name}.png"
+        if self._skip.is_visible():
+            self._skip.click()
         self.page.screenshot(path=str(path))
         return path
 
-    def markdown_table(self, key: str) -> Any:
-        """The table a Markdown metadata entry renders to: inline when short, else in the dialog
-        behind its "[Show Markdown]" link."""
-        row = self.page.locator("tr", has=self.page.get_by_text(key, exact=True)).first
+    def metadata_row(self, key: str) -> Any:
+        """The metadata entry ``key`` on an asset's page: its row of the metadata table."""
+        row = self.page.locator("tr", has=self.page.locator("td").first.get_by_text(
+            key, exact=True)).first
         row.wait_for()
+        return row
+
+    def inline_table(self, key: str) -> Any:
+        """The table metadata entry ``key`` shows without a click; fails when the UI hides it
+        behind a link (a Markdown or JSON entry over 1,000 characters does that)."""
+        row = self.metadata_row(key)
         inline = row.locator("table")
-        if inline.count():
-            return inline.first
-        row.get_by_text("[Show Markdown]").first.click()
-        table = self.page.get_by_role("dialog").locator("table").first
-        table.wait_for()
-        return table
+        assert inline.count(), f"{key!r} is not shown inline: {row.inner_text()[:300]}"
+        assert not row.get_by_text("[Show Markdown]").count(), key
+        # all of it in view: not cut off by the metadata panel (which scrolls sideways when a
+        # value is wider than it)
+        overflow = inline.first.evaluate(
+            "t => t.getBoundingClientRect().right"
+            " - t.parentElement.closest('table').parentElement.getBoundingClientRect().right")
+        assert overflow <= 1, f"{key!r} is cut off by {overflow:.0f} px at the window's width"
+        return inline.first
+
+    def figure(self, key: str, name: str) -> Path:
+        """The figure of entry ``key``, one click away (behind its "[Show Markdown]" link: a
+        PNG is never under the UI's 1,000 characters), screenshot once it has loaded."""
+        self.metadata_row(key).get_by_text("[Show Markdown]").click()
+        image = self.page.get_by_role("dialog").locator("img").first
+        image.wait_for()
+        self.page.wait_for_function("img => img.complete && img.naturalWidth > 0",
+                                    arg=image.element_handle())
+        self.page.wait_for_timeout(1000)  # the dialog's fade-in
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        self.page.get_by_role("dialog").first.screenshot(path=str(path))
+        return path
+
+    def metadata_value(self, key: str) -> str:
+        """The text of the metadata entry ``key`` as the page shows it (its value cell)."""
+        return self.metadata_row(key).locator("td").last.inner_text().strip()
 
     def close(self) -> None:
         self._browser.close()
@@ -293,36 +336,110 @@ def test_asset_graph_and_pool_metadata_in_browser(generation_server: Server,
     _check_graph(browser, generation_server, "generation")
     browser.open(f"{generation_server.url}/assets/chain_sum/generation_pool")
     _visible(browser, "Metadata")
-    table = browser.markdown_table("pass@1 by cell")
-    headers = [h.strip() for h in table.locator("th").all_inner_texts()]
-    assert headers == ["pool", "cell", "pass@1"], headers
+    table = browser.inline_table("pass@1 by cell")
+    assert _headers(table) == ["pool", "cell", "pass@1 (%)"], _headers(table)
     assert table.locator("tbody tr").count() >= 1
     browser.shot("generation_pool_pass_at_1_by_cell")
 
 
-def _recorded_markdown(home: Path) -> str:
-    """The results table's Markdown as the instance recorded it."""
+def _headers(table: Any) -> list[str]:
+    return [h.strip() for h in table.locator("th").all_inner_texts()]
+
+
+def _recorded(home: Path, *key: str) -> dict[str, Any]:
+    """The latest materialisation's metadata of asset ``key``, as the instance recorded it."""
     import dagster as dg
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        event = instance.get_latest_materialization_event(
-            dg.AssetKey(["chain_sum", "results_table"]))
-        assert event is not None and event.asset_materialization is not None
-        return str(event.asset_materialization.metadata["table"].value)
+        event = instance.get_latest_materialization_event(dg.AssetKey(list(key)))
+        assert event is not None and event.asset_materialization is not None, key
+        return dict(event.asset_materialization.metadata)
+
+
+def _asset_page(browser: Browser, server: Server, key: str, height: int = 3000) -> None:
+    """An asset's page in a desktop-wide window (1920 px: the metadata panel is ~1,200 px) tall
+    enough that its screenshot holds the metadata (the page scrolls inside the window, so a
+    full-page screenshot would not)."""
+    browser.page.set_viewport_size({"width": 1920, "height": height})
+    browser.open(f"{server.url}/assets/{key}")
+    _visible(browser, "Metadata")
+
+
+ADAPTER = "chain_sum/hard/adapter/dpo_correctness_random"
+"""A cell every profile trains (DPO, so its page has reward margins); its eval report is
+``chain_sum/hard/eval/dpo_correctness_random``."""
 
 
 @pytest.mark.slow
 def test_results_table_in_browser(demo_server: Server, browser: Browser) -> None:
-    """After the whole demo job: the results asset's Markdown table, as rendered by the UI."""
+    """After the whole demo job: the results table inline (no click), rounded, with its
+    intervals and the best per column marked; its figure one click away."""
     _check_graph(browser, demo_server, "demo")
-    browser.open(f"{demo_server.url}/assets/chain_sum/results_table")
-    _visible(browser, "Metadata")
-    browser.shot("results_table_asset")
-    table = browser.markdown_table("table")
-    headers = [h.strip() for h in table.locator("th").all_inner_texts()]
-    assert {"method", "scorer", "pass@1", "pass@8"} <= set(headers), headers
+    _asset_page(browser, demo_server, "chain_sum/results_table", height=5000)
+    table = browser.inline_table("table")
+    headers = _headers(table)
+    assert headers == ["run", "pass@1", "Δ pass@1"], headers
+    assert _headers(browser.inline_table("pass@8 table")) == ["run", "pass@8", "Δ pass@8"]
     body = table.inner_text()
-    assert "Base model" in body and "DPO" in body, body[:500]
-    recorded = _recorded_markdown(demo_server.home).strip().splitlines()
-    assert table.locator("tbody tr").count() == len(recorded) - 2  # minus header and rule
-    browser.shot("results_table_markdown")
+    assert "Base model" in body and "DPO" in body and "★" in body, body[:500]
+    assert re.search(r"\d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\]", body), body[:500]  # 2 decimals
+    recorded = _recorded(demo_server.home, "chain_sum", "results_table")
+    assert table.locator("tbody tr").count() == len(recorded["table"].value.records)
+    assert isinstance(recorded["base pass@1"].value, float)  # a number the Plots view charts
+    browser.shot("results_table")
+    browser.figure("figure", "results_table_figure")
+
+
+@pytest.mark.slow
+def test_adapter_page_in_browser(demo_server: Server, browser: Browser) -> None:
+    """An adapter's page: the configuration it was trained with, its validation curve and
+    training log as tables (loss and DPO reward margins), no JSON dump."""
+    _asset_page(browser, demo_server, ADAPTER)
+    for key in ("method", "learning rate", "batch size", "epochs (max)", "β (DPO)", "LoRA r",
+                "LoRA α", "LoRA dropout", "LoRA targets", "seed"):
+        assert browser.metadata_value(key), key
+    float(browser.metadata_value("learning rate"))  # a number, shown
+    curve = browser.inline_table("validation curve")
+    assert "validation pass@1 (%)" in _headers(curve)
+    log = browser.inline_table("training log")
+    assert {"step", "loss", "reward margin"} <= set(_headers(log)), _headers(log)
+    browser.shot("adapter")
+
+
+@pytest.mark.slow
+def test_eval_report_page_in_browser(demo_server: Server, browser: Browser) -> None:
+    """An adapter's eval report: pass@1, pass@8 and Δ to the base model with intervals
+    first, per-cell results as a table, cache details after them."""
+    key = ADAPTER.replace("/adapter/", "/eval/")
+    _asset_page(browser, demo_server, key)
+    for name in ("pass@1", "pass@1 low", "pass@1 high", "pass@8", "Δ pass@1", "Δ pass@1 low",
+                 "Δ pass@1 high", "base pass@1"):
+        float(browser.metadata_value(name))
+    cells = browser.inline_table("by cell")
+    assert {"cell", "pass@1", "Δ pass@1", "base pass@1"} <= set(_headers(cells))
+    keys = list(_recorded(demo_server.home, *key.split("/")))
+    assert keys.index("Δ pass@1") < keys.index("cache_key")  # the science first
+    browser.shot("eval_report")
+
+
+@pytest.mark.slow
+def test_agreement_page_in_browser(demo_server: Server, browser: Browser) -> None:
+    """The scorer agreement: its table inline, one row per scorer pair and split (the rubric
+    strong judge is not also a scorer of its own)."""
+    _asset_page(browser, demo_server, "chain_sum/scorer_agreement")
+    table = browser.inline_table("agreement table")
+    assert {"split", "scorers", "mean ρ", "median ρ", "% ρ > 0"} <= set(_headers(table))
+    assert "rubric" not in table.inner_text()
+    browser.shot("scorer_agreement")
+    browser.figure("rho distributions", "scorer_agreement_figure")
+
+
+@pytest.mark.slow
+def test_cell_assets_are_told_apart_in_the_graph(demo_server: Server, browser: Browser
+                                                 ) -> None:
+    """A cell's dataset, adapter and eval report carry the same last key segment; their
+    nodes say what each is (kind badges)."""
+    browser.open(f"{demo_server.url}/locations/{REPO}/asset-groups/chain_sum_hard")
+    for badge in ("lora", "eval", "Dataset", "selection"):  # kinds: "dataset" has an icon
+        _visible(browser, badge)
+    browser.shot("cell_assets_graph")

@@ -112,6 +112,19 @@ def summarize(per_question: pl.DataFrame, scorers: list[str],
     return pl.DataFrame(out, schema=SUMMARY_SCHEMA)
 
 
+def summary_display(summary: pl.DataFrame) -> pl.DataFrame:
+    """The summary as the paper lays it out, for a table in the UI: one ``scorers`` column
+    (``a vs b``), ρ to three decimals, % positive to one; null where no question had a
+    defined ρ. The skipped questions' counts are in the summary itself (CSV, Markdown)."""
+    return summary.select(
+        "split",
+        pl.concat_str("scorer_a", pl.lit(" vs "), "scorer_b").alias("scorers"),
+        "questions",
+        pl.col("mean_rho").round(3).alias("mean ρ"),
+        pl.col("median_rho").round(3).alias("median ρ"),
+        pl.col("pct_positive").round(1).alias("% ρ > 0"))
+
+
 def summary_markdown(summary: pl.DataFrame, title: str) -> str:
     """The paper's layout; an undefined cell reads ``n/a`` (no question had a defined rho)."""
     header = ["split", "scorers", "questions", "mean rho", "median rho", "% positive",
@@ -140,23 +153,27 @@ def rho_figure(per_question: pl.DataFrame, path: Path, title: str) -> Path:
 
     ok = per_question.filter(pl.col("status") == OK)
     splits = sorted(ok["split"].unique().to_list()) or ["(none)"]
-    fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 4), squeeze=False)
-    for ax, split in zip(axes[0], splits, strict=True):
+    pairs = max(1, ok.select("scorer_a", "scorer_b").unique().height)
+    # horizontal boxes: a pair's name is one line of its own, never overlapping its neighbour
+    fig, axes = plt.subplots(len(splits), 1, figsize=(8, len(splits) * (0.45 * pairs + 1.2)),
+                             squeeze=False)
+    for ax, split in zip(axes[:, 0], splits, strict=True):
         sel = ok.filter(pl.col("split") == split)
         labels, data = [], []
         for (a, b), group in sorted_groups(sel, ["scorer_a", "scorer_b"]):
-            labels.append(f"{a}\nvs {b}\n(n={group.height})")
+            labels.append(f"{a} vs {b} (n={group.height})")
             data.append(group["rho"].cast(pl.Float64).to_numpy())
         if data:
-            ax.boxplot(data, showmeans=True)
-            ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=7)
+            ax.boxplot(data, showmeans=True, orientation="horizontal")
+            ax.set_yticks(range(1, len(labels) + 1), labels, fontsize=9)
+            ax.invert_yaxis()
         else:
             ax.text(0.5, 0.5, "no question with a defined rho", ha="center", va="center",
                     transform=ax.transAxes)
-        ax.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
-        ax.set_ylim(-1.05, 1.05)
-        ax.set_title(split)
-        ax.set_ylabel("within-question Spearman rho")
+        ax.axvline(0.0, color="grey", linewidth=0.8, linestyle="--")
+        ax.set_xlim(-1.05, 1.05)
+        ax.set_title(split, fontsize=10)
+        ax.set_xlabel("within-question Spearman rho")
     fig.suptitle(title)
     fig.tight_layout()
     atomic_save_figure(fig, path, dpi=100)  # never a half-written PNG

@@ -16,7 +16,7 @@ micro-batch is one question.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from saturated_dag.config import TrainingSettings
@@ -129,3 +129,42 @@ def settings_for(method: str, training: TrainingSettings) -> TrainSettings:
     if method in SETTINGS_OF_METHOD:
         return SftSettings(**common)
     raise ValueError(f"unknown training method {method!r}; known: {sorted(SETTINGS_OF_METHOD)}")
+
+
+def settings_summary(method: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The configuration an adapter was trained with, as a reader names it: ``settings`` is
+    the trainer config as a dict (``asdict``, as ``training_config.json`` records it).
+
+    Why one function: the adapter's metadata and the run's tags say the same thing, and
+    only the switches of the adapter's own method appear (β for DPO, λ and the σ-RRHF
+    ablation switches for σ-RRHF)."""
+    lora = settings["lora"]
+    out: dict[str, Any] = {
+        "learning rate": settings["learning_rate"],
+        "batch size": settings["batch_size"],
+        "per-device batch": settings["per_device_batch_size"],
+        "epochs (max)": settings["epochs"],
+        "warmup ratio": settings["warmup_ratio"],
+        "weight decay": settings["weight_decay"],
+        "max length": settings["max_length"],
+    }
+    if method == "dpo":
+        out.update({"β (DPO)": settings["beta"], "DPO loss": settings["loss_type"]})
+    if method == "rrhf":
+        out.update({"λ (rank weight)": settings["rank_weight"],
+                    "σ-RRHF SFT term": settings["use_sft"],
+                    "σ-RRHF hinge": settings["hinge"],
+                    "σ-RRHF logistic weight": settings["logistic_weight"],
+                    "σ-RRHF SFT token mean": settings["sft_token_mean"]})
+    out.update({"LoRA r": lora["r"], "LoRA α": lora["alpha"], "LoRA dropout": lora["dropout"],
+                "LoRA targets": ", ".join(lora["target_modules"]),
+                "seed": settings["seed"], "dtype": settings["dtype"],
+                "gradient checkpointing": settings["gradient_checkpointing"]})
+    return out
+
+
+def settings_line(method: str, settings: dict[str, Any]) -> str:
+    """``settings_summary`` on one line (a run tag's value, a log line)."""
+    parts = [method] + [f"{name} {value}" for name, value in
+                        settings_summary(method, settings).items()]
+    return " · ".join(parts)

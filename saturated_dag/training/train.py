@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from transformers import TrainerCallback, set_seed
+from transformers import PrinterCallback, ProgressCallback, TrainerCallback, set_seed
 
 from saturated_dag.atomic import (
     fsync_dir,
@@ -80,6 +80,34 @@ class _Guard(TrainerCallback):
                                          "stopping; the previous adapter is kept")
 
 
+PROGRESS_LINES = 20
+"""About this many loss lines per training run in its log (every step when it has fewer)."""
+
+
+class _Progress(TrainerCallback):
+    """A log line every few optimizer steps: loss, and for DPO the reward margin and
+    accuracy, for σ-RRHF its rank and SFT parts, so a run shows how training goes."""
+
+    PARTS = (("rewards/margins", "reward margin"), ("rewards/accuracies", "reward accuracy"),
+             ("rank_loss", "rank loss"), ("sft_loss", "sft loss"))
+
+    def __init__(self, log: LogFn) -> None:
+        self.log = log
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None,
+               **kwargs: Any) -> None:
+        logs = logs or {}
+        if "loss" not in logs:
+            return
+        step, total = state.global_step, state.max_steps
+        every = max(1, total // PROGRESS_LINES)
+        if step % every and step != total:
+            return
+        parts = [f"loss {logs['loss']:.4f}"] + [f"{name} {logs[key]:.4f}"
+                                               for key, name in self.PARTS if key in logs]
+        self.log(f"step {step}/{total} (epoch {state.epoch or 0:.2f}): " + ", ".join(parts))
+
+
 class _EpochSelector(TrainerCallback):
     """Snapshots the adapter after each epoch and records its validation pass@1."""
 
@@ -99,7 +127,9 @@ class _EpochSelector(TrainerCallback):
             record["val_pass@1"] = float(self.eval_fn(model, self.tokenizer))
             model.train(was_training)
         self.epochs.append(record)
-        self.log(f"epoch {epoch}: {record}")
+        score = record.get("val_pass@1")
+        self.log(f"epoch {epoch} done at step {state.global_step}"
+                 + ("" if score is None else f": validation pass@1 {100 * score:.2f}%"))
 
     def best(self) -> int:
         if not self.epochs:
@@ -357,6 +387,9 @@ def train_adapter(
                                  precision)
         selector = _EpochSelector(work / "epochs", tokenizer, eval_fn, say)
         trainer.add_callback(_Guard())
+        for printer in (PrinterCallback, ProgressCallback):  # a raw dict per log step
+            trainer.remove_callback(printer)
+        trainer.add_callback(_Progress(say))  # instead: a line every few steps
         trainer.add_callback(selector)
         for callback in callbacks or []:
             trainer.add_callback(callback)
