@@ -34,6 +34,7 @@ from saturated_dag.plots import training_curves
 from saturated_dag.shards import frame_digest, questions_digest, stage_key
 from saturated_dag.tasks import validation_questions
 from saturated_dag.training.config import (
+    LOG_NAMES,
     resolve_dtype,
     settings_for,
     settings_line,
@@ -41,15 +42,13 @@ from saturated_dag.training.config import (
 )
 
 
-def _curve_table(epochs: list[dict]) -> dg.TableMetadataValue:
-    """Validation pass@1 (%) after each epoch, the kept one marked."""
-    best = max((e for e in epochs if e.get("val_pass@1") is not None),
-               key=lambda e: (e["val_pass@1"], -e["epoch"]), default=None)
+def _curve_table(epochs: list[dict], kept: int) -> dg.TableMetadataValue:
+    """Validation pass@1 (%) after each epoch, epoch ``kept`` (the training's choice) marked."""
     frame = pl.DataFrame(
         {"epoch": [e["epoch"] for e in epochs], "step": [e["step"] for e in epochs],
          "validation pass@1 (%)": [None if e.get("val_pass@1") is None
                                    else 100 * e["val_pass@1"] for e in epochs],
-         "kept": [e is best for e in epochs]},
+         "kept": [e["epoch"] == kept for e in epochs]},
         schema={"epoch": pl.Int64, "step": pl.Int64, "validation pass@1 (%)": pl.Float64,
                 "kept": pl.Boolean})
     return frame_table(frame)
@@ -67,10 +66,7 @@ def training_log_table(history: list[dict]) -> dg.TableMetadataValue | None:
         return None
     stride = max(1, -(-len(rows) // LOG_ROWS))
     kept = rows[::stride] if rows[::stride][-1] is rows[-1] else [*rows[::stride], rows[-1]]
-    columns = {"step": "step", "epoch": "epoch", "loss": "loss",
-               "rewards/margins": "reward margin", "rewards/accuracies": "reward accuracy",
-               "rank_loss": "rank loss", "sft_loss": "sft loss",
-               "learning_rate": "learning rate"}
+    columns = {"step": "step", "epoch": "epoch", **LOG_NAMES}
     present = [c for c in columns if any(c in h for h in kept)]
     frame = pl.DataFrame({columns[c]: [h.get(c) for h in kept] for c in present},
                          schema={columns[c]: pl.Int64 if c == "step" else pl.Float64
@@ -194,7 +190,7 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
             # what it was trained with, as training_config.json records it
             **settings_summary(exp.method, record.get("settings", planned)),
             "precision": record.get("precision", ""),
-            "validation curve": _curve_table(result["epochs"]),
+            "validation curve": _curve_table(result["epochs"], result["best_epoch"]),
         }
         log_table = training_log_table(history)
         if log_table is not None:

@@ -25,6 +25,7 @@ from saturated_dag.atomic import atomic_write_csv
 from saturated_dag.behaviour import behaviour_table, style_table
 from saturated_dag.experiments import Experiment
 from saturated_dag.pretrain.styles import detect_style
+from saturated_dag.result_tables import with_interval
 
 EMBEDDED_MODEL = "arith-base"
 """The shipped model whose solution styles ``detect_style`` knows."""
@@ -82,19 +83,12 @@ def _style_shift(styles: pl.DataFrame, path: Path, title: str) -> Path:
     return save_figure(fig, path)
 
 
-def _interval(value: float | None, low: float | None, high: float | None) -> str:
-    if value is None:
-        return ""
-    if low is None or high is None:
-        return f"{value:+.2f}"
-    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
-
-
 def _shown(table: pl.DataFrame) -> pl.DataFrame:
     """The behaviour table as the UI shows it inline: narrow (the UI gives a metadata value
     about 500 pixels), Δ pass@1 with its interval in one cell, names that can wrap; every
     column is in the CSV."""
-    delta = [_interval(v, lo, hi) for v, lo, hi in
+    delta = ["" if v is None else with_interval(f"{v:+.2f}", lo, hi, signed=True)
+             for v, lo, hi in
              table.select("Δ pass@1", "Δ pass@1 low", "Δ pass@1 high").iter_rows()]
     return table.select(
         pl.col("row").str.replace_all("/", " / ", literal=True).alias("adapter"), "cell",

@@ -44,13 +44,10 @@ def table_metadata(frame: pl.DataFrame, metric: str = "pass@1") -> dg.TableMetad
     one metric per table (``metric_tables``), split, method and scorer (or a sweep's setting)
     one ``run`` column, a sweep's kept epoch, the adapter's name left to the CSV and Markdown."""
     headers, rows = display_rows(frame)
-    labels = [c for c in ("split", "method", "scorer", "run") if c in headers]
     kept = [*(["epochs"] if "epochs" in headers else []), metric, f"Δ {metric}"]
-    shown = []
-    for row in rows:
-        cell = dict(zip(headers, row, strict=True))
-        run = " · ".join(str(cell[c]) for c in labels if cell[c] not in ("", "-"))
-        shown.append([run, *(cell[c] for c in kept)])
+    at = [headers.index(c) for c in kept]
+    shown = [[_label(named), *(row[i] for i in at)]
+             for named, row in zip(frame.iter_rows(named=True), rows, strict=True)]
     notes = {"run": "split · method · scorer (a sweep: split · setting)",
              "epochs": "the epoch kept (best validation pass@1)",
              metric: "% with its 95% interval; ★ the best of its split",
@@ -67,9 +64,10 @@ def metric_tables(frame: pl.DataFrame) -> dict[str, dg.TableMetadataValue]:
 
 
 def _label(row: dict) -> str:
-    """A row's ``run`` as ``table_metadata`` shows it."""
+    """A row's ``run``: split · method · scorer, or split · setting (the base model's split
+    is ``-``, left out)."""
     names = ("split", "run") if "run" in row else ("split", "method", "scorer")
-    return " · ".join(str(row[c]) for c in names if row[c])
+    return " · ".join(str(row[c]) for c in names if row[c] not in (None, "", "-"))
 
 
 def headline(frame: pl.DataFrame) -> dict[str, object]:

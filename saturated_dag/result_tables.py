@@ -208,7 +208,8 @@ INTERVALS = "replicates"
 _HIDDEN = ("low", "high", "excludes 0")
 
 
-def _with_interval(value: str, low: float | None, high: float | None, signed: bool) -> str:
+def with_interval(value: str, low: float | None, high: float | None, signed: bool) -> str:
+    """``value [low, high]`` with two decimals (signed for a Δ); ``value`` alone without ends."""
     if low is None or high is None:
         return value
     spec = "+.2f" if signed else ".2f"
@@ -250,14 +251,14 @@ def display_rows(frame: pl.DataFrame, best: Callable[[str], str] = lambda text: 
             for i in rows:
                 if values[i] == top:
                     text[i] = best(f"{values[i]:.2f}")
-        shown[col] = [_with_interval(t, lo, hi, False)
+        shown[col] = [with_interval(t, lo, hi, False)
                       for t, lo, hi in zip(text, lows, highs, strict=True)]
         delta = f"Δ {col}"
         lows, highs = ends(delta)
         marks = (frame[f"{delta} excludes 0"].to_list() if f"{delta} excludes 0" in has
                  else [False] * frame.height)
         shown[delta] = [
-            (f"{v:+.2f}" if s == "-" else _with_interval(f"{v:+.2f}", lo, hi, True))
+            (f"{v:+.2f}" if s == "-" else with_interval(f"{v:+.2f}", lo, hi, True))
             + ("*" if mark else "")
             for v, lo, hi, mark, s in zip(frame[delta].to_list(), lows, highs, marks, splits,
                                           strict=True)]

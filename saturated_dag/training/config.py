@@ -131,6 +131,13 @@ def settings_for(method: str, training: TrainingSettings) -> TrainSettings:
     raise ValueError(f"unknown training method {method!r}; known: {sorted(SETTINGS_OF_METHOD)}")
 
 
+LOG_NAMES = {"loss": "loss", "rewards/margins": "reward margin",
+             "rewards/accuracies": "reward accuracy", "rank_loss": "rank loss",
+             "sft_loss": "sft loss", "learning_rate": "learning rate"}
+"""The trainers' log keys a reader is shown (progress lines, the adapter's training log), by
+the names they are shown under: DPO's reward margin and accuracy, σ-RRHF's two parts."""
+
+
 def settings_summary(method: str, settings: dict[str, Any]) -> dict[str, Any]:
     """The configuration an adapter was trained with, as a reader names it: ``settings`` is
     the trainer config as a dict (``asdict``, as ``training_config.json`` records it).

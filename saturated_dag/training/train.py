@@ -41,6 +41,7 @@ from saturated_dag.atomic import (
 from saturated_dag.generation.models import load_model
 from saturated_dag.losses import RrhfLossConfig
 from saturated_dag.training.config import (
+    LOG_NAMES,
     SETTINGS_OF_METHOD,
     DpoSettings,
     RrhfSettings,
@@ -88,8 +89,7 @@ class _Progress(TrainerCallback):
     """A log line every few optimizer steps: loss, and for DPO the reward margin and
     accuracy, for σ-RRHF its rank and SFT parts, so a run shows how training goes."""
 
-    PARTS = (("rewards/margins", "reward margin"), ("rewards/accuracies", "reward accuracy"),
-             ("rank_loss", "rank loss"), ("sft_loss", "sft loss"))
+    PARTS = ("rewards/margins", "rewards/accuracies", "rank_loss", "sft_loss")
 
     def __init__(self, log: LogFn) -> None:
         self.log = log
@@ -103,8 +103,8 @@ class _Progress(TrainerCallback):
         every = max(1, total // PROGRESS_LINES)
         if step % every and step != total:
             return
-        parts = [f"loss {logs['loss']:.4f}"] + [f"{name} {logs[key]:.4f}"
-                                               for key, name in self.PARTS if key in logs]
+        parts = [f"{LOG_NAMES[key]} {logs[key]:.4f}" for key in ("loss", *self.PARTS)
+                 if key in logs]
         self.log(f"step {step}/{total} (epoch {state.epoch or 0:.2f}): " + ", ".join(parts))
 
 
