@@ -23,12 +23,13 @@ from assets._adapter_files import (
     adapter_work_dir,
 )
 from assets._metadata import frame_table, image
+from assets._priority import AFTER_TRAINING, TRAINING, priority
 from assets._stages import policy_identity
 from assets.versioning import code_version_of
 from resources import ExperimentResource, InferenceResource
 from resources.training import train_with_pipes
 from saturated_dag.atomic import atomic_write_text
-from saturated_dag.config import Profile, TrainingSettings
+from saturated_dag.config import PolicySettings, Profile, TrainingSettings
 from saturated_dag.experiments import Experiment
 from saturated_dag.plots import training_curves
 from saturated_dag.shards import frame_digest, questions_digest, stage_key
@@ -83,7 +84,7 @@ def _train(context: dg.AssetExecutionContext, inference: InferenceResource, spec
     record either way. The parent's engines are released first (one owner of the device)."""
     inference.release()
     if isolate:
-        return train_with_pipes(context, spec, work)
+        return train_with_pipes(context, spec, work, inference)
     from saturated_dag.training.isolated import train_from_spec
 
     return asdict(train_from_spec(spec, log=context.log.info))
@@ -93,8 +94,8 @@ def training_key(profile: Profile, task: str, exp: Experiment, code_version: str
                  policy: dict, data: pl.DataFrame) -> str:
     """What the adapter is a function of: data, training and sampling settings, base model,
     validation set (epoch selection) and code. Where it runs (``isolate``) is not part of it."""
-    training = exp.training(profile.training).model_dump(mode="json",
-                                                         exclude={"isolate", "sweeps"})
+    training = exp.training(profile.training).model_dump(
+        mode="json", exclude={"isolate", "sweeps", "validation_batch_size"})
     training["dtype"] = resolve_dtype(training["dtype"])  # auto: what it means on this machine
     config = {"method": exp.method, "training": training, "policy": policy,
               "sampling": profile.sampling.model_dump(mode="json"),
@@ -110,6 +111,19 @@ def training_overrides(exp: Experiment, base: TrainingSettings) -> dict[str, Any
     batch 2 on a per-device batch of 8 was refused as not a multiple)."""
     return {**dict(exp.overrides),
             "per_device_batch_size": exp.training(base).per_device_batch_size}
+
+
+def training_spec(profile: Profile, task: str, exp: Experiment, policy: PolicySettings,
+                  data_path: Path, out: Path, key: str) -> dict[str, Any]:
+    """What the training process needs (JSON): the profile, the cell, the data's file, and
+    how it samples its validation set (the policy's prompts, ``validation_batch_size`` rows
+    a batch: the policy's own batch size is the vLLM engine's, far too large beside a
+    trainer on one GPU)."""
+    return {"profile": profile.model_dump(mode="json"), "task": task, "method": exp.method,
+            "training_overrides": training_overrides(exp, profile.training),
+            "base_model": policy.model, "batch_size": profile.training.validation_batch_size,
+            "chat_template": policy.chat_template, "enable_thinking": policy.enable_thinking,
+            "data": str(data_path), "out_dir": str(out), "record": {"cache_key": key}}
 
 
 def _cached_result(out: Path, key: str) -> dict | None:
@@ -135,7 +149,8 @@ def _description(exp: Experiment) -> str:
 def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
     @dg.asset(
         key=[task, exp.split, "adapter", exp.name], group_name=f"{task}_{exp.split}",
-        pool="gpu", kinds={"lora", "peft", "pytorch"},  # "lora": the graph node's badge
+        pool="gpu", op_tags=priority(TRAINING),
+        kinds={"lora", "peft", "pytorch"},  # "lora": the graph node's badge
         ins={"data": dg.AssetIn(key=[task, *exp.dataset])}, deps=["base_model"],
         description=_description(exp),
     )
@@ -163,13 +178,7 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
             data.write_parquet(data_path)  # a scratch copy for the child process
             context.log.info(f"adapter {exp.name} trains with: "
                              f"{settings_line(exp.method, planned)}")
-            spec = {"profile": profile.model_dump(mode="json"), "task": task,
-                    "method": exp.method,
-                    "training_overrides": training_overrides(exp, profile.training),
-                    "base_model": settings.model, "batch_size": settings.batch_size,
-                    "chat_template": settings.chat_template,
-                    "enable_thinking": settings.enable_thinking, "data": str(data_path),
-                    "out_dir": str(out), "record": {"cache_key": key}}
+            spec = training_spec(profile, task, exp, settings, data_path, out, key)
             result = _train(context, inference, spec, work, profile.training.isolate)
             atomic_write_text(out / "result.json",
                               json.dumps({**result, "cache_key": key}, default=float))
@@ -219,6 +228,7 @@ def adapter_assets(task: str, experiments: list[Experiment]) -> list[dg.AssetsDe
 def _loads_check(task: str, exp: Experiment) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=dg.AssetKey([task, exp.split, "adapter", exp.name]),
                     name="loads_and_generates", blocking=True,
+                    op_tags=priority(AFTER_TRAINING),
                     description="The adapter loads on the base model and generates text "
                     "for a validation question (greedy, 32 tokens).")
     def check(experiment: ExperimentResource, inference: InferenceResource

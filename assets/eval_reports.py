@@ -24,6 +24,7 @@ import polars as pl
 
 from assets._adapter_files import adapter_dir, adapter_weights_version
 from assets._metadata import frame_output, markdown_table, text_table
+from assets._priority import AFTER_TRAINING, POLICY_STAGE, priority
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from assets.selection import same_adapters, selection_key
 from resources import ExperimentResource, InferenceResource
@@ -236,6 +237,7 @@ def _sample_together(context: dg.AssetExecutionContext, experiment: ExperimentRe
 
 def base_eval_asset(task: str) -> dg.AssetsDefinition:
     @dg.asset(key=[task, "eval", "base"], group_name=task, deps=["base_model"], **EVAL_ASSET,
+              op_tags=priority(POLICY_STAGE),
               description=f"Eval report: the base model on the {task} eval set.")
     def base_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                   inference: InferenceResource) -> dg.Output[pl.DataFrame]:
@@ -261,7 +263,7 @@ def adapter_eval_asset(task: str, cell: Experiment,
     by_name = {config.name: seeds for config, seeds in trained.items()}
 
     @dg.asset(key=[task, cell.split, "eval", cell.name], group_name=f"{task}_{cell.split}",
-              **upstream, **EVAL_ASSET,
+              **upstream, **EVAL_ASSET, op_tags=priority(AFTER_TRAINING),
               description=f"Eval report: the {cell.name} cell ({cell.split}) on the {task} eval set"
               + (": the configuration its selection chose." if selected else "."))
     def adapter_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource,

@@ -10,6 +10,7 @@ import dagster as dg
 import polars as pl
 
 from assets._metadata import frame_output, frame_table, markdown_table
+from assets._priority import POLICY_STAGE, priority
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
@@ -23,7 +24,7 @@ def generation_pool_asset(task: str) -> dg.AssetsDefinition:
         key=[task, "generation_pool"],
         group_name=task,
         io_manager_key="parquet_io",
-        pool="gpu",
+        pool="gpu", op_tags=priority(POLICY_STAGE),
         kinds={"polars", "parquet"},
         deps=["base_model"],
         metadata=schema_metadata("generation_pool"),

@@ -13,6 +13,7 @@ import dagster as dg
 import polars as pl
 
 from assets._metadata import frame_output, markdown_table
+from assets._priority import JUDGE_STAGE, POLICY_STAGE, TEACHER_STAGE, priority
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
@@ -81,34 +82,25 @@ class _LazyTeacher:
 
 def _teacher_forced(inference: InferenceResource, log,
                     include_eos: bool = True) -> TeacherForcedEntropy:
-    """The policy under transformers: its loaded backend, or a transformers copy when the
-    policy is served by vLLM (which exposes no full distributions)."""
-    backend = inference.policy_backend(log)
-    if hasattr(backend, "model") and hasattr(backend, "encode_prompt"):
-        return TeacherForcedEntropy.from_backend(backend, include_eos=include_eos)
-    from saturated_dag.generation.transformers_backend import TransformersBackend
-
-    settings = inference.policy_settings()
-    log.info(f"teacher-forced entropy: loading {settings.model} in transformers")
-    tf = TransformersBackend.load(settings.model, settings.dtype, settings.device,
-                                  chat_template=settings.chat_template,
-                                  trust_remote_code=settings.trust_remote_code)
-    return TeacherForcedEntropy.from_backend(tf, include_eos=include_eos)
+    """The policy under transformers (``InferenceResource.policy_teacher``): its own engine,
+    or a transformers copy of a vLLM-served policy that takes the device from it."""
+    return TeacherForcedEntropy.from_backend(inference.policy_teacher(log),
+                                             include_eos=include_eos)
 
 
-
-def _score_asset(task: str, name: str, description: str, gpu: bool = True):
-    """The decorator every scorer asset shares: key, inputs, schema, and the gpu pool."""
+def _score_asset(task: str, name: str, description: str, gpu: bool = True, order: int = 0):
+    """The decorator every scorer asset shares: key, inputs, schema, the gpu pool, and its
+    place in the run's order (``assets/_priority.py``)."""
     return dg.asset(
         key=[task, name], group_name=task, io_manager_key="parquet_io", ins=_ins(task),
-        pool="gpu" if gpu else None, kinds={"polars", "parquet"},
+        pool="gpu" if gpu else None, kinds={"polars", "parquet"}, op_tags=priority(order),
         metadata=schema_metadata(name), description=description)
 
 
 def entropy_scores_asset(task: str) -> dg.AssetsDefinition:
     @_score_asset(task, "entropy_scores",
                   f"{task}: r = 1/max(mean token entropy, eps) under the policy at T=1 "
-                  "(from the generation pass, else teacher-forced).")
+                  "(from the generation pass, else teacher-forced).", order=TEACHER_STAGE)
     def entropy_scores_asset(
         context: dg.AssetExecutionContext, experiment: ExperimentResource,
         inference: InferenceResource, generation_pool: pl.DataFrame,
@@ -184,7 +176,7 @@ def _tournament(context: dg.AssetExecutionContext, experiment: ExperimentResourc
 def self_judge_scores_asset(task: str) -> dg.AssetsDefinition:
     @_score_asset(task, "self_judge_scores",
                   f"{task}: win rates of a round-robin tournament judged greedily by the "
-                  "policy itself (App. D prompts).")
+                  "policy itself (App. D prompts).", order=POLICY_STAGE)
     def self_judge_scores(
         context: dg.AssetExecutionContext, experiment: ExperimentResource,
         inference: InferenceResource, generation_pool: pl.DataFrame,
@@ -209,7 +201,7 @@ def self_judge_scores_asset(task: str) -> dg.AssetsDefinition:
 def strong_judge_scores_asset(task: str) -> dg.AssetsDefinition:
     @_score_asset(task, "strong_judge_scores",
                   f"{task}: win rates of a round-robin tournament judged by the strong judge "
-                  "(an LLM, or the chain-sum rubric).")
+                  "(an LLM, or the chain-sum rubric).", order=JUDGE_STAGE)
     def strong_judge_scores(
         context: dg.AssetExecutionContext, experiment: ExperimentResource,
         inference: InferenceResource, generation_pool: pl.DataFrame,

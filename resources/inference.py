@@ -12,7 +12,13 @@ while its process lives). At most one exclusive engine is loaded at a time: load
 judge on CUDA closes the policy's engine first, and the next ``policy_backend()`` closes the
 judge's and reloads the policy. CPU engines under transformers may stay side by side. None is
 held while a training process runs: the training path calls ``release()`` before it starts
-its child process (``resources.training.train_with_pipes``).
+its child process (``resources.training.train_with_pipes``). The teacher-forced entropy route
+(a transformers copy of a vLLM-served policy) is a third role under the same rule, exclusive
+whenever the policy is.
+
+Every load and close is written to the run's residency log
+(``<output_dir>/residency/<run id>.jsonl``, ``saturated_dag.residency``) with the process and
+the step, so the rule can be checked on what happened, not only on what the code intends.
 
 (No ``from __future__ import annotations`` here: Dagster reads the ``ResourceDependency``
 annotation itself when the class is created.)
@@ -20,6 +26,7 @@ annotation itself when the class is created.)
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -30,14 +37,21 @@ from saturated_dag.config import PolicySettings, ProfileError, StrongJudgeSettin
 from saturated_dag.generation import GenerationBackend, open_backend
 from saturated_dag.generation.base import ChatPrompting
 from saturated_dag.generation.models import resolve as resolve_model
+from saturated_dag.residency import POLICY, STRONG_JUDGE, TEACHER, ResidencyLog
 from saturated_dag.scorers.judges import Judge, LlmJudge, RubricJudge
-
-POLICY, STRONG_JUDGE = "policy", "strong_judge"
 
 
 def is_exclusive(backend: str, device: str) -> bool:
     """Whether an engine must be alone on the accelerator (CUDA, or any vLLM engine)."""
     return backend == "vllm" or device.startswith("cuda")
+
+
+def current_step() -> str | None:
+    """The key of the Dagster step running now in this thread (None outside a step)."""
+    try:
+        return dg.OpExecutionContext.get().get_step_execution_context().step.key
+    except Exception:  # no step in scope (resource teardown, a test outside a run)
+        return None
 
 
 @dataclass
@@ -48,16 +62,18 @@ class _Loaded:
 
 
 class EngineResidency:
-    """Which engines are loaded, by role, under the residency rule (see the module doc)."""
+    """Which engines are loaded, by role, under the residency rule (see the module doc);
+    each load and close recorded in ``log``."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: ResidencyLog | None = None) -> None:
         self._loaded: dict[str, _Loaded] = {}
+        self.log = log or ResidencyLog(None)
 
     def roles(self) -> list[str]:
         return sorted(self._loaded)
 
     def get(self, role: str, key: str, exclusive: bool,
-            load: Callable[[], GenerationBackend]) -> GenerationBackend:
+            load: Callable[[], GenerationBackend], model: str = "") -> GenerationBackend:
         """The engine of ``role`` loaded under ``key``; loads it (after closing what the rule
         says must go) when it is missing or was loaded under another key."""
         held = self._loaded.get(role)
@@ -67,7 +83,14 @@ class EngineResidency:
         if exclusive:
             for other in [r for r, e in self._loaded.items() if e.exclusive]:
                 self.release(other)
-        engine = load()
+        step = current_step()
+        self.log.record("loading", role, step, exclusive=exclusive, model=model)
+        try:
+            engine = load()
+        except BaseException:
+            self.log.record("closed", role, step, failed=True)
+            raise
+        self.log.record("loaded", role, step, model=model)
         self._loaded[role] = _Loaded(key, exclusive, engine)
         return engine
 
@@ -77,6 +100,7 @@ class EngineResidency:
             held = self._loaded.pop(name, None)
             if held is not None:
                 held.engine.close()
+                self.log.record("closed", name, current_step())
 
 
 class InferenceResource(dg.ConfigurableResource):
@@ -91,7 +115,14 @@ class InferenceResource(dg.ConfigurableResource):
     _engines: EngineResidency | None = PrivateAttr(None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._engines = EngineResidency()
+        log = ResidencyLog(Path(self.experiment.output_dir) / "residency"
+                           / f"{context.run_id}.jsonl") if context.run_id else None
+        self._engines = EngineResidency(log)
+
+    @property
+    def residency_log(self) -> ResidencyLog:
+        """Where this run's loads, closes and training children are written down."""
+        return self._residency().log
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         self.release()
@@ -139,7 +170,29 @@ class InferenceResource(dg.ConfigurableResource):
             return backend
 
         return engines.get(POLICY, f"{settings.model_dump_json()}|seed={seed}",
-                           is_exclusive(settings.backend, settings.device), load)
+                           is_exclusive(settings.backend, settings.device), load,
+                           model=settings.model)
+
+    def policy_teacher(self, log: Any = None) -> GenerationBackend:
+        """The policy under transformers, for teacher-forced entropy: the policy's own engine
+        when that is transformers, else a transformers copy under its own role, exclusive
+        whenever the policy is (on a GPU it shares the device the vLLM engine would hold), so
+        loading it closes the vLLM engine first."""
+        settings = self.policy_settings()
+        if settings.backend == "transformers":
+            return self.policy_backend(log)
+        from saturated_dag.generation.transformers_backend import TransformersBackend
+
+        def load() -> GenerationBackend:
+            if log is not None:
+                log.info(f"teacher-forced entropy: loading {settings.model} in transformers")
+            return TransformersBackend.load(settings.model, settings.dtype, settings.device,
+                                            chat_template=settings.chat_template,
+                                            trust_remote_code=settings.trust_remote_code)
+
+        return self._residency().get(TEACHER, settings.model_dump_json(),
+                                     is_exclusive(settings.backend, settings.device), load,
+                                     model=settings.model)
 
     def strong_judge(self, max_new_tokens: int, batch_size: int | None = None,
                      log: Any = None) -> Judge:
@@ -162,7 +215,7 @@ class InferenceResource(dg.ConfigurableResource):
 
         backend = self._residency().get(
             STRONG_JUDGE, f"{settings.model_dump_json()}|seed={seed}",
-            is_exclusive(settings.backend, settings.device), load)
+            is_exclusive(settings.backend, settings.device), load, model=str(settings.model))
         return LlmJudge(backend, instruct=settings.instruct, max_new_tokens=max_new_tokens,
                         batch_size=batch_size or settings.batch_size, name="strong_judge")
 

@@ -20,7 +20,8 @@ from typing import Any
 import dagster as dg
 
 from resources import training_child
-from resources.inference import InferenceResource
+from resources.inference import InferenceResource, current_step
+from saturated_dag.residency import ResidencyLog
 
 # run by path (see the child's docstring); imported here so the adapters' code version covers it
 CHILD = Path(training_child.__file__)
@@ -45,20 +46,27 @@ def train_with_pipes(context: dg.AssetExecutionContext, spec: dict[str, Any], wo
     """Train the adapter ``spec`` describes in a Pipes child; its result record.
 
     ``inference`` (when given) is released first: no engine of this process stays on the
-    device while the child trains. The child's reported metadata is added to the asset's
+    device while the child trains; the start and end go to its residency log, and the child
+    records its own life there too. The child's reported metadata is added to the asset's
     materialisation (``context.add_output_metadata``) and its data version is returned as
     ``record["data_version"]``. A failing child raises ``dg.Failure`` with its exit status and
     the last ``tail_lines`` lines of its log (traceback included).
     """
+    residency = ResidencyLog(None)
     if inference is not None:
         inference.release()
+        residency = inference.residency_log
     work_dir.mkdir(parents=True, exist_ok=True)
     result_path, log_path = work_dir / "result.json", work_dir / "train.log"
     result_path.unlink(missing_ok=True)
     log_path.unlink(missing_ok=True)
-    extras = {"spec": spec, "result": str(result_path), "log": str(log_path)}
+    extras = {"spec": spec, "result": str(result_path), "log": str(log_path),
+              "residency_log": str(residency.path) if residency.path else None}
     command = [sys.executable, "-P", str(CHILD)]
     what = f"training {spec.get('out_dir', '?')}"
+    step = current_step()
+    residency.record("train_start", "training", step,
+                     engines_held=inference.loaded_roles() if inference is not None else [])
     try:
         invocation = (client or training_client()).run(context=context, command=command,
                                                        extras=extras)
@@ -67,6 +75,8 @@ def train_with_pipes(context: dg.AssetExecutionContext, spec: dict[str, Any], wo
                          f"{_tail(log_path, tail_lines)}",
                          metadata={"training_log": dg.MetadataValue.path(str(log_path))}
                          ) from None
+    finally:
+        residency.record("train_end", "training", step)
     reported = [r for r in invocation.get_results(implicit_materializations=False)
                 if isinstance(r, dg.MaterializeResult)]
     version = reported[0].data_version if len(reported) == 1 else None

@@ -49,11 +49,15 @@ def main() -> None:
     from dagster_pipes import open_dagster_pipes
 
     from saturated_dag.atomic import atomic_write_text
+    from saturated_dag.residency import ResidencyLog
     from saturated_dag.training.isolated import train_from_spec
 
     with open_dagster_pipes() as pipes:
         spec: dict[str, Any] = pipes.get_extra("spec")
         result_path = Path(pipes.get_extra("result"))
+        where = pipes.get_extra("residency_log") if "residency_log" in pipes.extras else None
+        residency = ResidencyLog(Path(where) if where else None)
+        residency.record("child_start", "training", spec.get("out_dir"))
         with Path(pipes.get_extra("log")).open("a", encoding="utf-8") as log_file:
 
             def say(message: str) -> None:
@@ -67,7 +71,9 @@ def main() -> None:
                 version = adapter_version(Path(record["adapter_dir"]))
             except BaseException:
                 log_file.write(traceback.format_exc())
+                residency.record("child_end", "training", spec.get("out_dir"), failed=True)
                 raise
+        residency.record("child_end", "training", spec.get("out_dir"))
         atomic_write_text(result_path, json.dumps(record, default=float))
         pipes.report_asset_materialization(
             metadata=report_metadata(record, time.monotonic() - start, version),

@@ -463,6 +463,12 @@ class TrainingSettings(_Strict):
     rrhf_sft_token_mean: bool = True
     """L_ft as y_best's mean token NLL (RRHF's and the authors' code); False: the summed NLL,
     −log π(y_best | x) as the paper's equation writes it (docs/paper-differences.md)."""
+    validation_batch_size: int = Field(64, ge=1)
+    """Rows per batch when the training process samples its validation set (transformers, on
+    the training device, beside the trainer). Not ``policy.batch_size``, the vLLM engine's
+    (1,024 in ``paper``): 1,024 rows of up to 2,048 new tokens under transformers would need
+    about 250 GB of KV cache for Qwen3-1.7B. Samples do not depend on it (per-row seeds), so
+    it is not part of an adapter's cache key."""
     validation_questions_per_cell: int = Field(8, ge=1, le=_MAX_PER_CELL)
     """Chain sum: a held-out validation pool per D cell, for checkpoint selection."""
     gsm8k_validation_questions: int = Field(100, ge=1)
@@ -538,12 +544,23 @@ class Profile(_Strict):
     answer_check: AnswerCheck = "math_verify"
     """How a completion's answer is read (App. B): ``math_verify`` is Math-Verify's own
     extraction (the last ``\\boxed{}`` first, else a final stated answer), as in the paper;
-    ``last_boxed`` accepts only the last ``\\boxed{}`` (a completion without one is wrong)."""
+    ``last_boxed`` accepts only the last ``\\boxed{}`` (a completion without one is wrong);
+    ``rehearsal_coin`` (rehearsal profiles only) adds a seeded coin to Math-Verify's verdict
+    so random-weight models give every split rows (``saturated_dag.verification``)."""
     judges: JudgeSettings = JudgeSettings()
     scoring: ScoringSettings = ScoringSettings()
     training: TrainingSettings = TrainingSettings()
     stages: StageSettings = StageSettings()
     automation: AutomationSettings = AutomationSettings()
+
+    @model_validator(mode="after")
+    def _coin_only_in_rehearsals(self) -> Profile:
+        """A coin's "correct" measures nothing: only a rehearsal of the plumbing may use it."""
+        if self.answer_check == "rehearsal_coin" and not self.name.startswith("rehearsal"):
+            raise ValueError(f"answer_check: rehearsal_coin marks answers correct by a seeded "
+                             f"coin and is for rehearsal profiles only (name starting with "
+                             f"'rehearsal'), not {self.name!r}; use math_verify or last_boxed")
+        return self
 
     @model_validator(mode="after")
     def _rrhf_batches_hold_questions(self) -> Profile:

@@ -213,7 +213,9 @@ def adapter_backends(
     """One backend per adapter, keyed by name (the folder path for a plain sequence).
 
     On a ``VllmBackend`` started with ``enable_lora=True`` these are LoRA views of its one
-    engine (the base model is not loaded again; closing a view frees nothing). On a
+    engine (the base model is not loaded again; closing a view frees nothing). Their LoRA
+    name is the folder, not the caller's key: keys repeat across calls (every split has an
+    ``sft`` adapter) and vLLM tells adapters apart by name. On a
     ``TransformersBackend`` each is ``adapter_backend``: ``base_model`` loaded again with the
     adapter merged in (close each when done); ``base_backend`` keeps the base model.
     """
@@ -223,8 +225,7 @@ def adapter_backends(
     from saturated_dag.generation.vllm_backend import VllmBackend  # imports no vLLM
 
     if isinstance(base_backend, VllmBackend):
-        return {name: base_backend.with_adapter(folder, name=name)
-                for name, folder in named.items()}
+        return {name: base_backend.with_adapter(folder) for name, folder in named.items()}
     if isinstance(base_backend, TransformersBackend):
         if base_model is None:
             raise ValueError("merging adapters on transformers needs base_model (the model spec)")

@@ -9,6 +9,13 @@ counts. Several different boxed answers become a set that never verifies.
 ``last_boxed`` (an option, not the paper's): only the content of the last ``\\boxed{}``
 counts; a completion without one is wrong.
 
+``rehearsal_coin`` (the ``rehearsal`` profile only; config refuses it elsewhere): Math-Verify's
+verdict, and where that is wrong, a seeded coin. The rehearsal's random-weight models never
+answer right, which would leave every training split empty; the coin gives each question a
+pass rate from its gold (1, 1/2, 1/8 or 0: ``coin_rate``) and each completion a draw from its
+text, so every split, method and table of the GPU path has rows to run on. Its "correct" is a
+plumbing device, not a measurement: rehearsal tables say so (``REHEARSAL_CAVEAT``).
+
 Math-Verify's defaults use ``signal.alarm`` and raise outside the main thread, so every call
 here disables its timeouts (safe in worker threads and processes) and bounds the input size
 instead. Two forms are handled before Math-Verify sees them, in both modes: digit groups
@@ -19,6 +26,7 @@ no answer).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Sequence
@@ -33,8 +41,12 @@ from math_verify import parse, verify
 # Math-Verify warns on every call that timeouts are off; that is deliberate here.
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 
-AnswerCheck = Literal["math_verify", "last_boxed"]
+AnswerCheck = Literal["math_verify", "last_boxed", "rehearsal_coin"]
 ANSWER_CHECKS: tuple[str, ...] = get_args(AnswerCheck)
+READING_CHECKS: tuple[str, ...] = ("math_verify", "last_boxed")
+"""The checks that read an answer (``rehearsal_coin`` adds a coin to the first)."""
+REHEARSAL_CAVEAT = ("answer_check rehearsal_coin: random-weight models, correctness marked by "
+                    "a seeded coin; these numbers test the plumbing and measure nothing")
 
 MAX_ANSWER_CHARS = 200
 """Longer extracted answers are wrong without a symbolic comparison (no timeout protects it)."""
@@ -132,12 +144,29 @@ def _check_mode(mode: str) -> None:
         raise ValueError(f"unknown answer check {mode!r}; expected one of {list(ANSWER_CHECKS)}")
 
 
+def _unit(*parts: str) -> float:
+    """A stable draw in [0, 1) from text (the same on every machine and process)."""
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def coin_rate(gold: str) -> float:
+    """The rehearsal coin's pass rate of a question, from its gold: about 40% of questions
+    1 (saturated), 10% 1/2 (the middle), 35% 1/8 (mostly hard with a correct completion, as
+    correctness pairs and hard-split training need), 15% 0."""
+    u = _unit("rate", gold)
+    return 1.0 if u < 0.4 else 0.5 if u < 0.5 else 0.125 if u < 0.85 else 0.0
+
+
 def verify_answer(completion: str, gold: str, mode: AnswerCheck = "math_verify") -> Verdict:
     """Check one completion against ``gold`` under ``mode`` (see the module docstring)."""
     _check_mode(mode)
     if mode == "last_boxed":
         return _last_boxed_verdict(completion, gold)
-    return _math_verify_verdict(completion, gold)
+    verdict = _math_verify_verdict(completion, gold)
+    if mode == "rehearsal_coin" and not verdict.correct:
+        return Verdict(verdict.answer, _unit("completion", gold, completion) < coin_rate(gold))
+    return verdict
 
 
 def unmatched_answer_checks(gold: str, answer: str) -> list[str]:
@@ -150,7 +179,7 @@ def unmatched_answer_checks(gold: str, answer: str) -> list[str]:
     """
     completion = f"\\boxed{{{answer}}}"
     failed: list[str] = []
-    for mode in ANSWER_CHECKS:
+    for mode in READING_CHECKS:
         try:
             correct = verify_answer(completion, gold, mode).correct
         except ValueError:  # the gold itself cannot be parsed

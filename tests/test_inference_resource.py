@@ -122,6 +122,13 @@ def test_out_of_range_override_fails_the_resource_naming_the_field() -> None:
     assert "sampling.n" in str(err.value.__cause__)
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resources here name the output folder ``out``: relative, so a run's residency log
+    (``out/residency/``) lands in the test's folder, not the repository's."""
+    monkeypatch.chdir(tmp_path)
+
+
 class FakeBackend:
     """Stands in for an engine: records loads and closes (no model, no device)."""
 

@@ -156,11 +156,11 @@ def test_gsm8k_accepted_golds_match_a_correct_boxed_answer_in_both_checks(
 
 
 def test_unmatched_answer_checks_names_the_modes() -> None:
-    from saturated_dag.verification import ANSWER_CHECKS, unmatched_answer_checks
+    from saturated_dag.verification import READING_CHECKS, unmatched_answer_checks
 
     assert unmatched_answer_checks("1000", "1000") == []
-    assert unmatched_answer_checks("1e3", "1000") == list(ANSWER_CHECKS)
-    assert unmatched_answer_checks("\uff11\uff10\uff10\uff10", "1000") == list(ANSWER_CHECKS)
+    assert unmatched_answer_checks("1e3", "1000") == list(READING_CHECKS)
+    assert unmatched_answer_checks("\uff11\uff10\uff10\uff10", "1000") == list(READING_CHECKS)
 
 
 def test_gsm8k_every_real_gold_matches_its_boxed_value_in_both_checks() -> None:

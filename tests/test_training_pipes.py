@@ -17,6 +17,7 @@ import pytest
 from resources import InferenceResource, make_resources
 from resources.training import train_with_pipes
 from resources.training_child import ADAPTER_WEIGHTS
+from saturated_dag.residency import read_events, violations
 from saturated_dag.shards import file_fingerprint
 
 PROMPT = "<|user|>Compute the following step by step:\n1 + 2 =<|end|><|assistant|>"
@@ -95,6 +96,37 @@ def test_training_reports_logs_metadata_and_data_version_through_pipes(
 
     assert any("training sft on 4 rows" in m for m in log), log  # a line the child logged
     assert any("[pipes] external process successfully opened" in m for m in log)
+
+    # the residency log: the engine closed before the child started, the child its own process
+    (path,) = (tmp_path / "outputs" / "residency").glob("*.jsonl")
+    events = read_events(path)
+    assert [e["event"] for e in events] == ["loading", "loaded", "closed", "train_start",
+                                            "child_start", "child_end", "train_end"]
+    parent, child = events[0]["pid"], events[4]["pid"]
+    assert child != parent and events[3]["pid"] == events[6]["pid"] == parent
+    assert events[3]["engines_held"] == [] and events[0]["step"] == "adapter"
+    assert violations(events) == []
+
+
+def test_the_child_samples_validation_in_batches_of_its_own_size() -> None:
+    """``paper``'s policy batch (1,024, the vLLM engine's) is not the validation sampler's
+    beside the trainer; the key of an adapter ignores the setting (samples do not depend on
+    it)."""
+    from assets.adapters import training_key, training_spec
+    from saturated_dag.config import load_profile
+    from saturated_dag.experiments import main_matrix
+
+    paper = load_profile("paper")  # the rehearsal's structure, with paper's policy batch
+    profile = load_profile("rehearsal").model_copy(update={"policy": paper.policy})
+    exp = main_matrix(profile.training)[0]
+    spec = training_spec(profile, "chain_sum", exp, profile.policy, Path("d"), Path("o"), "k")
+    assert profile.policy.batch_size == 1024
+    assert spec["batch_size"] == profile.training.validation_batch_size == 64
+    data = pl.DataFrame({"prompt": ["p"], "completion": ["c"]})
+    other = profile.model_copy(update={"training": profile.training.model_copy(
+        update={"validation_batch_size": 8})})
+    assert (training_key(profile, "chain_sum", exp, "v", {}, data)
+            == training_key(other, "chain_sum", exp, "v", {}, data))
 
 
 def test_failing_child_is_a_clear_failure(tmp_path: Path, tiny_model_dir: Path) -> None:

@@ -99,20 +99,34 @@ def test_adapter_request_matches_merged_adapter(
 def test_adapter_ids_are_stable_per_folder(
     backend: VllmBackend, adapter_dir: Path, tmp_path: Path
 ) -> None:
-    first = backend.with_adapter(adapter_dir, name="sft")
+    first = backend.with_adapter(adapter_dir)  # named by its folder, as adapter_backends does
     assert backend.with_adapter(adapter_dir).lora_request == first.lora_request
     assert backend.with_adapter(str(adapter_dir) + "/").lora_request.lora_int_id == 1
     copy = shutil.copytree(adapter_dir, tmp_path / "copy")
     second = backend.with_adapter(copy)
     assert second.lora_request.lora_int_id == 2 and second.lora_request.lora_name == str(copy)
-    with pytest.raises(ValueError, match="already registered as 'sft'"):
+    with pytest.raises(ValueError, match="already registered as"):
         backend.with_adapter(adapter_dir, name="other")
     with pytest.raises(ValueError, match="already used"):
-        backend.with_adapter(shutil.copytree(adapter_dir, tmp_path / "third"), name="sft")
+        backend.with_adapter(shutil.copytree(adapter_dir, tmp_path / "third"),
+                             name=str(adapter_dir.resolve()))
     # a second adapter on the same engine gives the same tokens
     prompts = _prompts(backend)[:2]
     assert [r[0].token_ids for r in second.sample(prompts, GREEDY)] == [
         r[0].token_ids for r in first.sample(prompts, GREEDY)]
+
+
+def test_adapter_keys_may_repeat_across_calls(
+    backend: VllmBackend, adapter_dir: Path, tmp_path: Path
+) -> None:
+    """Every split has an ``sft`` adapter: the loads check asks for each under that key on
+    one engine (the rehearsal's first run failed: "adapter name 'sft' is already used")."""
+    other = shutil.copytree(adapter_dir, tmp_path / "strict_saturated" / "sft")
+    first = adapter_backends(backend, {"sft": adapter_dir})["sft"]
+    second = adapter_backends(backend, {"sft": other})["sft"]
+    assert isinstance(first, VllmLoraView) and isinstance(second, VllmLoraView)
+    assert first.lora_request.lora_int_id != second.lora_request.lora_int_id
+    assert second.adapter_dir == str(other.resolve())
 
 
 def test_bad_adapters_are_clear_errors(backend: VllmBackend, tmp_path: Path) -> None:

@@ -45,10 +45,21 @@ def _arith_base() -> Path:
     return PACKAGE_DIR / "models" / "arith_base"
 
 
+def _rehearsal(kind: str) -> Callable[[], Path]:
+    def build() -> Path:  # random weights, built into the cache on first use
+        from saturated_dag.generation.rehearsal_models import rehearsal_model_dir
+
+        return rehearsal_model_dir(kind)
+
+    return build
+
+
 # Short names a profile may use instead of a path or hub id.
 KNOWN_MODELS: dict[str, Callable[[], Path]] = {
     "arith-base": _arith_base,
     "smollm2-135m-instruct": _smollm2_gguf,
+    "rehearsal-qwen3": _rehearsal("rehearsal-qwen3"),
+    "rehearsal-qwen3-moe": _rehearsal("rehearsal-qwen3-moe"),
 }
 
 

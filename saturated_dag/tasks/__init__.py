@@ -111,9 +111,19 @@ def eval_set_name(profile: Profile, task: str, count: int) -> str:
     """What a results table was evaluated on, in words, with its ``count`` of questions.
 
     Tables of different eval sets are not comparable (the paper's fixed chain-sum set is far
-    harder than a uniform draw over D), so every table says which one it used.
+    harder than a uniform draw over D), so every table says which one it used; a rehearsal's
+    says that its correctness is a coin's (``verification.REHEARSAL_CAVEAT``).
     """
     _check_task(task)
+    name = _eval_set_words(profile, task, count)
+    if profile.answer_check == "rehearsal_coin":
+        from saturated_dag.verification import REHEARSAL_CAVEAT
+
+        name += f"; {REHEARSAL_CAVEAT}"
+    return name
+
+
+def _eval_set_words(profile: Profile, task: str, count: int) -> str:
     if task == "gsm8k":
         cfg = profile.gsm8k
         limit = f", the first {cfg.test_limit}" if cfg.test_limit is not None else ""

@@ -41,7 +41,8 @@ def train_from_spec(spec: dict[str, Any], log: LogFn | None = None) -> Any:
 
     def validation_pass_at_1(model: Any, tokenizer: Any) -> float:
         backend = TransformersBackend(model, tokenizer,
-                                      batch_size=spec.get("batch_size", policy.batch_size),
+                                      batch_size=spec.get("batch_size",
+                                                          training.validation_batch_size),
                                       chat_template=spec.get("chat_template",
                                                              policy.chat_template))
         # the same prompts and answer rule as the pool and the eval reports
