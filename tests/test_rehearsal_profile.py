@@ -34,28 +34,42 @@ def models(cache: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     return {kind: rehearsal_model_dir(kind) for kind in (POLICY, JUDGE)}
 
 
-def test_rehearsal_has_the_paper_profiles_code_paths() -> None:
-    """Every setting that picks a code path is the paper's; sizes and the coin differ."""
-    paper, rehearsal = load_profile("paper"), load_profile("rehearsal")
-    assert rehearsal.tasks == paper.tasks == ["chain_sum", "gsm8k"]
+@pytest.mark.parametrize(("ours", "theirs"), [("rehearsal", "paper"),
+                                             ("rehearsal_instruct", "paper_instruct")])
+def test_rehearsals_have_their_paper_profiles_code_paths(ours: str, theirs: str) -> None:
+    """Every setting that picks a code path is the paper profile's; sizes and the coin differ."""
+    rehearsal, paper = load_profile(ours), load_profile(theirs)
+    assert rehearsal.tasks == paper.tasks
+    same = {"backend", "dtype", "chat_template", "instruct", "kind", "enable_thinking"}
     for section in ("policy", "judges"):
-        ours, theirs = getattr(rehearsal, section), getattr(paper, section)
-        same = {"backend", "dtype", "chat_template", "instruct", "kind", "enable_thinking"}
-        assert ({k: v for k, v in ours.model_dump().items() if k in same}
-                == {k: v for k, v in theirs.model_dump().items() if k in same})
-    assert rehearsal.judges.self_judge.instruct is False
-    assert rehearsal.judges.strong.backend == "vllm" and rehearsal.judges.strong.instruct
-    assert rehearsal.policy.vllm.enable_lora and rehearsal.policy.vllm.max_loras > 1
-    assert rehearsal.policy.vllm.max_lora_rank == paper.policy.vllm.max_lora_rank
+        mine, orig = getattr(rehearsal, section).model_dump(), getattr(paper, section).model_dump()
+        if section == "judges":
+            assert mine["self_judge"] == orig["self_judge"]
+            mine, orig = mine["strong"], orig["strong"]
+        assert {k: v for k, v in mine.items() if k in same} == \
+            {k: v for k, v in orig.items() if k in same}
+    for key in ("enable_lora", "max_lora_rank", "max_loras"):
+        assert getattr(rehearsal.policy.vllm, key) == getattr(paper.policy.vllm, key)
     assert rehearsal.scoring.model_dump(exclude={"judge_max_new_tokens"}) == \
         paper.scoring.model_dump(exclude={"judge_max_new_tokens"})
     t, p = rehearsal.training, paper.training
-    assert set(t.splits) == set(p.splits) and set(t.methods) == set(p.methods)
-    assert t.isolate and t.dtype == p.dtype and t.gradient_checkpointing
-    assert t.selection.dpo_betas and len(t.selection.dpo_betas) > 1
-    assert t.sweeps.rank_weight and t.sweeps.rrhf_variants and t.sweeps.dpo_beta
+    assert t.splits == p.splits and t.methods == p.methods
+    assert (t.isolate, t.dtype, t.gradient_checkpointing) == (p.isolate, p.dtype,
+                                                              p.gradient_checkpointing)
+    assert (t.sweeps.rank_weight is None) == (p.sweeps.rank_weight is None)
+    assert (t.sweeps.rrhf_variants is None) == (p.sweeps.rrhf_variants is None)
+    assert (t.sweeps.dpo_beta is None) == (p.sweeps.dpo_beta is None)
     assert rehearsal.sampling.n == paper.sampling.n
     assert rehearsal.answer_check == "rehearsal_coin"
+
+
+def test_the_paper_rehearsal_covers_its_grid_and_both_judge_kinds() -> None:
+    rehearsal = load_profile("rehearsal")
+    assert rehearsal.judges.self_judge.instruct is False  # the few-shot base self-judge
+    assert rehearsal.judges.strong.backend == "vllm" and rehearsal.judges.strong.instruct
+    betas = rehearsal.training.selection.dpo_betas
+    assert betas is not None and len(betas) > 1  # the selection grid's path
+    assert set(rehearsal.training.scorers) >= {"self_judge", "strong_judge"}
 
 
 def test_models_are_the_papers_architectures_with_a_qwen_style_tokenizer(
@@ -82,6 +96,26 @@ def test_models_are_the_papers_architectures_with_a_qwen_style_tokenizer(
     assert ids.count(tok.convert_tokens_to_ids(IM_END)) == 2  # one token each, not bytes
     text = "Janet’s ducks lay 16 eggs per day. 😀"
     assert tok.decode(tok(text)["input_ids"]) == text  # byte-level: any text round-trips
+
+
+def test_judges_see_the_prompts_the_paper_profile_sends(models: dict[str, Path]) -> None:
+    """The strong judge through its ChatML template with thinking off; the self-judge (the
+    base policy, ``instruct: false``) the few-shot text without a template."""
+    from transformers import AutoTokenizer
+
+    from saturated_dag.scorers.judge_prompts import judge_messages
+    from saturated_dag.scorers.judges import render_judge_prompt
+
+    profile = load_profile("rehearsal")
+    judge_tok = AutoTokenizer.from_pretrained(models[JUDGE])
+    strong = render_judge_prompt(judge_tok, judge_messages("gsm8k", "Q?", ["a", "b"], True),
+                                 profile.judges.strong.chat_template)
+    assert strong.startswith("<|im_start|>system\n")
+    assert strong.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    policy_tok = AutoTokenizer.from_pretrained(models[POLICY])
+    few_shot = render_judge_prompt(policy_tok, judge_messages("gsm8k", "Q?", ["a", "b"], False),
+                                   profile.policy.chat_template)
+    assert "<|im_start|>" not in few_shot and "<think>" not in few_shot
 
 
 def test_models_are_built_once_and_identically(models: dict[str, Path], cache: Path) -> None:

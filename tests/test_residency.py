@@ -138,18 +138,19 @@ def test_a_failed_load_is_closed_in_the_log(tmp_path: Path) -> None:
 
 
 REHEARSAL = os.environ.get("SATURATED_DAG_REHEARSAL_OUTPUT")
+RUNS = int(os.environ.get("SATURATED_DAG_REHEARSAL_RUNS", "2"))  # one per job the script ran
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not REHEARSAL, reason="reads the rehearsal's outputs: run "
                     "scripts/rehearsal_job.sh (sets SATURATED_DAG_REHEARSAL_OUTPUT)")
 def test_the_rehearsal_kept_the_residency_rules() -> None:
-    """Both paper jobs of the rehearsal: at most one engine alive at a time, none in the
+    """Every paper job of a rehearsal: at most one engine alive at a time, none in the
     parent while an adapter trains, the strong judge's engine gone before the policy's
     returns; and the log saw what it should (both engines, the entropy route's transformers
     copy, training children that are other processes)."""
     logs = sorted(Path(REHEARSAL, "residency").glob("*.jsonl"))  # type: ignore[arg-type]
-    assert len(logs) == 2, logs  # one per job run
+    assert len(logs) == RUNS, logs  # one per job run
     for path in logs:
         events = read_events(path)
         assert violations(events) == [], path
