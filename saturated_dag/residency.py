@@ -18,6 +18,7 @@ that caused it, when known).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Iterable
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 POLICY, STRONG_JUDGE, TEACHER = "policy", "strong_judge", "policy_teacher"
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,8 @@ class ResidencyLog:
     """Appends events to ``path`` (one JSON object a line; ``None``: records nothing).
 
     Lines are short and written with one ``write`` on a file opened for appending, so the
-    parent and its children may share the file."""
+    parent and its children may share the file. A log that cannot be written (a read-only
+    output folder) is a warning, not a failed run: it observes the run, it is not its output."""
 
     path: Path | None
 
@@ -43,9 +46,12 @@ class ResidencyLog:
             return
         line = {"time": time.time(), "pid": os.getpid(), "event": event, "role": role,
                 "step": step, **fields}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(line, sort_keys=True) + "\n")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(line, sort_keys=True) + "\n")
+        except OSError as err:
+            _LOG.warning("residency log %s not written (%s): %s", self.path, event, err)
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ counts. Several different boxed answers become a set that never verifies.
 ``last_boxed`` (an option, not the paper's): only the content of the last ``\\boxed{}``
 counts; a completion without one is wrong.
 
-``rehearsal_coin`` (the ``rehearsal`` profile only; config refuses it elsewhere): Math-Verify's
+``rehearsal_coin`` (rehearsal profiles only; config refuses it elsewhere): Math-Verify's
 verdict, and where that is wrong, a seeded coin. The rehearsal's random-weight models never
 answer right, which would leave every training split empty; the coin gives each question a
 pass rate from its gold (1, 1/2, 1/8 or 0: ``coin_rate``) and each completion a draw from its

@@ -97,6 +97,9 @@ def test_the_log_appends_lines_another_process_can_read(tmp_path: Path) -> None:
     assert [e["event"] for e in events] == ["loading", "closed"]
     assert events[0]["pid"] == os.getpid() and events[0]["model"] == "m"
     ResidencyLog(None).record("loading", POLICY)  # records nothing, raises nothing
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    ResidencyLog(blocked / "run.jsonl").record("loading", POLICY)  # unwritable: a warning
     (tmp_path / "bad.jsonl").write_text('{"time": 1}\nnot json\n')
     with pytest.raises(ValueError, match=r"bad\.jsonl:2"):
         read_events(tmp_path / "bad.jsonl")
