@@ -28,11 +28,7 @@ from saturated_dag.experiments import (
     main_matrix,
     sweeps,
 )
-from saturated_dag.tasks import has_strict_pool
-
-
-def _trainable(profile: Profile, task: str, split: str) -> bool:
-    return split != "strict_saturated" or has_strict_pool(profile, task)
+from saturated_dag.tasks import can_train_split as _trainable
 
 
 def task_cells(profile: Profile, task: str) -> list[Experiment]:

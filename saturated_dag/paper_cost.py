@@ -28,12 +28,9 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 
 from saturated_dag.config import Profile, grid_cells
-from saturated_dag.experiments import (
-    Experiment,
-    cell_adapters,
-    experiment_matrix,
-)
+from saturated_dag.experiments import Experiment, experiment_matrix, trained_adapters
 from saturated_dag.scorers.tournament import expected_calls
+from saturated_dag.tasks import can_train_split as _trainable
 from saturated_dag.training.memory import QWEN3_1_7B, ModelShape
 
 # --------------------------------------------------------------------------------------------
@@ -451,14 +448,9 @@ class StageCost:
 SPLITS_MODELLED = ("saturated", "strict_saturated", "hard")
 
 
-def _trainable(profile: Profile, task: str, split: str) -> bool:
-    """GSM8K has no strictly easier pool D' (assets.task_cells' rule, without Dagster)."""
-    return split != "strict_saturated" or (task == "chain_sum"
-                                           and profile.chain_sum.strict_grid is not None)
-
-
 def task_cells(profile: Profile, task: str) -> list[Experiment]:
-    """The matrix cells (main matrix, then sweeps) the task evaluates."""
+    """The matrix cells (main matrix, then sweeps) the task evaluates (``assets.task_cells``'
+    rule: GSM8K has no strictly easier pool D')."""
     return [c for c in experiment_matrix(profile.training)
             if _trainable(profile, task, c.split)]
 
@@ -466,10 +458,7 @@ def task_cells(profile: Profile, task: str) -> list[Experiment]:
 def task_adapters(profile: Profile, task: str) -> list[Experiment]:
     """Every adapter the task trains: each cell's grid configurations x training seeds, each
     once (as ``assets.task_assets`` builds the adapter assets)."""
-    n = profile.sampling.n
-    return list(dict.fromkeys(seeded for cell in task_cells(profile, task)
-                              for seeds in cell_adapters(profile.training, cell, n).values()
-                              for seeded in seeds))
+    return trained_adapters(profile.training, task_cells(profile, task), profile.sampling.n)
 
 
 def pool_sizes(profile: Profile, task: str, assumptions: Assumptions) -> dict[str, int]:
@@ -525,7 +514,7 @@ def scored_splits(profile: Profile, task: str) -> list[str]:
     return [s for s in splits if _trainable(profile, task, s)]
 
 
-def scored_per_question(profile: Profile, split: str) -> int:
+def scored_per_question(profile: Profile) -> int:
     """Completions scored per question: all n of a saturated question are correct (p-hat = 1);
     a hard question with a correct one has all n scored (all_completion_splits)."""
     return profile.sampling.n
@@ -642,7 +631,7 @@ def stage_costs(profile: Profile, assumptions: Assumptions | None = None,
             return judge_prompt_tokens(data, split)
 
         per_split = {s: split_questions(data, s) * expected_calls(
-            [scored_per_question(profile, s)], profile.scoring.both_orders) for s in splits}
+            [scored_per_question(profile)], profile.scoring.both_orders) for s in splits}
         comparisons = sum(per_split.values())
         judge_read = sum(c * judge_prompt(s) for s, c in per_split.items())
         self_out = comparisons * data.self_judge_output
@@ -663,9 +652,9 @@ def stage_costs(profile: Profile, assumptions: Assumptions | None = None,
                                   judge_comparisons=comparisons))
 
         if vllm or not profile.scoring.entropy_include_eos:
-            selected = sum(split_questions(data, s) * scored_per_question(profile, s)
+            selected = sum(split_questions(data, s) * scored_per_question(profile)
                            for s in splits)
-            read = sum(split_questions(data, s) * scored_per_question(profile, s)
+            read = sum(split_questions(data, s) * scored_per_question(profile)
                        * (data.length(s).prompt + data.length(s).completion) for s in splits)
             rows.append(StageCost(task, "teacher-forced entropy", selected, read,
                                   gpu_hours=_hours(read / rate.teacher_forced)))

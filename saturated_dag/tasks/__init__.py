@@ -143,3 +143,8 @@ def has_strict_pool(profile: Profile, task: str) -> bool:
     """Whether the task has a strictly easier pool D' (only chain sum, when configured)."""
     _check_task(task)
     return task == "chain_sum" and profile.chain_sum.strict_grid is not None
+
+
+def can_train_split(profile: Profile, task: str, split: str) -> bool:
+    """Whether the task has questions for a training split: strict-saturated needs D'."""
+    return split != "strict_saturated" or has_strict_pool(profile, task)
