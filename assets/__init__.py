@@ -21,19 +21,13 @@ from assets.scorer_agreement import scorer_agreement_asset
 from assets.selection import selection_asset
 from saturated_dag.config import Profile
 from saturated_dag.experiments import (
-    Experiment,
     SweepRow,
     cell_adapters,
-    experiment_matrix,
     main_matrix,
     sweeps,
+    task_cells,
 )
 from saturated_dag.tasks import can_train_split as _trainable
-
-
-def task_cells(profile: Profile, task: str) -> list[Experiment]:
-    """The matrix cells a task can train: GSM8K has no strictly easier pool D'."""
-    return [c for c in experiment_matrix(profile.training) if _trainable(profile, task, c.split)]
 
 
 def task_sweeps(profile: Profile, task: str) -> dict[str, list[SweepRow]]:

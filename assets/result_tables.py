@@ -26,7 +26,9 @@ from saturated_dag.experiments import SWEEP_TITLES, Experiment, SweepRow
 from saturated_dag.result_tables import (
     display_rows,
     eval_set_caption,
+    holm_column,
     results_table,
+    significant_after_holm,
     sweep_table,
     to_markdown,
 )
@@ -44,7 +46,8 @@ def table_metadata(frame: pl.DataFrame, metric: str = "pass@1") -> dg.TableMetad
     one metric per table (``metric_tables``), split, method and scorer (or a sweep's setting)
     one ``run`` column, a sweep's kept epoch, the adapter's name left to the CSV and Markdown."""
     headers, rows = display_rows(frame)
-    kept = [*(["epochs"] if "epochs" in headers else []), metric, f"Δ {metric}"]
+    kept = [*(["epochs"] if "epochs" in headers else []), metric, f"Δ {metric}",
+            *([holm_column(metric)] if holm_column(metric) in headers else [])]
     at = [headers.index(c) for c in kept]
     shown = [[_label(named), *(row[i] for i in at)]
              for named, row in zip(frame.iter_rows(named=True), rows, strict=True)]
@@ -52,7 +55,10 @@ def table_metadata(frame: pl.DataFrame, metric: str = "pass@1") -> dg.TableMetad
              "epochs": "the epoch kept (best validation pass@1)",
              metric: "% with its 95% interval; ★ the best of its split",
              f"Δ {metric}": "points against the base model, with the paired 95% interval; * "
-                            "when the interval excludes 0"}
+                            "when the interval excludes 0, † when it also holds after Holm's "
+                            "correction over the table's rows",
+             holm_column(metric): "Holm-adjusted p of Δ = 0 over the table's rows "
+                                  "(family-wise; docs/statistics.md)"}
     return text_table(["run", *kept], shown, notes)
 
 
@@ -85,6 +91,8 @@ def headline(frame: pl.DataFrame) -> dict[str, object]:
         out["best Δ pass@1 row"] = _label(top)
         if "Δ pass@1 excludes 0" in runs.columns:
             out["rows whose Δ pass@1 excludes 0"] = int(runs["Δ pass@1 excludes 0"].sum())
+            out["rows whose Δ pass@1 holds after Holm"] = sum(
+                significant_after_holm(runs, "Δ pass@1"))
     return out
 
 

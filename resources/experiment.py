@@ -77,6 +77,8 @@ def _config_type(tp: Any, where: str) -> Any:
         presets = [a for a in args if get_origin(a) is Literal]
         if len(models) == 1 and len(presets) == 1 and len(args) == 2:
             return _preset_or_model(models[0], _config_type(presets[0], where))
+        if set(args) - set(presets) == {int} and len(presets) == 1:
+            return str  # a number or a word (max_model_len: 8192 or auto); the core parses it
     elif origin in (list, tuple):
         items = {a for a in get_args(tp) if a is not Ellipsis}
         if len(items) == 1:

@@ -38,7 +38,39 @@ from saturated_dag.generation import GenerationBackend, open_backend
 from saturated_dag.generation.base import ChatPrompting
 from saturated_dag.generation.models import resolve as resolve_model
 from saturated_dag.residency import POLICY, STRONG_JUDGE, TEACHER, ResidencyLog
+from saturated_dag.scorers.judge_context import (
+    ContextTooShort,
+    model_max_positions,
+    policy_needs,
+    resolve_context,
+    strong_judge_needs,
+)
 from saturated_dag.scorers.judges import Judge, LlmJudge, RubricJudge
+
+
+def vllm_options(settings: PolicySettings | StrongJudgeSettings, needs: Callable[[Any], list],
+                 field: str, log: Any = None) -> dict[str, Any]:
+    """The engine's vLLM options with ``max_model_len`` resolved against what it will serve
+    (``saturated_dag.scorers.judge_context``): ``auto`` computed, a number too small refused
+    with the numbers, before any weights load."""
+    from transformers import AutoTokenizer
+
+    from saturated_dag.generation.models import local_model_dir
+
+    options = settings.vllm.model_dump()
+    location = local_model_dir(str(settings.model))
+    tokenizer = AutoTokenizer.from_pretrained(location,
+                                              trust_remote_code=settings.trust_remote_code)
+    found = needs(tokenizer)
+    try:
+        options["max_model_len"] = resolve_context(options["max_model_len"], found, field,
+                                                   model_max_positions(location))
+    except ContextTooShort as err:
+        raise dg.Failure(str(err)) from None
+    if log is not None:
+        needed = "\n".join(f"  {n.describe()}" for n in found)
+        log.info(f"{field}: {options['max_model_len'] or 'the model maximum'}; needed:\n{needed}")
+    return options
 
 
 def is_exclusive(backend: str, device: str) -> bool:
@@ -160,11 +192,16 @@ class InferenceResource(dg.ConfigurableResource):
         def load() -> GenerationBackend:
             if log is not None:
                 log.info(f"loading {settings.model} on {settings.backend} ({settings.device})")
+            options = settings.vllm.model_dump()
+            if settings.backend == "vllm":
+                profile = self.experiment.settings
+                options = vllm_options(settings, lambda tok: policy_needs(profile, tok),
+                                       "policy.vllm.max_model_len", log)
             backend = open_backend(
                 settings.backend, settings.model, dtype=settings.dtype, device=settings.device,
                 batch_size=settings.batch_size, chat_template=settings.chat_template,
                 trust_remote_code=settings.trust_remote_code, seed=seed,
-                vllm_options=settings.vllm.model_dump())
+                vllm_options=options)
             if isinstance(backend, ChatPrompting):
                 backend.enable_thinking = settings.enable_thinking
             return backend
@@ -206,12 +243,17 @@ class InferenceResource(dg.ConfigurableResource):
             if log is not None:
                 log.info(f"loading strong judge {settings.model} on {settings.backend} "
                          f"({settings.device})")
+            options = settings.vllm.model_dump()
+            if settings.backend == "vllm":
+                profile = self.experiment.settings
+                options = vllm_options(settings, lambda tok: strong_judge_needs(profile, tok),
+                                       "judges.strong.vllm.max_model_len", log)
             return open_backend(
                 settings.backend, str(settings.model), dtype=settings.dtype,
                 device=settings.device, batch_size=settings.batch_size,
                 chat_template=settings.chat_template,
                 trust_remote_code=settings.trust_remote_code, seed=seed,
-                vllm_options=settings.vllm.model_dump())
+                vllm_options=options)
 
         backend = self._residency().get(
             STRONG_JUDGE, f"{settings.model_dump_json()}|seed={seed}",

@@ -147,6 +147,11 @@ def grid_cells(grid: Grid) -> list[chain_sum.Cell]:
 
 
 _MAX_PER_CELL = chain_sum.SEED_SPACING // 100
+TrainSplit = Literal["saturated", "strict_saturated", "hard"]
+TRAIN_SPLITS_HELP = """The training splits this task trains, main rows and sweeps alike; None:
+``training.splits`` and every sweep's split. Each must be one ``training`` trains (a main split
+or a sweep's). The paper trains GSM8K on Q_easy only (Sec. 4.3, Table 2): App. C's hard split,
+Table 7 and the ablations are chain sum's (``paper``: ``gsm8k.train_splits: [saturated]``)."""
 
 
 class ChainSumSettings(_Strict):
@@ -165,6 +170,8 @@ class ChainSumSettings(_Strict):
     eval_limit: int | None = Field(None, ge=1)
     """With ``eval_source``: evaluate its first ``eval_limit`` rows (the paper: 200)."""
     seed: int = Field(0, ge=0)
+    train_splits: list[TrainSplit] | None = Field(None, min_length=1,
+                                                  description=TRAIN_SPLITS_HELP)
 
     @model_validator(mode="after")
     def _grids_not_empty(self) -> ChainSumSettings:
@@ -184,12 +191,21 @@ class Gsm8kSettings(_Strict):
     source: str = "../shared/data/gsm8k"
     train_limit: int | None = Field(None, ge=1)
     test_limit: int | None = Field(None, ge=1)
+    train_splits: list[TrainSplit] | None = Field(None, min_length=1,
+                                                  description=TRAIN_SPLITS_HELP)
 
 
 class VllmSettings(_Strict):
     gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
     enforce_eager: bool = False
-    max_model_len: int | None = Field(None, ge=16)
+    max_model_len: int | Literal["auto"] | None = None
+    """The engine's context in tokens. ``auto``: computed when the engine starts, from the
+    profile and the model's tokenizer, as the longest prompt it will serve plus what it
+    generates (for the policy: the self-judge's few-shot prompt with the task's longest
+    question, two completions of ``sampling.max_new_tokens`` and a judgment of
+    ``scoring.judge_max_new_tokens``; ``saturated_dag.scorers.judge_context``). A number
+    smaller than that is refused, with the numbers, before the engine loads. None: the
+    model's own maximum (vLLM's default)."""
     tensor_parallel_size: int = Field(1, ge=1)
     enable_prefix_caching: bool = True
     enable_lora: bool = False
@@ -329,7 +345,6 @@ class ScoringSettings(_Strict):
         return self
 
 
-TrainSplit = Literal["saturated", "strict_saturated", "hard"]
 Scorer = Literal["self_judge", "strong_judge", "entropy", "random"]
 Method = Literal["dpo", "rrhf", "sft", "raft"]
 
@@ -344,6 +359,9 @@ class RankWeightSweep(_Strict):
     scorer: Scorer = "self_judge"
     values: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.1, 0.5, 1.0],
                                 min_length=1)
+    zero_replicates: int = Field(3, ge=1, le=16)
+    """Training seeds of the λ = 0 row (App. C.2: "the mean of three runs for λ = 0"); never
+    fewer than ``training.replicates``. The other rows train ``training.replicates`` seeds."""
 
     @model_validator(mode="after")
     def _non_negative(self) -> RankWeightSweep:
@@ -359,6 +377,10 @@ class RrhfVariantSweep(_Strict):
     scorer: Scorer = "self_judge"
     variants: list[RrhfVariant] = Field(
         default_factory=lambda: ["full", "no_sft", "no_hinge", "no_logistic"], min_length=1)
+    rank_weight: float | None = Field(None, ge=0)
+    """The λ every variant row holds (the selection grid never varies it for these rows);
+    None: ``training.rrhf_rank_weight`` (the paper's σ-RRHF runs use λ = 0.1). λ = 0 with the
+    ``no_sft`` variant would train nothing and is refused."""
 
 
 class DpoBetaSweep(_Strict):
@@ -393,10 +415,13 @@ class SelectionGrid(_Strict):
     A list left out (null) is the ``training`` section's own single value, so an empty grid
     trains each cell once, as before. ``epochs`` are separate runs, each with its own cosine
     schedule (and, within it, the best epoch's checkpoint). ``dpo_betas`` apply to DPO cells,
-    ``rrhf_rank_weights`` to σ-RRHF cells; a value a sweep row fixes (its λ, β, learning rate)
-    is not varied for that row. ``batch_sizes`` a method cannot use (σ-RRHF: fewer than a
-    question's ``n`` completions, or not a multiple of ``per_device_batch_size``) are skipped
-    for it.
+    ``rrhf_rank_weights`` to σ-RRHF cells; a setting a sweep row fixes (its λ, β, learning rate,
+    σ-RRHF switches) is never varied for that row, whatever its value (equal to the
+    ``training`` value or not). ``rrhf_rank_weights`` is off in ``paper``: Table 2's caption
+    and App. C.1 report σ-RRHF at λ = 0.1, and λ is Figure 6's sweep; setting it selects λ per
+    σ-RRHF cell instead, the other reading of App. B (``docs/paper-differences.md``).
+    ``batch_sizes`` a method cannot use (σ-RRHF: fewer than a question's ``n`` completions, or
+    not a multiple of ``per_device_batch_size``) are skipped for it.
     """
 
     learning_rates: list[float] | None = Field(None, min_length=1)
@@ -572,6 +597,51 @@ class Profile(_Strict):
             raise ValueError(f"training.per_device_batch_size ({t.per_device_batch_size}) must "
                              f"be at least sampling.n ({n}) when rrhf is trained: all "
                              "completions of a question go through the same forward pass")
+        return self
+
+    @model_validator(mode="after")
+    def _no_row_trains_the_base_model(self) -> Profile:
+        """A row whose adapter cannot move (σ-RRHF, no SFT term, λ = 0) is refused by name."""
+        from saturated_dag.experiments import check_trainable
+
+        check_trainable(self.training, self.sampling.n)
+        return self
+
+    @model_validator(mode="after")
+    def _judge_contexts_hold_two_completions(self) -> Profile:
+        """A vLLM judge's context must hold two completions and a judgment before its prompt
+        is even counted; the prompt itself is measured with the tokenizer at engine start."""
+        budgets = [("policy.vllm.max_model_len", self.policy.backend,
+                    self.policy.vllm.max_model_len, "the self-judge")]
+        if self.judges.strong.kind == "llm":
+            budgets.append(("judges.strong.vllm.max_model_len", self.judges.strong.backend,
+                            self.judges.strong.vllm.max_model_len, "the strong judge"))
+        floor = 2 * self.sampling.max_new_tokens + self.scoring.judge_max_new_tokens
+        for field, backend, length, judge in budgets:
+            if backend == "vllm" and isinstance(length, int) and length < floor:
+                raise ValueError(
+                    f"{field}: {length} tokens cannot hold {judge}'s prompt: two completions "
+                    f"of sampling.max_new_tokens ({self.sampling.max_new_tokens}) and a "
+                    f"judgment of scoring.judge_max_new_tokens "
+                    f"({self.scoring.judge_max_new_tokens}) alone need {floor}, before the "
+                    "prompt template and the question; set it to auto (computed from the "
+                    "profile and the tokenizer when the engine starts) or a larger number")
+        return self
+
+    @model_validator(mode="after")
+    def _task_splits_are_trained(self) -> Profile:
+        """A task's ``train_splits`` narrow what ``training`` trains; they cannot add to it."""
+        t = self.training
+        trained = set(t.splits) | {getattr(t.sweeps, name).split for name in
+                                   ("rank_weight", "rrhf_variants", "dpo_beta")
+                                   if getattr(t.sweeps, name) is not None}
+        for task in ("chain_sum", "gsm8k"):
+            chosen = getattr(self, task).train_splits or []
+            extra = sorted(set(chosen) - trained)
+            if extra:
+                raise ValueError(f"{task}.train_splits: {extra} are not trained by any row "
+                                 f"(training.splits {t.splits} and the sweeps' splits); a "
+                                 "task's train_splits choose among those")
         return self
 
     @model_validator(mode="after")

@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from saturated_dag.config import TrainingSettings
+from saturated_dag.config import Profile, TrainingSettings
+from saturated_dag.tasks import can_train_split
 
 DATASET_OF_METHOD = {"dpo": "dpo_pairs", "rrhf": "rrhf_groups", "sft": "sft_set",
                      "raft": "raft_set"}
@@ -43,7 +44,7 @@ GRID_METHODS = {"dpo_betas": {"dpo"}, "rrhf_rank_weights": {"rrhf"}}
 """Grid lists that apply only to some methods (the others vary every method's setting)."""
 
 
-def _number(value: float) -> str:
+def number_text(value: float) -> str:
     """The number as it appears in names and labels: short (``0.01``, ``5e-06``) and exact.
 
     ``:g`` keeps six significant digits, so ``1.2345678e-05`` and ``1.2345671e-05`` would name
@@ -56,11 +57,21 @@ def _number(value: float) -> str:
 
 @dataclass(frozen=True)
 class Experiment:
-    """One adapter: trained with ``method`` on ``split``, from the dataset ``dataset``.
+    """One adapter, or one cell (a table row): trained with ``method`` on ``split``, from the
+    dataset ``dataset``.
 
-    ``overrides`` replace fields of the profile's ``training`` section for this adapter only
-    (a sweep's λ, β, learning rate or σ-RRHF switch) and name it; a sweep value equal to the
-    profile's own setting is the main matrix's adapter, trained once.
+    ``overrides`` replace fields of the profile's ``training`` section (a sweep's λ, β,
+    learning rate or σ-RRHF switch) and name it; a setting equal to the profile's own is left
+    out, so one configuration has one name and one adapter, shared by every cell that trains it.
+
+    Two fields belong to cells only (adapters leave them empty):
+
+    - ``pinned``: settings a sweep row fixes at the profile's own value while the selection
+      grid varies them (Table 9's β = 0.1 when the grid has ``dpo_betas``). Without them the
+      row would be the main cell and select over the very value it exists to fix; with them
+      it keeps that value and gets a name of its own.
+    - ``seeds``: the row's training seeds when they differ from ``training.replicates``
+      (Figure 6's λ = 0, the mean of three runs in App. C.2).
     """
 
     split: str
@@ -68,6 +79,8 @@ class Experiment:
     scorer: str | None  # None: no quality ranking (SFT; random correctness pairs)
     dataset: tuple[str, ...]  # asset key path below the task
     overrides: tuple[tuple[str, Any], ...] = ()
+    pinned: tuple[tuple[str, Any], ...] = ()
+    seeds: int | None = None
 
     @property
     def name(self) -> str:
@@ -76,20 +89,28 @@ class Experiment:
         else:
             base = self.method if self.scorer is None else f"{self.method}_{self.scorer}"
         parts = [base]
-        for key, value in self.overrides:
+        named = self.fixed
+        for key in (k for k in ORDER if k in named):
+            value = named[key]
             if key in SWITCHES:
                 parts.append(f"{'with' if value else 'no'}_{SWITCHES[key]}")
             else:
-                parts.append(f"{SUFFIX[key]}{_number(value)}")
+                parts.append(f"{SUFFIX[key]}{number_text(value)}")
         return "_".join(parts)
 
     @property
     def settings(self) -> dict[str, Any]:
         return dict(self.overrides)
 
+    @property
+    def fixed(self) -> dict[str, Any]:
+        """What the cell holds whatever its selection grid says: its overrides and pins."""
+        return dict((*self.overrides, *self.pinned))
+
     def with_settings(self, base: TrainingSettings, settings: dict[str, Any]) -> Experiment:
-        """This cell with ``settings`` laid over its own, in canonical order; a setting equal
-        to the profile's is left out, so one configuration has one name and one adapter."""
+        """The adapter of this cell with ``settings`` laid over its own, in canonical order; a
+        setting equal to the profile's is left out, so one configuration has one name and one
+        adapter (an adapter has no pins or seeds of its own: those say what a cell trains)."""
         return Experiment(self.split, self.method, self.scorer, self.dataset,
                           canonical(base, {**self.settings, **settings}))
 
@@ -103,6 +124,13 @@ class Experiment:
             update["per_device_batch_size"] = math.gcd(update["batch_size"],
                                                        base.per_device_batch_size)
         return base.model_copy(update=update)
+
+
+def varied_keys(training: TrainingSettings, method: str) -> set[str]:
+    """The training settings the selection grid varies for ``method``'s cells."""
+    grid = training.selection
+    return {key for name, key in GRID.items() if getattr(grid, name) is not None
+            and method in GRID_METHODS.get(name, {method})}
 
 
 def canonical(base: TrainingSettings, settings: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -151,9 +179,14 @@ def main_matrix(training: TrainingSettings) -> list[Experiment]:
 
 
 def _cell(training: TrainingSettings, split: str, method: str, scorer: str,
-          settings: dict[str, Any]) -> Experiment:
-    return Experiment(split, method, scorer, _dataset(split, method, scorer),
-                      canonical(training, settings))
+          settings: dict[str, Any], seeds: int | None = None) -> Experiment:
+    """A sweep row's cell: it fixes every key of ``settings`` whatever its value (a value equal
+    to the profile's is pinned where the grid varies it), and trains ``seeds`` seeds."""
+    overrides = canonical(training, settings)
+    varied = varied_keys(training, method) - {k for k, _ in overrides}
+    pinned = tuple((k, settings[k]) for k in ORDER if k in settings and k in varied)
+    return Experiment(split, method, scorer, _dataset(split, method, scorer), overrides, pinned,
+                      None if seeds is None or seeds == training.replicates else seeds)
 
 
 def sweeps(training: TrainingSettings) -> dict[str, list[SweepRow]]:
@@ -163,12 +196,15 @@ def sweeps(training: TrainingSettings) -> dict[str, list[SweepRow]]:
     if configured.rank_weight is not None:
         s = configured.rank_weight
         out["rank_weight"] = [
-            SweepRow(f"λ={_number(v)}", {"lambda": v},
-                     _cell(training, s.split, "rrhf", s.scorer, {"rrhf_rank_weight": v}))
+            SweepRow(f"λ={number_text(v)}", {"lambda": v},
+                     _cell(training, s.split, "rrhf", s.scorer, {"rrhf_rank_weight": v},
+                           max(training.replicates, s.zero_replicates) if v == 0 else None))
             for v in s.values]
     if configured.rrhf_variants is not None:
         s = configured.rrhf_variants
-        full = {"rrhf_use_sft": True, "rrhf_hinge": True, "rrhf_logistic_weight": True}
+        full = {"rrhf_use_sft": True, "rrhf_hinge": True, "rrhf_logistic_weight": True,
+                "rrhf_rank_weight": (training.rrhf_rank_weight if s.rank_weight is None
+                                     else s.rank_weight)}
         out["rrhf_variants"] = [
             SweepRow(variant, {"variant": variant},
                      _cell(training, s.split, "rrhf", s.scorer,
@@ -177,7 +213,7 @@ def sweeps(training: TrainingSettings) -> dict[str, list[SweepRow]]:
     if configured.dpo_beta is not None:
         s = configured.dpo_beta
         out["dpo_beta"] = [
-            SweepRow(f"β={_number(b)}, η={_number(lr)}", {"beta": b, "lr": lr},
+            SweepRow(f"β={number_text(b)}, η={number_text(lr)}", {"beta": b, "lr": lr},
                      _cell(training, s.split, "dpo", s.scorer,
                            {"dpo_beta": b, "learning_rate": lr}))
             for b in s.betas for lr in s.learning_rates]
@@ -193,7 +229,54 @@ def experiment_matrix(training: TrainingSettings) -> list[Experiment]:
     cells = main_matrix(training)
     for rows in sweeps(training).values():
         cells += [row.experiment for row in rows]
-    return list(dict.fromkeys(cells))
+    cells = list(dict.fromkeys(cells))
+    named: dict[tuple[str, str], Experiment] = {}
+    for cell in cells:
+        other = named.setdefault((cell.split, cell.name), cell)
+        if other != cell:  # one asset key, two meanings: refuse rather than pick one
+            raise ValueError(f"two cells of split {cell.split!r} are named {cell.name!r} but "
+                             f"train differently ({other.seeds or training.replicates} and "
+                             f"{cell.seeds or training.replicates} training seeds)")
+    return cells
+
+
+def task_cells(profile: Profile, task: str) -> list[Experiment]:
+    """The cells ``task`` evaluates: every cell of the matrix whose split the task has (GSM8K
+    has no strictly easier pool D')."""
+    return [c for c in experiment_matrix(profile.training)
+            if can_train_split(profile, task, c.split)]
+
+
+def row_labels(training: TrainingSettings) -> list[tuple[str, Experiment]]:
+    """Every table row with the profile field that asks for it: the main matrix's rows
+    (``training.splits/methods/scorers``), then each sweep's (``training.sweeps.<name>``)."""
+    rows = [(f"main matrix row {c.split}/{c.name}", c) for c in main_matrix(training)]
+    for sweep, found in sweeps(training).items():
+        rows += [(f"training.sweeps.{sweep} row {row.label!r} ({row.experiment.split}/"
+                  f"{row.experiment.name})", row.experiment) for row in found]
+    return rows
+
+
+def inert(training: TrainingSettings, adapter: Experiment) -> bool:
+    """An adapter whose loss and gradient are exactly 0, so training leaves the base model:
+    σ-RRHF with no SFT term and rank-loss weight λ = 0."""
+    effective = adapter.training(training)
+    return (adapter.method == "rrhf" and not effective.rrhf_use_sft
+            and effective.rrhf_rank_weight == 0)
+
+
+def check_trainable(training: TrainingSettings, n: int) -> None:
+    """Refuse a profile any of whose rows would train an adapter identical to the base model
+    (``inert``): selection would prefer it whenever training hurts, and its row would read as
+    the base model's (Table 8's no-SFT row at λ = 0)."""
+    for label, cell in row_labels(training):
+        bad = [a.name for a in configurations(training, cell, n) if inert(training, a)]
+        if bad:
+            raise ValueError(
+                f"{label} would train {bad[0]} with no SFT term and rank-loss weight λ = 0: "
+                "its loss and gradient are exactly 0, so the adapter is the base model; give "
+                "the row λ > 0 (training.sweeps.rrhf_variants.rank_weight, "
+                "training.rrhf_rank_weight) or drop 0 from training.selection.rrhf_rank_weights")
 
 
 def _usable_batch(training: TrainingSettings, method: str, batch: int, n: int) -> bool:
@@ -209,7 +292,7 @@ def configurations(training: TrainingSettings, cell: Experiment, n: int) -> list
     when the grid has one point for it. Settings the cell fixes (a sweep row's λ, β, learning
     rate) are not varied; ``n`` is the samples per question (σ-RRHF batch sizes)."""
     grid = training.selection
-    fixed = set(cell.settings)
+    fixed = set(cell.fixed)
     axes: list[list[tuple[str, Any]]] = []
     for name, key in GRID.items():
         values = getattr(grid, name)
@@ -227,18 +310,20 @@ def configurations(training: TrainingSettings, cell: Experiment, n: int) -> list
     return list(dict.fromkeys(points)) or [cell]
 
 
-def replicates(training: TrainingSettings, configuration: Experiment) -> list[Experiment]:
+def replicates(training: TrainingSettings, configuration: Experiment,
+               count: int | None = None) -> list[Experiment]:
     """The training-seed replicates of one configuration: seeds ``seed``, ``seed + 1``, ...
-    (replicate 0 is the configuration itself)."""
+    (replicate 0 is the configuration itself); ``count`` of them, ``training.replicates``
+    unless the cell asks for its own (``Experiment.seeds``)."""
     return [configuration.with_settings(training, {"seed": training.seed + r})
-            for r in range(training.replicates)]
+            for r in range(count or training.replicates)]
 
 
 def cell_adapters(training: TrainingSettings, cell: Experiment,
                   n: int) -> dict[Experiment, list[Experiment]]:
     """The cell's grid configurations (grid order), each with its training-seed replicates:
     the adapters the cell trains; more than one configuration means a selection."""
-    return {config: replicates(training, config)
+    return {config: replicates(training, config, cell.seeds)
             for config in configurations(training, cell, n)}
 
 

@@ -6,6 +6,12 @@ questions, and each row's training seeds). The verdict is read off the interval 
 else: *holds* when the interval lies on the paper's side of 0 (or, for a claim of "no
 effect", inside ±``NEGLIGIBLE`` points), *does not hold* when it lies on the other side (or,
 for "no effect", entirely outside ±``NEGLIGIBLE``), *inconclusive* otherwise.
+
+The findings are read together, so each also has the p-value of its claim from the same
+bootstrap draws (below 0.05 about when the verdict is *holds*) and Holm's family-wise
+adjustment over every finding the run produced (``compare_all``, ``docs/statistics.md``): a
+finding that *holds* but not after Holm is one a reader of 18 claims at 95% each should expect
+by chance.
 """
 
 from __future__ import annotations
@@ -17,7 +23,16 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from saturated_dag.statistics import Interval, bootstrap_mean, paired_delta, seed_matrix
+from saturated_dag.statistics import (
+    LEVEL,
+    Interval,
+    bootstrap_mean,
+    delta_interval,
+    holm,
+    paired_delta_draws,
+    seed_matrix,
+    share_beyond,
+)
 
 NEGLIGIBLE = 3.0
 """Points of pass@k within which a difference counts as negligible (the study's target)."""
@@ -43,6 +58,13 @@ class Result:
     comparison: Comparison
     delta: Interval | None  # None: a row the run did not produce
     verdict: str
+    p: float | None = None  # the claim's bootstrap p-value (``claim_p``)
+    holm_p: float | None = None  # Holm's adjustment over the findings (``compare_all``)
+
+    @property
+    def holds_after_holm(self) -> bool:
+        return (self.verdict == HOLDS and self.holm_p is not None
+                and self.holm_p < 1 - LEVEL)
 
 
 def verdict(delta: Interval, claim: Claim) -> str:
@@ -55,16 +77,45 @@ def verdict(delta: Interval, claim: Claim) -> str:
     return FAILS if delta.low >= NEGLIGIBLE or delta.high <= -NEGLIGIBLE else OPEN
 
 
+def claim_p(draws: np.ndarray, claim: Claim) -> float:
+    """The p-value of the claim's null from the paired bootstrap draws (points), two-sided as
+    the 95% interval is, so p < 0.05 about when the verdict is *holds*: for "greater", twice
+    the share of draws ≤ 0; for "less", twice the share ≥ 0; for "negligible" (two one-sided
+    tests against ±``NEGLIGIBLE``), twice the larger share beyond either bound."""
+    if claim == "greater":
+        share = share_beyond(draws, 0.0, "below")
+    elif claim == "less":
+        share = share_beyond(draws, 0.0, "above")
+    else:
+        share = max(share_beyond(draws, -NEGLIGIBLE, "below"),
+                    share_beyond(draws, NEGLIGIBLE, "above"))
+    return min(1.0, 2 * share)
+
+
 def compare(reports: Mapping[str, pl.DataFrame], comparison: Comparison) -> Result:
-    """The comparison's paired Δ (points) and verdict; rows are per-question eval results
-    (``evaluation.per_question_results``) keyed by name, ``base`` the base model's."""
+    """The comparison's paired Δ (points), verdict and claim p-value; rows are per-question
+    eval results (``evaluation.per_question_results``) keyed by name, ``base`` the base
+    model's."""
     if comparison.row not in reports or comparison.reference not in reports:
         return Result(comparison, None, "not run")
     reference = reports[comparison.reference]
     order = sorted(reference["question_id"].unique().to_list())
-    delta = paired_delta(seed_matrix(reports[comparison.row], comparison.k, order),
-                         seed_matrix(reference, comparison.k, order)).scaled(100)
-    return Result(comparison, delta, verdict(delta, comparison.claim))
+    run = seed_matrix(reports[comparison.row], comparison.k, order)
+    base = seed_matrix(reference, comparison.k, order)
+    estimate, draws, replicates, questions = paired_delta_draws(run, base)
+    delta = delta_interval(estimate, draws, replicates, questions).scaled(100)
+    return Result(comparison, delta, verdict(delta, comparison.claim),
+                  claim_p(100 * draws, comparison.claim))
+
+
+def compare_all(reports: Mapping[str, pl.DataFrame],
+                comparisons: Sequence[Comparison]) -> list[Result]:
+    """Every comparison, with Holm's adjustment of its claim p-value over the family of those
+    the run produced (a row not run is not a test)."""
+    results = [compare(reports, c) for c in comparisons]
+    adjusted = holm([r.p for r in results])
+    return [Result(r.comparison, r.delta, r.verdict, r.p, a)
+            for r, a in zip(results, adjusted, strict=True)]
 
 
 QUALITY = ("self_judge", "strong_judge", "entropy")

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 
 from saturated_dag.config import Profile, grid_cells
-from saturated_dag.experiments import Experiment, experiment_matrix, trained_adapters
+from saturated_dag.experiments import Experiment, task_cells, trained_adapters
 from saturated_dag.scorers.tournament import expected_calls
 from saturated_dag.tasks import can_train_split as _trainable
 from saturated_dag.training.memory import QWEN3_1_7B, ModelShape
@@ -448,13 +448,6 @@ class StageCost:
 SPLITS_MODELLED = ("saturated", "strict_saturated", "hard")
 
 
-def task_cells(profile: Profile, task: str) -> list[Experiment]:
-    """The matrix cells (main matrix, then sweeps) the task evaluates (``assets.task_cells``'
-    rule: GSM8K has no strictly easier pool D')."""
-    return [c for c in experiment_matrix(profile.training)
-            if _trainable(profile, task, c.split)]
-
-
 def task_adapters(profile: Profile, task: str) -> list[Experiment]:
     """Every adapter the task trains: each cell's grid configurations x training seeds, each
     once (as ``assets.task_assets`` builds the adapter assets)."""
@@ -695,7 +688,7 @@ def stage_costs(profile: Profile, assumptions: Assumptions | None = None,
                               gpu_hours=sample_hours(check_prompt, check_generated)))
 
         cells = task_cells(profile, task)
-        targets = 1 + len(cells) * profile.training.replicates
+        targets = 1 + sum(c.seeds or profile.training.replicates for c in cells)
         questions = eval_size(profile, task, data_all) * profile.evaluation.replicates
         ev = data.length("eval")
         prompt, generated = targets * questions * ev.prompt, targets * questions * n * ev.completion

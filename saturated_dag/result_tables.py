@@ -8,7 +8,10 @@ Every value comes with its 95% interval (columns ``<metric> low``/``high``) and 
 its paired one (``Δ <metric> low``/``high``, ``Δ <metric> excludes 0``), from the bootstrap of
 ``saturated_dag.statistics`` over the eval questions, each question's value averaged over the
 eval replicates (``docs/statistics.md``); ``questions`` and ``replicates`` say what they were
-computed on.
+computed on. A table's rows are one family of tests of Δ = 0 per metric: each Δ also has its
+bootstrap p-value (``Δ <metric> p``) and Holm's family-wise adjustment of it over the table's
+rows (``Δ <metric> Holm p``); ``*`` marks a raw interval that excludes 0, ``†`` a Δ that also
+survives the correction.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import polars as pl
 from tabulate import tabulate
 
 from saturated_dag.evaluation import summarise
-from saturated_dag.statistics import bootstrap_mean, paired_delta, seed_matrix
+from saturated_dag.statistics import LEVEL, bootstrap_mean, holm, paired_delta, seed_matrix
 
 METHOD_LABELS = {"sft": "SFT", "dpo": "DPO", "rrhf": "σ-RRHF", "raft": "RAFT"}
 SCORER_LABELS = {None: "", "self_judge": "self-judge", "strong_judge": "strong judge",
@@ -62,9 +65,14 @@ def _finish(frame: pl.DataFrame, base_summary: Mapping[str, float], k: int,
                  for end, found in (("low", columns[name]), ("high", columns[name]))]
     excludes = [pl.Series(f"Δ {m} excludes 0", [i.excludes_zero for i in columns[f"Δ {m}"]],
                           pl.Boolean) for m in metrics]
+    tests = []
+    for m in metrics:  # the base model's row tests nothing: its Δ is 0 by construction
+        raw = [None, *(i.p for i in columns[f"Δ {m}"][1:])]
+        tests += [pl.Series(f"Δ {m} p", raw, pl.Float64),
+                  pl.Series(f"Δ {m} Holm p", holm(raw), pl.Float64)]
     sample = columns[metrics[0]]
     frame = frame.with_columns(
-        *intervals, *excludes,
+        *intervals, *excludes, *tests,
         pl.Series("questions", [i.questions for i in sample], pl.Int64),
         pl.Series("replicates", [_eval_replicates(r) for r in reports], pl.Int64),
         pl.Series("training replicates", [i.replicates for i in sample], pl.Int64))
@@ -198,14 +206,31 @@ def eval_set_caption(frame: pl.DataFrame) -> str:
         parts.append(f"In brackets: the 95% interval, a percentile bootstrap over the "
                      f"{questions} eval questions (each averaged over its {replicates} eval "
                      f"replicate(s)){over_seeds}, paired with the base model for Δ; * marks "
-                     "a Δ whose interval excludes 0 (docs/statistics.md)")
+                     "a Δ whose interval excludes 0, † one that also holds after Holm's "
+                     f"correction over the table's {frame.height - 1} rows (Holm p < "
+                     f"{1 - LEVEL:g}; docs/statistics.md)")
     return "\n".join(parts)
 
 
 INTERVALS = "replicates"
 """A column present only in tables that carry intervals."""
 
-_HIDDEN = ("low", "high", "excludes 0")
+_HIDDEN = ("low", "high", "excludes 0", " p")
+
+
+def significant_after_holm(frame: pl.DataFrame, delta: str) -> list[bool]:
+    """Per row: the Δ's raw interval excludes 0 and its Holm-adjusted p is below 1 − level."""
+    if f"{delta} Holm p" not in frame.columns:
+        return [False] * frame.height
+    return [bool(ex) and p is not None and p < 1 - LEVEL for ex, p in
+            zip(frame[f"{delta} excludes 0"], frame[f"{delta} Holm p"], strict=True)]
+
+
+def holm_text(p: float | None) -> str:
+    """A Holm-adjusted p as a reader sees it: three decimals, ``<0.001`` below that."""
+    if p is None:
+        return ""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def with_interval(value: str, low: float | None, high: float | None, signed: bool) -> str:
@@ -222,8 +247,10 @@ def display_rows(frame: pl.DataFrame, best: Callable[[str], str] = lambda text: 
 
     Values in % with two decimals, deltas signed, each with its 95% interval beside it, the
     best value of each column (per split) passed through ``best`` (``★`` by default, bold in
-    Markdown), a Δ whose interval excludes 0 marked ``*``. The eval set and the intervals'
-    sample are the caption (``eval_set_caption``), not columns; a null setting is empty.
+    Markdown), a Δ whose interval excludes 0 marked ``*`` and ``†`` where it holds after
+    Holm's correction, whose adjusted p is the column after it (``Holm p (Δ pass@k)``). The
+    eval set and the intervals' sample are the caption (``eval_set_caption``), not columns; a
+    null setting is empty.
     """
     frame = frame.drop(EVAL_SET, strict=False)
     metric_cols = [c for c in frame.columns if c.startswith("pass@")
@@ -257,12 +284,25 @@ def display_rows(frame: pl.DataFrame, best: Callable[[str], str] = lambda text: 
         lows, highs = ends(delta)
         marks = (frame[f"{delta} excludes 0"].to_list() if f"{delta} excludes 0" in has
                  else [False] * frame.height)
+        family = significant_after_holm(frame, delta)
         shown[delta] = [
             (f"{v:+.2f}" if s == "-" else with_interval(f"{v:+.2f}", lo, hi, True))
-            + ("*" if mark else "")
-            for v, lo, hi, mark, s in zip(frame[delta].to_list(), lows, highs, marks, splits,
-                                          strict=True)]
+            + ("*" if mark else "") + ("†" if holds else "")
+            for v, lo, hi, mark, holds, s in zip(frame[delta].to_list(), lows, highs, marks,
+                                                 family, splits, strict=True)]
+        if f"{delta} Holm p" in has:
+            shown[holm_column(col)] = [holm_text(p) for p in frame[f"{delta} Holm p"]]
+    order = [c for c in shown if not c.startswith("Holm p")]
+    for col in metric_cols:  # each Holm p right after its Δ
+        if holm_column(col) in shown:
+            order.insert(order.index(f"Δ {col}") + 1, holm_column(col))
+    shown = {c: shown[c] for c in order}
     return list(shown), [list(row) for row in zip(*shown.values(), strict=True)]
+
+
+def holm_column(metric: str) -> str:
+    """The display column of a metric's Holm-adjusted p."""
+    return f"Holm p (Δ {metric})"
 
 
 def to_markdown(frame: pl.DataFrame) -> str:

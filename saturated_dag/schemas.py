@@ -98,6 +98,9 @@ _METRICS = (("pass@1", pl.Float64), ("pass@{k}", pl.Float64), ("Δ pass@1", pl.F
             *((f"{m} {end}", pl.Float64) for m in ("pass@1", "pass@{k}", "Δ pass@1",
                                                     "Δ pass@{k}") for end in ("low", "high")),
             ("Δ pass@1 excludes 0", pl.Boolean), ("Δ pass@{k} excludes 0", pl.Boolean),
+            # bootstrap p of Δ = 0 and Holm's adjustment over the table's rows
+            *((f"Δ {m} {kind}", pl.Float64) for m in ("pass@1", "pass@{k}")
+              for kind in ("p", "Holm p")),
             ("questions", pl.Int64), ("replicates", pl.Int64), ("training replicates", pl.Int64),
             ("eval_set", pl.String))
 

@@ -37,6 +37,8 @@ class Interval:
     replicates: int
     questions: int
     level: float = LEVEL
+    p: float | None = None
+    """A paired Δ's two-sided bootstrap p-value for Δ = 0 (``two_sided_p``); None elsewhere."""
 
     @property
     def excludes_zero(self) -> bool:
@@ -45,7 +47,7 @@ class Interval:
     def scaled(self, factor: float) -> Interval:
         """The same interval in other units (e.g. 100 for %)."""
         return Interval(self.estimate * factor, self.low * factor, self.high * factor,
-                        self.replicates, self.questions, self.level)
+                        self.replicates, self.questions, self.level, self.p)
 
 
 def _matrix(values: Sequence[Sequence[float]] | np.ndarray, what: str) -> np.ndarray:
@@ -97,15 +99,13 @@ def bootstrap_mean(values: Sequence[Sequence[float]] | np.ndarray, resamples: in
     return Interval(float(matrix.mean()), low, high, replicates, questions, level)
 
 
-def paired_delta(run: Sequence[Sequence[float]] | np.ndarray,
-                 base: Sequence[Sequence[float]] | np.ndarray, resamples: int = RESAMPLES,
-                 level: float = LEVEL, seed: int = 0) -> Interval:
-    """Δ = mean(run) − mean(base) over the same questions, with its paired bootstrap interval.
-
-    ``run`` and ``base`` are (replicates, questions) tables whose columns are the same
-    questions in the same order; their replicate counts may differ.
-    """
-    _check_level(level)
+def paired_delta_draws(run: Sequence[Sequence[float]] | np.ndarray,
+                       base: Sequence[Sequence[float]] | np.ndarray,
+                       resamples: int = RESAMPLES, seed: int = 0
+                       ) -> tuple[float, np.ndarray, int, int]:
+    """The paired Δ's estimate, its ``resamples`` bootstrap draws, and the sample it rests on
+    (run replicates, questions): what ``paired_delta`` reads its interval and p-value from, and
+    what a claim other than "Δ = 0" (``findings``) reads its own p-value from."""
     a, b = _matrix(run, "run"), _matrix(base, "base")
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"run and base must cover the same questions: {a.shape[1]} and "
@@ -115,10 +115,64 @@ def paired_delta(run: Sequence[Sequence[float]] | np.ndarray,
     question_picks = rng.integers(0, questions, (resamples, questions))
     run_picks = rng.integers(0, a.shape[0], (resamples, a.shape[0]))
     base_picks = rng.integers(0, b.shape[0], (resamples, b.shape[0]))
-    stats = (_replicate_means(a, run_picks, question_picks)
+    draws = (_replicate_means(a, run_picks, question_picks)
              - _replicate_means(b, base_picks, question_picks))
-    low, high = _percentiles(stats, level)
-    return Interval(float(a.mean() - b.mean()), low, high, a.shape[0], questions, level)
+    return float(a.mean() - b.mean()), draws, a.shape[0], questions
+
+
+def paired_delta(run: Sequence[Sequence[float]] | np.ndarray,
+                 base: Sequence[Sequence[float]] | np.ndarray, resamples: int = RESAMPLES,
+                 level: float = LEVEL, seed: int = 0) -> Interval:
+    """Δ = mean(run) − mean(base) over the same questions, with its paired bootstrap interval
+    and two-sided p-value for Δ = 0.
+
+    ``run`` and ``base`` are (replicates, questions) tables whose columns are the same
+    questions in the same order; their replicate counts may differ.
+    """
+    return delta_interval(*paired_delta_draws(run, base, resamples, seed), level=level)
+
+
+def delta_interval(estimate: float, draws: np.ndarray, replicates: int, questions: int,
+                   level: float = LEVEL) -> Interval:
+    """A paired Δ's percentile interval and two-sided p-value, read off its bootstrap draws."""
+    _check_level(level)
+    low, high = _percentiles(draws, level)
+    return Interval(estimate, low, high, replicates, questions, level, two_sided_p(draws))
+
+
+def share_beyond(draws: np.ndarray, bound: float, side: str) -> float:
+    """The bootstrap share of draws at or beyond ``bound`` (``side`` ``"below"``: ≤ bound,
+    ``"above"``: ≥ bound), add-one smoothed so no p-value is exactly 0 from finite draws."""
+    hits = int(np.count_nonzero(draws <= bound if side == "below" else draws >= bound))
+    return (hits + 1) / (draws.size + 1)
+
+
+def two_sided_p(draws: np.ndarray, null: float = 0.0) -> float:
+    """The two-sided bootstrap p-value of Δ = ``null``: twice the smaller share of draws on
+    either side of it. It is below 1 − ``level`` about when the percentile interval excludes
+    ``null`` (the same draws, read as a test instead of an interval)."""
+    return min(1.0, 2 * min(share_beyond(draws, null, "below"),
+                            share_beyond(draws, null, "above")))
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment: each p-value of a family of m tests made comparable to the
+    family-wise level (reject p_(i) while p_(i) ≤ α / (m − i + 1), in increasing order).
+
+    Why Holm (docs/statistics.md): a results table or the findings list is read as a set of
+    yes/no claims ("this row beats the base model"), so the error to bound is *any* false
+    claim in the family; Holm bounds it at α under any dependence between the rows (they share
+    the base model's questions) and never rejects less than Bonferroni. ``None`` entries (a row
+    not run) are not tests: they stay None and do not count in m.
+    """
+    tested = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    m = len(tested)
+    adjusted: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (m - rank) * p))  # monotone in the p order
+        adjusted[i] = running
+    return adjusted
 
 
 def per_question_pass_at_k(report: pl.DataFrame, k: int,

@@ -45,23 +45,34 @@ def _interval(i) -> str:
 
 def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFrame | None
                      ) -> str:
-    from saturated_dag.findings import NEGLIGIBLE, agreement, compare, paper_comparisons
+    from saturated_dag.findings import (
+        NEGLIGIBLE,
+        agreement,
+        compare_all,
+        paper_comparisons,
+    )
 
-    lines = ["| paper | finding | compared | Δ (points, 95% interval) | verdict |",
-             "|---|---|---|---|---|"]
+    lines = ["| paper | finding | compared | Δ (points, 95% interval) | verdict | Holm p | "
+             "holds after Holm |", "|---|---|---|---|---|---|---|"]
     tally: dict[str, int] = {}
-    for comparison in paper_comparisons():
-        result = compare(reports, comparison)
+    results = compare_all(reports, paper_comparisons())
+    for result in results:
+        comparison = result.comparison
         tally[result.verdict] = tally.get(result.verdict, 0) + 1
         shown = "" if result.delta is None else _interval(result.delta)
+        holm_p = "" if result.holm_p is None else f"{result.holm_p:.3f}"
+        after = "" if result.delta is None else ("yes" if result.holds_after_holm else "no")
         lines.append(f"| {comparison.paper} | {comparison.finding} | `{comparison.row}` − "
                      f"`{comparison.reference}` (pass@{comparison.k}) | {shown} | "
-                     f"**{result.verdict}** |")
+                     f"**{result.verdict}** | {holm_p} | {after} |")
     summary = ", ".join(f"{count} {verdict}" for verdict, count in sorted(tally.items()))
+    tested = sum(r.delta is not None for r in results)
+    surviving = sum(r.holds_after_holm for r in results)
     parts = [f"Findings, point by point ({summary}). A finding *holds* when its interval lies "
              "on the paper's side of 0, *does not hold* when it lies on the other side, and "
              f"is *inconclusive* when it contains 0; \"negligible\" means inside ±{NEGLIGIBLE:g} "
-             "points.", "", *lines]
+             f"points. Read together, the {tested} findings are one family: Holm's correction "
+             f"(docs/statistics.md) leaves {surviving} holding.", "", *lines]
     if agreement_rows is not None:
         parts += ["", "Table 10 (scorer agreement on D', correct completions): mean "
                   "within-question Spearman ρ, 95% bootstrap interval over questions.", "",

@@ -21,7 +21,7 @@ from assets._stages import open_store, stage_folder
 from resources import ExperimentLocation, ExperimentResource, ParquetIOManager
 from resources.parquet_io import asset_file, schema_metadata
 from saturated_dag.config import available_profiles, load_profile
-from saturated_dag.experiments import SUFFIX, SWITCHES, Experiment, _number, experiment_matrix
+from saturated_dag.experiments import SUFFIX, SWITCHES, Experiment, experiment_matrix, number_text
 from saturated_dag.shards import stage_dir, stage_key
 from tests.scoring_data import eval_report
 
@@ -127,10 +127,10 @@ def test_sweep_numbers_in_names_read_back_as_their_setting(profile: str) -> None
 
 def test_close_sweep_values_get_different_names() -> None:
     """``:g`` keeps six digits: two learning rates that differ in the seventh were one name."""
-    assert _number(0.01) == "0.01" and _number(5e-06) == "5e-06" and _number(0.0) == "0"
+    assert number_text(0.01) == "0.01" and number_text(5e-06) == "5e-06" and number_text(0.0) == "0"
     a, b = 1.2345678e-05, 1.2345671e-05
-    assert _number(a) != _number(b)
-    assert float(_number(a)) == a and float(_number(b)) == b
+    assert number_text(a) != number_text(b)
+    assert float(number_text(a)) == a and float(number_text(b)) == b
     names = {Experiment("saturated", "dpo", "entropy", ("saturated", "dpo_pairs", "entropy"),
                         (("learning_rate", lr),)).name for lr in (a, b)}
     assert len(names) == 2

@@ -47,13 +47,17 @@ def test_paper_sweeps_reuse_main_adapters_where_settings_coincide() -> None:
     assert variants["no_sft"].training(training).rrhf_hinge is True
     beta = table["dpo_beta"]
     assert len(beta) == 15 and beta[0].settings == {"beta": 0.1, "lr": 5e-6}
+    # β = 0.1 and η = 1e-5 are the profile's own values: the row still holds both (a cell of
+    # its own), instead of being the main cell that selects over every β and η
+    own = next(r.experiment for r in beta if r.settings == {"beta": 0.1, "lr": 1e-5})
+    assert own.name == "dpo_self_judge_beta0.1_lr1e-05" and own.overrides == ()
     cell = next(r.experiment for r in beta if r.settings == {"beta": 5.0, "lr": 5e-5})
     assert cell.name == "dpo_self_judge_beta5_lr5e-05"
     assert cell.dataset == ("strict_saturated", "dpo_pairs", "self_judge")
     assert cell.training(training).dpo_beta == 5.0
     assert cell.training(training).learning_rate == 5e-5
     cells = experiment_matrix(training)
-    assert len(cells) == len({(c.split, c.name) for c in cells}) == 22 + 4 + 3 + 14
+    assert len(cells) == len({(c.split, c.name) for c in cells}) == 22 + 4 + 3 + 15
 
 
 def test_a_sweep_on_an_unscored_split_names_the_field() -> None:

@@ -74,3 +74,35 @@ def test_agreement_means_defined_rho_per_pair_with_an_interval() -> None:
     assert pair.questions == 2 and pair.mean is not None
     assert pair.mean.estimate == pytest.approx(np.mean([0.5, 0.1]))
     assert found[("entropy", "self_judge")].mean is None
+
+
+def test_findings_carry_their_claims_p_and_holms_correction_over_the_family() -> None:
+    from saturated_dag.findings import compare_all
+
+    ids = [f"q{i:02d}" for i in range(40)]
+    reference = {q: i % 5 for i, q in enumerate(ids)}
+    clear = {q: min(8, c + 3) for q, c in reference.items()}  # a large gain
+    slight = {q: min(8, c + (1 if i % 9 == 0 else 0)) for i, (q, c) in
+              enumerate(reference.items())}  # a small one: holds alone, not in a family
+
+    def report(counts: dict[str, int]) -> pl.DataFrame:
+        return per_question_results(eval_report({q: (8, c) for q, c in counts.items()}))
+
+    reports = {"base": report(reference), "hard/a": report(clear), "hard/b": report(slight)}
+    comparisons = [Comparison("a", "T", "hard/a", "base", "greater"),
+                   Comparison("b", "T", "hard/b", "base", "greater"),
+                   *(Comparison(f"n{i}", "T", "hard/b", "base", "negligible")
+                     for i in range(8)),
+                   Comparison("missing", "T", "hard/zz", "base", "greater")]
+    results = compare_all(reports, comparisons)
+    a, b, missing = results[0], results[1], results[-1]
+    assert a.verdict == HOLDS and a.holds_after_holm and a.p is not None and a.p < 0.01
+    assert missing.p is None and missing.holm_p is None and not missing.holds_after_holm
+    tested = [r for r in results if r.p is not None]
+    assert all(r.holm_p >= r.p for r in tested)
+    assert len(tested) == 10  # the row not run is not in the family
+    # the claim's p reads the same draws as its verdict: "holds" alone is p < 0.05
+    for r in tested:
+        assert (r.p < 0.05) == (r.verdict == HOLDS) or abs(r.p - 0.05) < 0.01
+    # the small gain holds on its own (p ≈ 0.01) but not among ten claims
+    assert b.verdict == HOLDS and b.p < 0.05 and not b.holds_after_holm

@@ -68,7 +68,12 @@ def _walk(model: type[BaseModel], config: type[dg.Config], path: str = "") -> li
         assert name in config.model_fields, f"{where} has no override field"
         seen.append(where)
         generated = config.model_fields[name].annotation
-        assert _choices(info.annotation) == _choices(generated), where
+        words = {a for a in _members(info.annotation) if get_origin(a) is Literal}
+        if words and set(_members(info.annotation)) - words == {int}:
+            # a number or a word (max_model_len: 8192 or auto): a string the core parses
+            assert _members(generated) == [str], where
+        else:
+            assert _choices(info.annotation) == _choices(generated), where
         nested = [a for a in _members(info.annotation)
                   if isinstance(a, type) and issubclass(a, BaseModel)]
         if nested:
@@ -178,7 +183,12 @@ def test_one_exclusive_engine_at_a_time(tiny_model_dir: Path, fake_engines: list
 
 
 def test_vllm_is_exclusive_and_cpu_engines_share(tiny_model_dir: Path,
-                                                 fake_engines: list[str]) -> None:
+                                                 fake_engines: list[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # residency only: the engines are fakes, so the context each vLLM engine would get
+    # (tests/test_judge_context.py) is the profile's as written
+    monkeypatch.setattr("resources.inference.vllm_options",
+                        lambda settings, *_args, **_kw: settings.vllm.model_dump())
     with dg.build_resources(_engines(tiny_model_dir, {}, {})) as live:
         live.inference.policy_backend()
         live.inference.strong_judge(max_new_tokens=8)

@@ -104,13 +104,14 @@ def test_paper_adapter_count_is_what_the_experiment_matrix_trains() -> None:
     training, n = profile.training, profile.sampling.n
     rows = pc.stage_costs(profile)
     chain_sum = sum(r.adapters for r in rows if r.task == "chain_sum")
-    assert chain_sum == len(trained_adapters(training, experiment_matrix(training), n)) == 2988
+    assert chain_sum == len(trained_adapters(training, experiment_matrix(training), n)) == 2232
     gsm8k = sum(r.adapters for r in rows if r.task == "gsm8k")
     assert gsm8k == len(pc.task_adapters(profile, "gsm8k"))
     # GSM8K has no D': no strict-saturated adapter, cell or eval report
     assert not [a for a in pc.task_adapters(profile, "gsm8k") if a.split == "strict_saturated"]
     evals = next(r for r in rows if r.task == "chain_sum" and r.stage.startswith("eval"))
-    assert evals.sequences == (1 + len(experiment_matrix(training))) * 200 * n
+    # Figure 6's λ = 0 row evaluates its three training seeds (App. C.2)
+    assert evals.sequences == (1 + len(experiment_matrix(training)) + 2) * 200 * n
 
 
 def test_adapter_counts_equal_the_adapter_assets_dagster_builds() -> None:

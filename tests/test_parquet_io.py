@@ -326,8 +326,9 @@ def test_the_sweep_schemas_have_each_sweeps_setting_columns(profile: str) -> Non
 INTERVAL_COLUMNS = [
     *(f"{m} {end}" for m in ("pass@1", "pass@{k}", "Δ pass@1", "Δ pass@{k}")
       for end in ("low", "high")),
-    "Δ pass@1 excludes 0", "Δ pass@{k} excludes 0", "questions", "replicates",
-    "training replicates"]
+    "Δ pass@1 excludes 0", "Δ pass@{k} excludes 0",
+    "Δ pass@1 p", "Δ pass@1 Holm p", "Δ pass@{k} p", "Δ pass@{k} Holm p",
+    "questions", "replicates", "training replicates"]
 
 
 def _results(k: int) -> pl.DataFrame:

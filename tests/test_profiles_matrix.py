@@ -25,8 +25,12 @@ def test_paper_profile_has_every_chain_sum_table_and_gsm8k_without_strict_split(
             "chain_sum/rrhf_variants", "chain_sum/dpo_beta_sweep",
             "gsm8k/results_table"} <= tables
     keys = _keys("paper")
-    assert dg.AssetKey(["gsm8k", "hard", "adapter", "dpo_correctness_self_judge"]) in keys
+    assert dg.AssetKey(["chain_sum", "hard", "adapter", "dpo_correctness_self_judge"]) in keys
+    # GSM8K trains on Q_easy only (Sec. 4.3, Table 2): no hard rows, no ablations, no D'
+    assert {k.path[1] for k in keys if k.path[0] == "gsm8k" and "adapter" in k.path} == {
+        "saturated"}
     assert not [k for k in keys if k.path[:2] == ["gsm8k", "strict_saturated"]]
+    assert not {"gsm8k/rank_weight_ablation", "gsm8k/rrhf_variants"} & tables
 
 
 @pytest.mark.parametrize("profile", ["paper_instruct"])
@@ -34,11 +38,14 @@ def test_instruct_profile_is_table_3(profile: str) -> None:
     loaded = load_profile(profile)
     assert loaded.policy.model == "Qwen/Qwen3-1.7B" and loaded.tasks == ["gsm8k"]
     keys = {"/".join(k.path) for k in _keys(profile)
-            if k.path[0] == "gsm8k" and "adapter" in k.path}
-    assert keys == {f"gsm8k/saturated/adapter/dpo_{s}"
+            if k.path[0] == "gsm8k" and "eval" in k.path}
+    assert keys == {f"gsm8k/saturated/eval/dpo_{s}"
                     for s in ("self_judge", "strong_judge", "entropy", "random")} | {
-        "gsm8k/hard/adapter/dpo_correctness_random",
-        "gsm8k/hard/adapter/dpo_correctness_self_judge"}
+        "gsm8k/hard/eval/dpo_correctness_random",
+        "gsm8k/hard/eval/dpo_correctness_self_judge", "gsm8k/eval/base"}
+    # each of Table 3's six cells selects among Table 5's grid, as in `paper` (App. B)
+    adapters = [k for k in _keys(profile) if k.path[0] == "gsm8k" and "adapter" in k.path]
+    assert len(adapters) == 6 * 3 * 3 * 4 * 5
     assert not [k for k in _keys(profile) if k.path[0] == "chain_sum"]
 
 

@@ -54,6 +54,8 @@ def test_rehearsals_have_their_paper_profiles_code_paths(ours: str, theirs: str)
         paper.scoring.model_dump(exclude={"judge_max_new_tokens"})
     t, p = rehearsal.training, paper.training
     assert t.splits == p.splits and t.methods == p.methods
+    assert rehearsal.gsm8k.train_splits == paper.gsm8k.train_splits
+    assert rehearsal.policy.vllm.max_model_len == paper.policy.vllm.max_model_len == "auto"
     assert (t.isolate, t.dtype, t.gradient_checkpointing) == (p.isolate, p.dtype,
                                                               p.gradient_checkpointing)
     assert (t.sweeps.rank_weight is None) == (p.sweeps.rank_weight is None)

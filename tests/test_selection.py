@@ -15,6 +15,7 @@ from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import ProfileError, load_profile
 from saturated_dag.experiments import (
     Experiment,
+    cell_adapters,
     configurations,
     experiment_matrix,
     replicates,
@@ -32,8 +33,12 @@ def _training(**training):
 def test_a_one_point_grid_and_one_seed_train_the_cell_itself() -> None:
     training = _training(selection={"dpo_betas": None})
     for cell in experiment_matrix(training):
-        assert configurations(training, cell, 8) == [cell]
-        assert replicates(training, cell) == [cell]
+        [adapter] = configurations(training, cell, 8)
+        assert (adapter.name, adapter.overrides) == (cell.name, cell.overrides)
+        assert replicates(training, adapter) == [adapter]
+        # Figure 6's λ = 0 is the mean of three runs (App. C.2), every other row one seed
+        seeds = 3 if cell.settings.get("rrhf_rank_weight") == 0 else 1
+        assert [len(s) for s in cell_adapters(training, cell, 8).values()] == [seeds]
 
 
 def test_the_grid_is_the_product_of_its_lists_per_method() -> None:
@@ -138,9 +143,10 @@ OVERRIDES = {
                  "learning_rate": 1e-2, "max_length": 128, "lora_r": 4, "lora_alpha": 8,
                  "validation_questions_per_cell": 2, "isolate": False, "replicates": 2,
                  "selection": {"learning_rates": [1e-2, 1e-4]},
-                 # a λ=0 row (Figure 6): a cell of its own, its learning rate chosen too
+                 # a λ=0 row (Figure 6): a cell of its own, its learning rate chosen too,
+                 # over as many seeds as the other rows here
                  "sweeps": {"rank_weight": {"split": "saturated", "scorer": "entropy",
-                                            "values": [0.0]},
+                                            "values": [0.0], "zero_replicates": 2},
                             "rrhf_variants": None, "dpo_beta": None}},
 }
 

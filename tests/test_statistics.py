@@ -164,3 +164,53 @@ def test_the_power_formulas_match_the_bootstrap_they_approximate() -> None:
         questions_for_half_width(0.2, 0.0)
     with pytest.raises(ValueError):
         detectable_effect(0.2, 0)
+
+
+def _closed_testing_bonferroni(p: list[float], alpha: float) -> set[int]:
+    """Holm's rejections by their definition: closed testing with Bonferroni local tests (H_i
+    is rejected when every intersection containing it has min p ≤ α / |set|)."""
+    import itertools
+
+    m = len(p)
+    rejected = set()
+    for i in range(m):
+        if all(min(p[j] for j in subset) <= alpha / len(subset)
+               for size in range(1, m + 1) for subset in itertools.combinations(range(m), size)
+               if i in subset):
+            rejected.add(i)
+    return rejected
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_holm_rejects_exactly_what_closed_bonferroni_testing_rejects(seed: int) -> None:
+    from saturated_dag.statistics import holm
+
+    rng = np.random.default_rng(seed)
+    p = list(rng.uniform(0, 0.08, size=int(rng.integers(1, 7))))
+    adjusted = holm(p)
+    for alpha in (0.01, 0.05, 0.1):
+        assert {i for i, a in enumerate(adjusted) if a <= alpha} == \
+            _closed_testing_bonferroni(p, alpha)
+    assert all(a >= raw for a, raw in zip(adjusted, p, strict=True))
+
+
+def test_holm_leaves_untested_rows_out_of_the_family() -> None:
+    from saturated_dag.statistics import holm
+
+    assert holm([0.01, None, 0.04]) == [0.02, None, 0.04]
+    assert holm([]) == [] and holm([None]) == [None]
+    assert holm([0.6, 0.5]) == [1.0, 1.0]
+
+
+def test_the_p_value_agrees_with_the_interval_it_shares_draws_with() -> None:
+    """p < 0.05 exactly when the 95% percentile interval excludes 0, up to the draws that sit
+    between the two readings (interpolation and ties at 0)."""
+    rng = np.random.default_rng(3)
+    agree = 0
+    for shift in np.linspace(-0.3, 0.3, 25):
+        run = rng.random((1, 40)) + shift
+        base = rng.random((1, 40))
+        delta = paired_delta(run, base)
+        agree += (delta.p < 0.05) == delta.excludes_zero
+        assert 0 < delta.p <= 1
+    assert agree >= 24

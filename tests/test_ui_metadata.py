@@ -59,8 +59,10 @@ def test_display_rows_round_mark_the_best_and_keep_intervals() -> None:
     assert by["DPO"]["pass@1"].startswith(f"{_table()['pass@1'][1]:.2f} ★")  # best, marked
     assert "★" not in by["SFT"]["pass@1"] and "★" not in by["Base model"]["pass@1"]
     assert by["Base model"]["Δ pass@1"] == "+0.00"  # no interval against itself
-    assert re.fullmatch(r"[+-]\d+\.\d\d \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\]\*?",
+    assert re.fullmatch(r"[+-]\d+\.\d\d \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\]\*?†?",
                         by["SFT"]["Δ pass@1"]), by["SFT"]
+    assert re.fullmatch(r"<0\.001|[01]\.\d\d\d", by["SFT"]["Holm p (Δ pass@1)"]), by["SFT"]
+    assert by["Base model"]["Holm p (Δ pass@1)"] == ""  # the base row tests nothing
     # the Markdown file is the same rows, the best in bold instead
     assert f"**{_table()['pass@1'][1]:.2f}**" in to_markdown(_table())
 
@@ -69,10 +71,11 @@ def test_table_metadata_is_an_inline_table_with_described_columns() -> None:
     tables = metric_tables(_table())
     assert list(tables) == ["table", "pass@8 table"]  # one metric each: the UI gives ~500 px
     assert [c.name for c in tables["pass@8 table"].schema.columns] == [
-        "run", "pass@8", "Δ pass@8"]
+        "run", "pass@8", "Δ pass@8", "Holm p (Δ pass@8)"]
     value = tables["table"]
     assert isinstance(value, dg.TableMetadataValue) and len(value.records) == 3
-    assert [c.name for c in value.schema.columns] == ["run", "pass@1", "Δ pass@1"]
+    assert [c.name for c in value.schema.columns] == ["run", "pass@1", "Δ pass@1",
+                                                      "Holm p (Δ pass@1)"]
     assert [r.data["run"] for r in value.records] == [
         "Base model", "saturated · DPO · self-judge", "saturated · SFT"]
     columns = {c.name: c for c in value.schema.columns}

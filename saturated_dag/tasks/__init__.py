@@ -146,5 +146,11 @@ def has_strict_pool(profile: Profile, task: str) -> bool:
 
 
 def can_train_split(profile: Profile, task: str, split: str) -> bool:
-    """Whether the task has questions for a training split: strict-saturated needs D'."""
+    """Whether the task trains on a split: it must have the questions (strict-saturated needs
+    D') and the task's ``train_splits``, where set, must list it. The one rule the asset graph,
+    the plan and the cost table read."""
+    _check_task(task)
+    chosen = getattr(profile, task).train_splits
+    if chosen is not None and split not in chosen:
+        return False
     return split != "strict_saturated" or has_strict_pool(profile, task)
