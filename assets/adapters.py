@@ -17,6 +17,7 @@ import dagster as dg
 import polars as pl
 
 from assets._adapter_files import (
+    ADAPTER_WEIGHTS,
     adapter_curves_png,
     adapter_dir,
     adapter_weights_version,
@@ -32,7 +33,7 @@ from saturated_dag.atomic import atomic_write_text
 from saturated_dag.config import PolicySettings, Profile, TrainingSettings
 from saturated_dag.experiments import Experiment
 from saturated_dag.plots import training_curves
-from saturated_dag.shards import frame_digest, questions_digest, stage_key
+from saturated_dag.shards import file_fingerprint, frame_digest, questions_digest, stage_key
 from saturated_dag.tasks import validation_questions
 from saturated_dag.training.config import (
     LOG_NAMES,
@@ -126,15 +127,26 @@ def training_spec(profile: Profile, task: str, exp: Experiment, policy: PolicySe
             "data": str(data_path), "out_dir": str(out), "record": {"cache_key": key}}
 
 
-def _cached_result(out: Path, key: str) -> dict | None:
-    """The stored result of an adapter trained under ``key``, if it is whole and current."""
+def _cached_result(out: Path, key: str) -> tuple[dict | None, str]:
+    """The stored result of an adapter trained under ``key`` if it is whole and current, and
+    why not otherwise. Whole means its weights are there and hash to what the training
+    recorded: a folder that lost or changed its weights is trained again, never reused."""
     record, result = out / "training_config.json", out / "result.json"
     if not (record.is_file() and result.is_file() and (out / "adapter_config.json").is_file()):
-        return None
+        return None, "no trained adapter"
     if json.loads(record.read_text()).get("cache_key") != key:
-        return None
+        return None, "trained under other settings"
     stored = json.loads(result.read_text())
-    return stored if stored.get("cache_key") == key else None
+    if stored.get("cache_key") != key:
+        return None, "trained under other settings"
+    weights = out / ADAPTER_WEIGHTS
+    if not weights.is_file():
+        return None, f"{weights} is missing"
+    recorded = stored.get("weights_version")
+    if recorded is None or file_fingerprint(weights) != recorded:
+        return None, (f"{weights} does not hash to what its training recorded"
+                      if recorded else "no recorded hash of its weights")
+    return stored, "hit"
 
 
 def _description(exp: Experiment) -> str:
@@ -168,11 +180,13 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
         context.instance.add_run_tags(context.run_id, {
             f"saturated_dag/{task}/{exp.split}/adapter/{exp.name}":
                 settings_line(exp.method, planned)})
-        result = _cached_result(out, key) if profile.stages.cache else None
+        result, why = _cached_result(out, key) if profile.stages.cache else (None, "no cache")
         hit = result is not None
         if result is not None:
             context.log.info(f"cache hit: adapter {exp.name} {key[:12]} reused from {out}")
         else:
+            if why not in ("no trained adapter", "no cache"):
+                context.log.warning(f"adapter {exp.name}: not reused ({why}); training again")
             work.mkdir(parents=True, exist_ok=True)
             data_path = work / "data.parquet"
             data.write_parquet(data_path)  # a scratch copy for the child process
@@ -180,6 +194,9 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
                              f"{settings_line(exp.method, planned)}")
             spec = training_spec(profile, task, exp, settings, data_path, out, key)
             result = _train(context, inference, spec, work, profile.training.isolate)
+            # the weights' hash: what a later cache hit must find (the child reports it)
+            result["weights_version"] = (result.get("data_version")
+                                         or adapter_weights_version(out))
             atomic_write_text(out / "result.json",
                               json.dumps({**result, "cache_key": key}, default=float))
             shutil.rmtree(work, ignore_errors=True)  # kept only when training fails

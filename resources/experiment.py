@@ -33,6 +33,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import dagster as dg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from saturated_dag import output_stamp
 from saturated_dag.config import Profile, load_profile, merge_settings
 
 _NONE = type(None)
@@ -290,6 +291,17 @@ class ExperimentResource(dg.ConfigurableResource):
         if context.log is not None:
             context.log.info(f"profile {settings.name!r} ({self.profile}), outputs in "
                              f"{self.location.output_path}")
+        # no profile reads another profile's files (saturated_dag.output_stamp)
+        try:
+            changed = output_stamp.claim(self.location.output_path, self.profile,
+                                         settings.model_dump())
+        except output_stamp.OutputFolderInUse as err:
+            raise dg.Failure(str(err)) from None
+        if changed and context.log is not None:
+            context.log.warning(
+                f"settings changed since this folder's last run ({len(changed)}): "
+                + "; ".join(changed[:10]) + ". Stages recompute what they change; an asset "
+                "this run does not materialise still holds the earlier settings' data")
         if run is None or context.instance is None:
             return
         tags = self.location.tags()

@@ -12,6 +12,7 @@ same child in a GPU pod.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import deque
 from pathlib import Path
@@ -61,7 +62,8 @@ def train_with_pipes(context: dg.AssetExecutionContext, spec: dict[str, Any], wo
     result_path.unlink(missing_ok=True)
     log_path.unlink(missing_ok=True)
     extras = {"spec": spec, "result": str(result_path), "log": str(log_path),
-              "residency_log": str(residency.path) if residency.path else None}
+              "residency_log": str(residency.path) if residency.path else None,
+              "parent_pid": os.getpid()}  # the child dies with this process
     command = [sys.executable, "-P", str(CHILD)]
     what = f"training {spec.get('out_dir', '?')}"
     step = current_step()

@@ -9,6 +9,8 @@ record, and reports the materialisation: metadata and a data version, the hash o
 weights file (the same ``file_fingerprint`` the adapter asset uses on a cache hit).
 
 On an error the traceback goes to the log file too, so the parent can show the last lines.
+The child dies with the run process that started it and never publishes an adapter for a run
+that has died (``saturated_dag.lifeline``).
 """
 
 from __future__ import annotations
@@ -49,10 +51,14 @@ def main() -> None:
     from dagster_pipes import open_dagster_pipes
 
     from saturated_dag.atomic import atomic_write_text
+    from saturated_dag.lifeline import bind_to_parent, require_parent
     from saturated_dag.residency import ResidencyLog
     from saturated_dag.training.isolated import train_from_spec
 
     with open_dagster_pipes() as pipes:
+        # die with the run process, and never publish for a run that has died
+        parent = int(pipes.get_extra("parent_pid"))
+        bind_to_parent(parent)
         spec: dict[str, Any] = pipes.get_extra("spec")
         result_path = Path(pipes.get_extra("result"))
         where = pipes.get_extra("residency_log") if "residency_log" in pipes.extras else None
@@ -67,7 +73,9 @@ def main() -> None:
 
             start = time.monotonic()
             try:
-                record = asdict(train_from_spec(spec, log=say))
+                record = asdict(train_from_spec(
+                    spec, log=say,
+                    before_publish=lambda: require_parent(parent, spec.get("out_dir", "?"))))
                 version = adapter_version(Path(record["adapter_dir"]))
             except BaseException:
                 log_file.write(traceback.format_exc())

@@ -139,7 +139,7 @@ def sample_shards_together(
     plan = plans[0]  # every store records the same plan
     loaded: list[GenerationBackend] = []
     for index, span in enumerate(plan):
-        missing = [job for job in unique if not job.store.has(index)]
+        missing = [job for job in unique if not job.store.has(index, say)]
         if not missing:
             continue
         if not loaded:

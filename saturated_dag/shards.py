@@ -264,8 +264,11 @@ class ShardStore:
     def shard_path(self, index: int) -> Path:
         return self.root / f"shard-{index:05d}.parquet"
 
-    def has(self, index: int) -> bool:
-        """A whole shard is present; a damaged one (unreadable footer) is removed."""
+    def has(self, index: int, log: LogFn | None = None) -> bool:
+        """A whole shard, as its stage wrote it, is present. A damaged one (unreadable footer)
+        is removed; so is one whose bytes do not hash to what the manifest recorded when it
+        was written (edited, or written by a version that recorded no hash), saying so with
+        its path: a reused shard is recorded as this stage's work, so it must be that work."""
         path = self.shard_path(index)
         if not path.is_file():
             return False
@@ -276,13 +279,32 @@ class ShardStore:
         except Exception:
             path.unlink(missing_ok=True)
             return False
+        recorded = self._manifest().get("hashes", {}).get(str(index))
+        if recorded is None or file_fingerprint(path) != recorded:
+            why = ("does not match the hash its stage recorded" if recorded else
+                   "has no recorded hash")
+            (log or (lambda _m: None))(f"shard {path} {why}; computing it again")
+            path.unlink(missing_ok=True)
+            return False
         return True
 
     def load(self, index: int) -> pl.DataFrame:
         return pl.read_parquet(self.shard_path(index))
 
     def save(self, index: int, frame: pl.DataFrame) -> None:
-        atomic_write_parquet(frame, self.shard_path(index))
+        """Write the shard, then record its hash in the manifest (a shard without one is
+        not reused: a crash between the two costs one shard, never a wrong one)."""
+        path = atomic_write_parquet(frame, self.shard_path(index))
+        manifest = self._manifest()
+        manifest.setdefault("hashes", {})[str(index)] = file_fingerprint(path)
+        atomic_write_text(self.root / MANIFEST, json.dumps(manifest, sort_keys=True))
+
+    def _manifest(self) -> dict[str, Any]:
+        try:
+            found = json.loads((self.root / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return found if isinstance(found, dict) else {}
 
     def completed(self) -> list[int]:
         """Indices of shard files present (whole or not)."""
@@ -292,11 +314,8 @@ class ShardStore:
         """Record the shard plan; a different plan under the same key drops the old shards."""
         path = self.root / MANIFEST
         if path.is_file():
-            try:
-                old = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                old = None
-            if old == plan:
+            old = self._manifest()
+            if {k: v for k, v in old.items() if k != "hashes"} == plan:
                 return
             say(f"shard plan under {self.root} changed; discarding its old shards")
             for index in self.completed():
@@ -346,7 +365,7 @@ def run_shards(store: ShardStore | None, items: Sequence[T], shard_size: int | N
         store.prepare(len(items), shard_size, say)
     frames = []
     for index, span in enumerate(plan):
-        if store is not None and store.has(index):
+        if store is not None and store.has(index, say):
             frames.append(store.load(index))
             stats.shards_reused += 1
             continue

@@ -1,6 +1,7 @@
 """Shard stores, stage keys and atomic writes (``saturated_dag.shards``, ``.atomic``)."""
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -75,6 +76,32 @@ def test_leftover_temp_file_is_ignored_and_truncated_shard_recomputed(tmp_path: 
     assert calls == [0, 2] and stats.shards_reused == 1
     assert_frame_equal(again, full)
     assert not list(store.root.glob(".*.tmp"))
+
+
+def test_an_edited_shard_is_recomputed_naming_its_path(tmp_path: Path) -> None:
+    """A shard whose bytes are not what its stage wrote (edited by hand, or replaced by
+    another stage's file) is never reused as this stage's work: it used to be, its content
+    then recorded as legitimate. The manifest keeps each shard's hash."""
+    store = ShardStore(tmp_path / "s", "k")
+    full, _ = store.run(list(range(6)), 2, _compute([]))
+    manifest = json.loads((store.root / "manifest.json").read_text())
+    assert set(manifest["hashes"]) == {"0", "1", "2"}
+    edited = pl.read_parquet(store.shard_path(1)).with_columns(pl.lit(-1).alias("x"))
+    edited.write_parquet(store.shard_path(1))  # a whole, readable, different shard
+    calls: list[int] = []
+    said: list[str] = []
+    again, stats = store.run(list(range(6)), 2, _compute(calls), log=said.append)
+    assert calls == [1] and stats.shards_reused == 2
+    assert_frame_equal(again, full)
+    assert any(str(store.shard_path(1)) in line and "does not match the hash" in line
+               for line in said)
+    # a shard with no recorded hash (written before hashes were kept) is computed again
+    manifest = json.loads((store.root / "manifest.json").read_text())
+    del manifest["hashes"]["0"]
+    (store.root / "manifest.json").write_text(json.dumps(manifest))
+    calls.clear()
+    store.run(list(range(6)), 2, _compute(calls))
+    assert calls == [0]
 
 
 def test_changed_plan_under_one_key_discards_old_shards(tmp_path: Path) -> None:

@@ -556,3 +556,57 @@ def test_an_adapter_is_a_function_of_its_seed_across_processes(
         adapters.append(_lora_tensors(out))
     assert adapters[0].keys() == adapters[1].keys()
     assert all(torch.equal(adapters[0][k], adapters[1][k]) for k in adapters[0])
+
+
+def test_warmup_never_covers_the_whole_run() -> None:
+    from types import SimpleNamespace
+
+    from saturated_dag.training.train import warmup_guard
+
+    for steps, expected in ((1, 0), (2, 1), (9, 1), (10, 1), (11, 2), (40, 4)):
+        trainer = SimpleNamespace(args=SimpleNamespace(warmup_steps=0.1))
+        assert warmup_guard(trainer, 0.1, steps) == expected, steps
+        # transformers' own rounding (ceil) is kept unless it would cover every step
+        assert trainer.args.warmup_steps == (0 if steps == 1 else 0.1)
+
+
+def test_a_one_step_dpo_run_moves_the_adapter_and_reads_the_pairs_direction(
+        tiny_model_dir: Path, tmp_path: Path) -> None:
+    """One optimizer step (2 pairs, batch 2, 1 epoch): it used to run at learning rate 0 (a
+    linear warmup of 1 step starts at 0), so every lora_B stayed 0 and the adapter was the
+    base model, whatever the pairs said. Now it trains, and swapping chosen and rejected (a
+    broken DPO loss would do the same) moves the margin the other way."""
+    one_step = {**FAST, "epochs": 1}
+    pairs = pl.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 2)
+    swapped = pairs.rename({"chosen": "rejected", "rejected": "chosen"})
+    margins = {}
+    for name, data in (("right", pairs), ("swapped", swapped)):
+        result = train_adapter("dpo", str(tiny_model_dir), data, DpoSettings(beta=0.5,
+                                                                               **one_step),
+                               tmp_path / name)
+        lrs = [h["learning_rate"] for h in result.log_history if "learning_rate" in h]
+        assert lrs and max(lrs) > 0
+        b = [v for k, v in _lora_tensors(Path(result.adapter_dir)).items() if "lora_B" in k]
+        assert b and any(bool(t.count_nonzero()) for t in b)
+        margins[name] = (_norm_logp(str(tiny_model_dir), result.adapter_dir, GOOD)
+                         - _norm_logp(str(tiny_model_dir), result.adapter_dir, BAD))
+    base = _norm_logp(str(tiny_model_dir), None, GOOD) - _norm_logp(str(tiny_model_dir), None,
+                                                                     BAD)
+    assert margins["right"] > base > margins["swapped"]
+
+
+def test_an_adapter_equal_to_the_base_is_refused_naming_why(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    from saturated_dag.training.train import UntrainedAdapter, check_trained
+
+    save_file({"x.lora_A.weight": torch.ones(2, 2), "x.lora_B.weight": torch.zeros(2, 2)},
+              str(tmp_path / "adapter_model.safetensors"))
+    with pytest.raises(UntrainedAdapter, match=r"all ran at learning rate 0 \(1 warmup"):
+        check_trained(tmp_path, 1, [0.0], 1)
+    with pytest.raises(UntrainedAdapter, match=r"every gradient was 0"):
+        check_trained(tmp_path, 2, [0.0, 1e-3], 1)
+    save_file({"x.lora_A.weight": torch.ones(2, 2), "x.lora_B.weight": torch.eye(2)},
+              str(tmp_path / "adapter_model.safetensors"))
+    check_trained(tmp_path, 1, [0.0], 1)  # moved: fine
+

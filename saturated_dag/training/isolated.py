@@ -22,10 +22,12 @@ import polars as pl
 LogFn = Callable[[str], None]
 
 
-def train_from_spec(spec: dict[str, Any], log: LogFn | None = None) -> Any:
+def train_from_spec(spec: dict[str, Any], log: LogFn | None = None,
+                    before_publish: Callable[[], None] | None = None) -> Any:
     """Train the adapter a spec describes (in whichever process calls this).
 
-    ``spec["data"]`` is the training set's Parquet file, read as a polars frame."""
+    ``spec["data"]`` is the training set's Parquet file, read as a polars frame;
+    ``before_publish`` is ``train_adapter``'s (the training child checks its run is alive)."""
     from saturated_dag.config import parse_profile
     from saturated_dag.evaluation import evaluate, summarise
     from saturated_dag.generation.transformers_backend import TransformersBackend
@@ -52,7 +54,8 @@ def train_from_spec(spec: dict[str, Any], log: LogFn | None = None) -> Any:
 
     return train_adapter(spec["method"], spec["base_model"], pl.read_parquet(spec["data"]),
                          settings_for(spec["method"], training), spec["out_dir"],
-                         eval_fn=validation_pass_at_1, log=log, record=spec.get("record"))
+                         eval_fn=validation_pass_at_1, log=log, record=spec.get("record"),
+                         before_publish=before_publish)
 
 
 def _main(spec_path: str) -> None:

@@ -81,6 +81,72 @@ class _Guard(TrainerCallback):
                                          "stopping; the previous adapter is kept")
 
 
+class _LearningRates(TrainerCallback):
+    """The learning rate each optimizer step ran at (read after the step, before the scheduler
+    moves it), so a run that never trained at a rate above 0 is told apart."""
+
+    def __init__(self) -> None:
+        self.rates: list[float] = []
+
+    def on_optimizer_step(self, args: Any, state: Any, control: Any, optimizer: Any = None,
+                          **kwargs: Any) -> None:
+        if optimizer is not None:
+            self.rates.append(float(optimizer.param_groups[0]["lr"]))
+
+
+class UntrainedAdapter(ValueError):
+    """A training run whose kept adapter is exactly the base model."""
+
+
+def optimizer_steps(trainer: Any, epochs: int) -> int:
+    """Optimizer steps the trainer will take, as transformers counts them: per epoch, the
+    micro-batches over the gradient accumulation, rounded up, at least one."""
+    args = trainer.args
+    batches = math.ceil(len(trainer.train_dataset) / args.per_device_train_batch_size)
+    per_epoch = max(math.ceil(batches / args.gradient_accumulation_steps), 1)
+    return per_epoch * epochs
+
+
+def warmup_guard(trainer: Any, ratio: float, steps: int) -> int:
+    """Warmup steps as transformers rounds them (``ceil(ratio x steps)``), except that warmup
+    never covers the whole run: linear warmup starts at a learning rate of 0, so a one-step run
+    would train at 0 and leave the adapter equal to the base model. Such a run warms up for 0
+    steps instead; every longer run keeps transformers' rounding (docs/paper-differences.md)."""
+    warmup = math.ceil(ratio * steps)
+    if warmup >= steps:
+        trainer.args.warmup_steps = 0
+        return 0
+    return warmup
+
+
+def _lora_b_moved(folder: Path) -> bool:
+    """Whether any ``lora_B`` matrix of the saved adapter is non-zero (PEFT starts them at 0,
+    so an adapter whose every ``lora_B`` is 0 adds nothing to the base model)."""
+    from safetensors import safe_open
+
+    weights = folder / "adapter_model.safetensors"
+    with safe_open(str(weights), framework="pt") as handle:
+        return any(bool(handle.get_tensor(k).count_nonzero()) for k in handle.keys()
+                   if "lora_B" in k)
+
+
+def check_trained(folder: Path, epoch: int, rates: list[float], warmup: int) -> None:
+    """Refuse a kept adapter that equals the base model, naming why and what to change."""
+    if _lora_b_moved(folder):
+        return
+    if not rates or max(rates) == 0:
+        raise UntrainedAdapter(
+            f"the adapter kept (epoch {epoch}) is the base model: the {len(rates)} optimizer "
+            f"step(s) up to it all ran at learning rate 0 ({warmup} warmup step(s) of a linear "
+            "warmup that starts at 0). Give the run more optimizer steps per epoch: more "
+            "training examples or a smaller training.batch_size")
+    raise UntrainedAdapter(
+        f"the adapter kept (epoch {epoch}) is the base model: every lora_B is 0 although the "
+        f"learning rate reached {max(rates):g}, so every gradient was 0 (a loss that does not "
+        "depend on the adapter, such as σ-RRHF with no SFT term and λ = 0); check the "
+        "method's settings")
+
+
 PROGRESS_LINES = 20
 """About this many loss lines per training run in its log (every step when it has fewer)."""
 
@@ -352,13 +418,15 @@ def train_adapter(
     log: LogFn | None = None,
     record: dict[str, Any] | None = None,
     callbacks: list[TrainerCallback] | None = None,
+    before_publish: Callable[[], None] | None = None,
 ) -> TrainResult:
     """Train ``method`` on ``data`` (a polars frame) and save the best epoch's adapter at
     ``out_dir``.
 
     ``record`` is added to the adapter's ``training_config.json`` (e.g. its cache key), with
     the settings and the precision actually used. ``callbacks`` are extra Trainer callbacks
-    (progress or probes).
+    (progress or probes). ``before_publish`` runs right before the adapter is swapped in and
+    may raise to keep it unpublished (a training child whose run has died).
     """
     if method not in METHODS:
         raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
@@ -386,7 +454,11 @@ def train_adapter(
         trainer = _build_trainer(method, model, tokenizer, data, settings, str(work / "trainer"),
                                  precision)
         selector = _EpochSelector(work / "epochs", tokenizer, eval_fn, say)
+        rates = _LearningRates()
+        warmup = warmup_guard(trainer, settings.warmup_ratio,
+                              optimizer_steps(trainer, settings.epochs))
         trainer.add_callback(_Guard())
+        trainer.add_callback(rates)
         for printer in (PrinterCallback, ProgressCallback):  # a raw dict per log step
             trainer.remove_callback(printer)
         trainer.add_callback(_Progress(say))  # instead: a line every few steps
@@ -398,6 +470,9 @@ def train_adapter(
             f"{settings.grad_accumulation} micro-batch(es) per step")
         trainer.train()
         best = selector.best()
+        kept_steps = next((int(e["step"]) for e in selector.epochs if e["epoch"] == best),
+                          len(rates.rates))
+        check_trained(work / "epochs" / f"epoch_{best}", best, rates.rates[:kept_steps], warmup)
         final = work / "adapter"
         shutil.copytree(work / "epochs" / f"epoch_{best}", final)
         tokenizer.save_pretrained(final)
@@ -406,6 +481,8 @@ def train_adapter(
                    "precision": precision}
         (final / "training_config.json").write_text(json.dumps(written, indent=1))
         give_umask_modes(final)
+        if before_publish is not None:
+            before_publish()
         swap_in(final, out, work)
         return TrainResult(str(out), best, selector.epochs,
                            [dict(h) for h in trainer.state.log_history])

@@ -1,0 +1,57 @@
+"""An adapter's cache hit needs its weights and their recorded hash: a folder that lost or
+changed its weights is trained again (it used to be a permanent cache hit whose check failed
+with an unrelated error, and "re-materialise it" was the same cache hit again)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from saturated_dag.atomic import atomic_write_parquet
+from tests.pipeline import by_name, graph, resources
+from tests.scoring_data import make_partitions, make_pool
+
+OVERRIDES = {
+    "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
+                  "strict_grid": None, "eval_questions_per_cell": 3},
+    "sampling": {"n": 2, "max_new_tokens": 6},
+    "training": {"splits": ["saturated"], "methods": ["sft"], "epochs": 1, "batch_size": 2,
+                 "per_device_batch_size": 2, "learning_rate": 1e-2, "max_length": 128,
+                 "lora_r": 4, "lora_alpha": 8, "validation_questions_per_cell": 2,
+                 "isolate": False, "selection": {"dpo_betas": None},
+                 "sweeps": {"rank_weight": None, "rrhf_variants": None, "dpo_beta": None}},
+}
+
+
+def test_a_missing_or_changed_weights_file_is_trained_again(tmp_path: Path,
+                                                             tiny_model_dir: Path) -> None:
+    out = tmp_path / "out"
+    pool = make_pool()
+    atomic_write_parquet(pool, out / "assets" / "chain_sum" / "generation_pool.parquet")
+    atomic_write_parquet(make_partitions(pool),
+                         out / "assets" / "chain_sum" / "difficulty_partitions.parquet")
+    overrides = {**OVERRIDES, "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
+    everything, _ = graph("demo", overrides)
+    wanted = [*by_name(everything, "chain_sum", "sft_set"),
+              *by_name(everything, "chain_sum", "sft")]
+    wanted = [a for a in wanted if a.key.path[1] == "saturated"
+              and a.key.path[2] in ("adapter", "sft_set")]
+    live = resources(out, "demo", overrides)
+
+    def materialise() -> str:
+        result = dg.materialize(everything, selection=wanted, resources=live)
+        [event] = [e for e in result.get_asset_materialization_events()
+                   if e.asset_key.path[-1] == "sft" and e.asset_key.path[2] == "adapter"]
+        return event.materialization.metadata["cache"].value
+
+    weights = out / "adapters" / "chain_sum" / "saturated" / "sft" / "adapter_model.safetensors"
+    assert materialise() == "miss" and weights.is_file()
+    assert materialise() == "hit"
+    weights.unlink()
+    assert materialise() == "miss" and weights.is_file()  # trained again, not a hit
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # one changed byte in the tensors
+    weights.write_bytes(bytes(data))
+    assert materialise() == "miss"
+    assert materialise() == "hit"

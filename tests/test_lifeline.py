@@ -1,0 +1,95 @@
+"""A training child dies with the run process that started it and never publishes for a run
+that has died (``saturated_dag.lifeline``, ``resources/training_child.py``).
+
+The fault it closes: SIGKILL of the run process alone left the training child running with
+parent 1 for about 50 s, and it swapped its adapter in after its run was dead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from saturated_dag.lifeline import ParentGone, require_parent
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:  # a zombie is dead
+        return stat.read().split()[2] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_child_bound_to_its_parent_dies_when_the_parent_is_sigkilled(tmp_path: Path) -> None:
+    child = textwrap.dedent(f"""
+        import os, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from saturated_dag.lifeline import bind_to_parent
+        bind_to_parent(int(sys.argv[1]))
+        open(sys.argv[2], "w").write(str(os.getpid()))
+        time.sleep(120)
+    """)
+    parent = textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", {child!r}, str(os.getpid()), sys.argv[1]])
+        time.sleep(120)
+    """)
+    marker = tmp_path / "child.pid"
+    run = subprocess.Popen([sys.executable, "-c", parent, str(marker)])
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.is_file() or not marker.read_text():
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.05)
+        pid = int(marker.read_text())
+        assert _alive(pid)
+        os.kill(run.pid, signal.SIGKILL)  # the run process, alone
+        run.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(pid):
+            assert time.monotonic() < deadline, "the child outlived its parent"
+            time.sleep(0.05)
+    finally:
+        run.kill()
+
+
+def test_nothing_is_published_for_a_parent_that_is_gone(tiny_model_dir: Path,
+                                                        tmp_path: Path) -> None:
+    from saturated_dag.training.config import LoraSettings, SftSettings
+    from saturated_dag.training.train import train_adapter
+
+    gone = os.getppid() + 1 if os.getppid() + 1 != os.getpid() else os.getppid() + 2
+    with pytest.raises(ParentGone, match="is not published"):
+        require_parent(gone, "adapter x")
+    require_parent(os.getppid(), "adapter x")  # the real parent: fine
+    data = pl.DataFrame([{"prompt": "<|user|>1 + 2 =<|end|><|assistant|>",
+                          "completion": "3 \\boxed{3}"}] * 2)
+    settings = SftSettings(epochs=1, batch_size=2, per_device_batch_size=2, learning_rate=5e-2,
+                           max_length=64, lora=LoraSettings(r=4, alpha=8, dropout=0.0))
+    with pytest.raises(ParentGone):
+        train_adapter("sft", str(tiny_model_dir), data, settings, tmp_path / "sft",
+                      before_publish=lambda: require_parent(gone, "sft"))
+    assert not (tmp_path / "sft").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".sft")]  # no debris
+
+
+def test_binding_to_the_live_parent_keeps_running() -> None:
+    script = ("import os, sys; sys.path.insert(0, sys.argv[1]);"
+              "from saturated_dag.lifeline import bind_to_parent;"
+              "print(bind_to_parent(os.getppid()))")
+    done = subprocess.run([sys.executable, "-c", script, str(ROOT)], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.strip() == ("True" if sys.platform.startswith("linux") else "False")
