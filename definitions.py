@@ -29,11 +29,13 @@ from jobs import (
 )
 from resources import make_resources
 from saturated_dag.config import load_profile
+from saturated_dag.scorers.judge_context import check_local_policy
 
 PROFILE = os.environ.get("SATURATED_DAG_PROFILE", "demo")
 OUTPUT_DIR = os.environ.get("SATURATED_DAG_OUTPUT_DIR", "outputs")
 
 _profile = load_profile(PROFILE)
+check_local_policy(_profile)  # prompts that cannot fit the model's context fail here, by cell
 _assets, _checks = profile_assets(_profile)
 _evals = eval_keys(_assets)
 _nightly = nightly_evaluation_job(_evals)

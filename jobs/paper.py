@@ -16,7 +16,9 @@ def paper_job(task: str, profile: Profile):
         name=f"paper_{task}",
         selection=dg.AssetSelection.assets("base_model") | dg.AssetSelection.key_prefixes([task]),
         executor_def=dg.in_process_executor,
-        tags={"saturated_dag/profile": profile.name, "saturated_dag/task": task},
+        # no profile tag here: the run is tagged with the location's own profile (a name or a
+        # YAML path) when it starts; the profile's name would clash with a path
+        tags={"saturated_dag/task": task},
         description=f"Every {task} asset of profile {profile.name!r}: pool, partitions, scores, "
         "datasets, adapters, eval reports and tables.",
     )

@@ -40,6 +40,7 @@ from saturated_dag.generation.models import resolve as resolve_model
 from saturated_dag.residency import POLICY, STRONG_JUDGE, TEACHER, ResidencyLog
 from saturated_dag.scorers.judge_context import (
     ContextTooShort,
+    check_sampling_context,
     model_max_positions,
     policy_needs,
     resolve_context,
@@ -204,6 +205,15 @@ class InferenceResource(dg.ConfigurableResource):
                 vllm_options=options)
             if isinstance(backend, ChatPrompting):
                 backend.enable_thinking = settings.enable_thinking
+            if settings.backend == "transformers":  # every prompt and completion fits
+                config = backend.model.config  # type: ignore[attr-defined]
+                try:
+                    check_sampling_context(self.experiment.settings, backend.tokenizer,
+                                           getattr(config, "max_position_embeddings", None),
+                                           settings.model)
+                except ContextTooShort as err:
+                    backend.close()
+                    raise dg.Failure(str(err)) from None
             return backend
 
         return engines.get(POLICY, f"{settings.model_dump_json()}|seed={seed}",

@@ -249,7 +249,12 @@ class PolarsParquetStore(dg.UPathIOManager):
                 hint = (f"{old} is from the old file naming, which several assets shared, so "
                         f"it is not read: re-materialise {name} to write {file.name}")
             raise FileNotFoundError(f"{name} has no stored output at {file}: {hint}")
-        frame = pl.read_parquet(file)
+        try:
+            frame = pl.read_parquet(file)
+        except (OSError, pl.exceptions.PolarsError) as err:  # truncated, not Parquet, ...
+            raise OSError(f"{context.asset_key.to_user_string()}: its stored file {file} "
+                          f"cannot be read ({type(err).__name__}: {err}); it is damaged: "
+                          "re-materialise the asset") from None
         _verify_recorded(context, file, frame)
         return frame
 

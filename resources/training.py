@@ -28,9 +28,16 @@ from saturated_dag.residency import ResidencyLog
 CHILD = Path(training_child.__file__)
 
 
-def training_client() -> dg.PipesSubprocessClient:
-    """The default client: a local child process, unbuffered so log lines arrive as printed."""
-    return dg.PipesSubprocessClient(env={"PYTHONUNBUFFERED": "1"})
+def training_client(work_dir: Path) -> dg.PipesSubprocessClient:
+    """The default client: a local child process, unbuffered so log lines arrive as printed.
+
+    Pipes' context and message files live in the training's own work folder (beside the
+    adapter, under the output folder) instead of the system's temp folder: a SIGKILLed run
+    leaves them where the adapter's next training clears them, not in /tmp for ever."""
+    return dg.PipesSubprocessClient(
+        env={"PYTHONUNBUFFERED": "1"},
+        context_injector=dg.PipesFileContextInjector(str(work_dir / "pipes_context.json")),
+        message_reader=dg.PipesFileMessageReader(str(work_dir / "pipes_messages.jsonl")))
 
 
 def _tail(path: Path, lines: int) -> str:
@@ -59,8 +66,9 @@ def train_with_pipes(context: dg.AssetExecutionContext, spec: dict[str, Any], wo
         residency = inference.residency_log
     work_dir.mkdir(parents=True, exist_ok=True)
     result_path, log_path = work_dir / "result.json", work_dir / "train.log"
-    result_path.unlink(missing_ok=True)
-    log_path.unlink(missing_ok=True)
+    for stale in (result_path, log_path, work_dir / "pipes_context.json",
+                  work_dir / "pipes_messages.jsonl"):  # a killed run's, if any
+        stale.unlink(missing_ok=True)
     extras = {"spec": spec, "result": str(result_path), "log": str(log_path),
               "residency_log": str(residency.path) if residency.path else None,
               "parent_pid": os.getpid()}  # the child dies with this process
@@ -70,8 +78,8 @@ def train_with_pipes(context: dg.AssetExecutionContext, spec: dict[str, Any], wo
     residency.record("train_start", "training", step,
                      engines_held=inference.loaded_roles() if inference is not None else [])
     try:
-        invocation = (client or training_client()).run(context=context, command=command,
-                                                       extras=extras)
+        invocation = (client or training_client(work_dir)).run(context=context,
+                                                               command=command, extras=extras)
     except Exception as err:  # a non-zero exit, or Pipes could not talk to the child
         raise dg.Failure(f"{what} failed: {err}; the child's last lines:\n"
                          f"{_tail(log_path, tail_lines)}",

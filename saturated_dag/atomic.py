@@ -116,13 +116,38 @@ def give_umask_modes(folder: Path) -> None:
     folder.chmod(folder_mode)
 
 
+TEMPORARY = re.compile(r"\..+\.(\d+)\.[a-z0-9_]{8}\.tmp")
+"""A temporary file of ``atomic_write``: ``.<name>.<writer's pid>.<random>.tmp``."""
+
+
+def remove_dead_temporaries(folder: Path) -> list[Path]:
+    """Remove the temporary files in ``folder`` whose writer is gone (a SIGKILLed write; a
+    live writer's, this process's included, are left alone). Called before every write, so a
+    killed write's file is swept the next time its folder is written."""
+    removed = []
+    for entry in folder.glob(".*.tmp"):
+        match = TEMPORARY.fullmatch(entry.name)
+        if match is None:
+            continue
+        pid = int(match.group(1))
+        if pid != os.getpid() and not _pid_alive(pid):
+            entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
 def atomic_write(path: Path | str, write: Callable[[IO[bytes]], Any]) -> Path:
-    """Call ``write(handle)`` on a temporary file beside ``path``, then rename it into place."""
+    """Call ``write(handle)`` on a temporary file beside ``path``, then rename it into place.
+
+    The temporary file's name holds the writer's process id, so debris of a killed write is
+    told from a live one's and removed by the next write in the folder."""
     path = Path(path)
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        remove_dead_temporaries(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                   dir=path.parent)
         try:
             os.fchmod(fd, new_file_mode())  # mkstemp's 0600 -> what open() would give
         except BaseException:

@@ -128,12 +128,27 @@ class _Strict(BaseModel):
         return value
 
 
+GRID_LIMIT = 99
+"""The largest number of terms or digits a chain-sum cell may have."""
+
+
 class GridSpec(_Strict):
     """Inclusive ranges of terms and digits, minus excluded (terms, digits) cells."""
 
     terms: tuple[int, int]
     digits: tuple[int, int]
     exclude: list[tuple[int, int]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _in_range(self) -> GridSpec:
+        """reasoning-gym's chain sum takes 1-99 terms and digits; a range outside it, or
+        reversed, fails at the pool step hours later, so it is refused here."""
+        for name in ("terms", "digits"):
+            low, high = getattr(self, name)
+            if not 1 <= low <= high <= GRID_LIMIT:
+                raise ValueError(f"{name}: [{low}, {high}] must be an increasing range within "
+                                 f"1-{GRID_LIMIT}")
+        return self
 
     def cells(self) -> list[chain_sum.Cell]:
         return chain_sum.grid_cells(self.terms, self.digits, self.exclude)

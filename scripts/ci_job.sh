@@ -7,7 +7,7 @@ export DAGSTER_HOME="${DAGSTER_HOME_CI:-$PWD/.ci_dagster_home}"
 export SATURATED_DAG_PROFILE=ci SATURATED_DAG_OUTPUT_DIR="${CI_OUTPUT_DIR:-$PWD/.ci_outputs}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 rm -rf "$DAGSTER_HOME" "$SATURATED_DAG_OUTPUT_DIR"
-mkdir -p "$DAGSTER_HOME" && cp dagster.yaml "$DAGSTER_HOME/"
+.venv/bin/python scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 start=$(date +%s)
 .venv/bin/dagster job execute -f definitions.py -j demo > "$DAGSTER_HOME/run.log" 2>&1 || {
   tail -50 "$DAGSTER_HOME/run.log"; echo "CI job failed"; exit 1; }

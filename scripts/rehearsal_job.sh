@@ -17,7 +17,7 @@ export SATURATED_DAG_PROFILE="$PROFILE"
 export SATURATED_DAG_OUTPUT_DIR="${REHEARSAL_OUTPUT_DIR:-$PWD/.rehearsal_outputs/$PROFILE}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 rm -rf "$DAGSTER_HOME" "$SATURATED_DAG_OUTPUT_DIR"
-mkdir -p "$DAGSTER_HOME" && cp dagster.yaml "$DAGSTER_HOME/"
+"$VENV/bin/python" scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 start=$(date +%s)
 jobs=$("$VENV/bin/python" -c "from saturated_dag.config import load_profile
 print(' '.join(f'paper_{task}' for task in load_profile('$PROFILE').tasks))")

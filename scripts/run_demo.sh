@@ -5,8 +5,7 @@ cd "$(dirname "$0")/.."
 export DAGSTER_HOME=${DAGSTER_HOME:-$PWD/.dagster_home}
 export SATURATED_DAG_PROFILE=${SATURATED_DAG_PROFILE:-demo}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
-mkdir -p "$DAGSTER_HOME"
-[ -f "$DAGSTER_HOME/dagster.yaml" ] || cp dagster.yaml "$DAGSTER_HOME/dagster.yaml"
+.venv/bin/python scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 job=${1:-demo}
 .venv/bin/dagster job execute -f definitions.py -j "$job"
 # README's "Demo results" are the tables this run wrote (and the rules it used).

@@ -7,8 +7,7 @@ export DAGSTER_HOME=${DAGSTER_HOME:-$PWD/.dagster_home}
 export SATURATED_DAG_PROFILE=study
 export SATURATED_DAG_OUTPUT_DIR=${SATURATED_DAG_OUTPUT_DIR:-outputs/study}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
-mkdir -p "$DAGSTER_HOME"
-[ -f "$DAGSTER_HOME/dagster.yaml" ] || cp dagster.yaml "$DAGSTER_HOME/dagster.yaml"
+.venv/bin/python scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 start=$(date +%s)
 .venv/bin/dagster job execute -f definitions.py -j study
 end=$(date +%s)

@@ -103,3 +103,26 @@ def test_the_engine_starts_with_the_computed_context_or_fails_naming_it(
     short = load_profile("rehearsal", {"policy": {"vllm": {"max_model_len": 200}}})
     with pytest.raises(dg.Failure, match=r"policy.vllm.max_model_len = 200 cannot hold"):
         vllm_options(short.policy, lambda tok: needs(short, tok), "policy.vllm.max_model_len")
+
+
+def test_terms_and_digits_outside_1_99_are_refused_at_load() -> None:
+    for grid in ({"terms": [0, 3], "digits": [1, 1]}, {"terms": [3, 100], "digits": [1, 1]},
+                 {"terms": [3, 3], "digits": [2, 1]}):
+        with pytest.raises(ProfileError, match=r"must be an increasing range within 1-99"):
+            load_profile("ci", {"chain_sum": {"grid": grid}})
+
+
+def test_a_cell_whose_prompt_cannot_fit_the_context_is_refused_at_load_naming_it() -> None:
+    """99 terms of 9 digits: about 1,000 prompt tokens and 160 new ones on the embedded
+    model's 1,024-token context. Every completion was cut short and read as wrong, silently."""
+    from saturated_dag.scorers.judge_context import check_local_policy
+
+    check_local_policy(load_profile("demo"))  # the shipped grids fit
+    check_local_policy(load_profile("ci"))
+    too_long = load_profile("ci", {"chain_sum": {
+        "grid": {"terms": [3, 3], "digits": [1, 1]},
+        "strict_grid": {"terms": [99, 99], "digits": [9, 9]}}})
+    with pytest.raises(ContextTooShort, match=r"chain_sum cell 99x9: prompt [\d,]+ \+ "
+                                              r"sampling.max_new_tokens 160 = [\d,]+ > the "
+                                              r"model's context 1,024"):
+        check_local_policy(too_long)

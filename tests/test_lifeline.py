@@ -93,3 +93,45 @@ def test_binding_to_the_live_parent_keeps_running() -> None:
     done = subprocess.run([sys.executable, "-c", script, str(ROOT)], capture_output=True,
                           text=True, check=True)
     assert done.stdout.strip() == ("True" if sys.platform.startswith("linux") else "False")
+
+
+def test_a_killed_writes_temporary_file_is_swept_by_the_next_write(tmp_path: Path) -> None:
+    """SIGKILL during a table write left ``.<name>.XXXX.tmp`` beside the outputs for ever."""
+    writer = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from saturated_dag.atomic import atomic_write
+        def slow(handle):
+            handle.write(b"partial")
+            handle.flush()
+            print("writing", flush=True)
+            time.sleep(120)
+        atomic_write(sys.argv[1], slow)
+    """)
+    target = tmp_path / "results_table.csv"
+    run = subprocess.Popen([sys.executable, "-c", writer, str(target)], stdout=subprocess.PIPE,
+                           text=True)
+    try:
+        assert run.stdout is not None and run.stdout.readline().strip() == "writing"
+        [debris] = list(tmp_path.glob(".*.tmp"))
+        assert f".{run.pid}." in debris.name
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait(10)
+    finally:
+        run.kill()
+    from saturated_dag.atomic import atomic_write_text
+
+    atomic_write_text(tmp_path / "other.md", "x")  # any later write in the folder sweeps it
+    assert not debris.exists() and not list(tmp_path.glob(".*.tmp"))
+    assert not target.exists()
+
+
+def test_pipes_files_live_in_the_trainings_work_folder(tmp_path: Path) -> None:
+    """Pipes' context and message files were temporary folders in the system's temp folder,
+    left there by a SIGKILLed run; now they are in the training's work folder, which the
+    adapter's next training clears."""
+    from resources.training import training_client
+
+    client = training_client(tmp_path / "work")
+    assert Path(client.context_injector._path).parent == tmp_path / "work"
+    assert Path(client.message_reader._path).parent == tmp_path / "work"

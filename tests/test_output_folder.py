@@ -69,3 +69,22 @@ def test_a_run_of_another_profile_fails_before_any_step_and_keeps_the_files(
     assert "belongs to profile 'ci'" in str(failure.event_specific_data)
     assert "chain_sum.seed: 0 -> 1" in str(failure.event_specific_data)
     assert asset_path(out, "chain_sum", "generation_pool").read_bytes() == written
+
+
+def test_the_paper_jobs_run_a_profile_given_as_a_yaml_path(tmp_path: Path,
+                                                          tiny_model_dir: Path) -> None:
+    """README: "copy a profile, edit it, point SATURATED_DAG_PROFILE at it". The paper jobs
+    tagged their runs with the profile's name, which clashed with the location's path, so
+    every run of them was refused."""
+    from jobs.paper import paper_job
+
+    copy = _copy_of_ci(tmp_path)
+    tiny = {"chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
+                          "strict_grid": None, "eval_questions_per_cell": 2},
+            "sampling": {"n": 2, "max_new_tokens": 6},
+            "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
+    tags = paper_job("chain_sum", load_profile(copy, tiny)).tags
+    result = dg.materialize(by_name(graph(copy, tiny)[0], "chain_sum", "generation_pool"),
+                            resources=resources(tmp_path / "out", copy, tiny), tags=tags)
+    assert result.success
+    assert result.dagster_run.tags.get("saturated_dag/profile") == copy

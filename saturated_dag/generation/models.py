@@ -157,6 +157,29 @@ def local_model_dir(spec: str) -> str:
 _DTYPES = {"auto": "auto", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
+def damaged_file(location: str | Path) -> str | None:
+    """The first of a model folder's weights and config files that does not read whole (a
+    truncated or corrupted safetensors file, invalid JSON), for an error that names it."""
+    folder = Path(location)
+    if not folder.is_dir():
+        return None
+    for path in sorted(folder.glob("*.json")):
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return str(path)
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="pt") as handle:
+                for key in handle.keys():
+                    handle.get_tensor(key)
+        except Exception:
+            return str(path)
+    return None
+
+
 def load_model(
     spec: str, dtype: str = "float32", device: str = "cpu", trust_remote_code: bool = False
 ) -> tuple[Any, Any]:
@@ -173,6 +196,10 @@ def load_model(
         )
     except OSError as err:
         raise FileNotFoundError(f"cannot load model {spec!r} from {location}: {err}") from err
+    except Exception as err:  # a damaged weights or config file: name it
+        raise ValueError(f"cannot load model {spec!r} from {location}: "
+                         f"{damaged_file(location) or 'its files'} could not be read "
+                         f"({type(err).__name__}: {err})") from err
     model.to(device)
     model.eval()
     return model, tokenizer

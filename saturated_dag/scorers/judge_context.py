@@ -71,21 +71,50 @@ def _longest(tokenizer: Any, problems: Sequence[str]) -> list[str]:
     return [problems[i] for i in order[:KEEP]]
 
 
-def longest_problems(profile: Profile, task: str) -> list[str]:
-    """Problem statements at least as long as any the profile's engines will see for ``task``:
-    one question per chain-sum cell of every grid, or every GSM8K train and test question."""
+def labelled_problems(profile: Profile, task: str) -> list[tuple[str, str]]:
+    """``(where, problem)`` for problems at least as long as any the profile's engines will
+    see for ``task``: one question per chain-sum cell of every grid (``where`` names the cell),
+    or every GSM8K train and test question (``where`` is its id)."""
     from saturated_dag.config import grid_cells
     from saturated_dag.tasks import chain_sum, gsm8k
 
     if task == "gsm8k":
         source = profile.gsm8k.source
-        return [q.problem for split in ("train", "test")
+        return [(q.question_id, q.problem) for split in ("train", "test")
                 for q in gsm8k.load_split(source, split)]
     cfg = profile.chain_sum
     grids = [g for g in (cfg.grid, cfg.strict_grid, cfg.eval_grid) if g is not None]
     cells = sorted({cell for grid in grids for cell in grid_cells(grid)})
-    return [q.problem for cell in cells
+    return [(f"chain_sum cell {chain_sum.cell_name(cell)}", q.problem) for cell in cells
             for q in chain_sum.build_pool("D", [cell], 1, cfg.seed)]
+
+
+def longest_problems(profile: Profile, task: str) -> list[str]:
+    """The problems of ``labelled_problems``, without their labels."""
+    return [problem for _, problem in labelled_problems(profile, task)]
+
+
+def sampling_overflows(profile: Profile, tokenizer: Any, max_positions: int) -> list[str]:
+    """Each cell (chain sum) or question (GSM8K) whose sampling prompt plus
+    ``sampling.max_new_tokens`` exceeds the model's context, with the numbers: a completion
+    would be cut at the context, silently, and read as wrong."""
+    from saturated_dag.tasks.prompts import policy_prompt
+
+    policy, new = profile.policy, profile.sampling.max_new_tokens
+    out = []
+    for task in profile.tasks:
+        labelled = labelled_problems(profile, task)
+        if task == "gsm8k":  # thousands of questions: the longest few by their own tokens
+            keep = set(_longest(tokenizer, [p for _, p in labelled]))
+            labelled = [(w, p) for w, p in labelled if p in keep]
+        for where, problem in labelled:
+            prompt = _tokens(tokenizer, render_prompt(tokenizer, policy_prompt(problem),
+                                                      policy.chat_template,
+                                                      policy.enable_thinking))
+            if prompt + new > max_positions:
+                out.append(f"{where}: prompt {prompt:,} + sampling.max_new_tokens {new:,} = "
+                           f"{prompt + new:,} > the model's context {max_positions:,}")
+    return out
 
 
 def judge_need(tokenizer: Any, task: str, problems: Sequence[str], *, instruct: bool,
@@ -174,3 +203,40 @@ def resolve_context(setting: int | str | None, needs: Sequence[ContextNeed], fie
         raise ContextTooShort(f"{which} cannot hold {need:,} tokens:\n{lines}\nset {field} "
                               "to auto, or to at least the largest total")
     return None if setting is None else int(setting)
+
+
+def check_sampling_context(profile: Profile, tokenizer: Any, max_positions: int | None,
+                           model: str) -> None:
+    """Refuse, naming every cell or question and the numbers, a profile whose prompts and
+    completions do not fit ``model``'s context (``sampling_overflows``)."""
+    if max_positions is None:
+        return
+    found = sampling_overflows(profile, tokenizer, max_positions)
+    if found:
+        shown = "\n".join(f"  {line}" for line in found[:10])
+        more = f"\n  ... and {len(found) - 10} more" if len(found) > 10 else ""
+        raise ContextTooShort(f"policy {model}: {len(found)} prompt(s) and their completions "
+                              f"do not fit its context:\n{shown}{more}\nshrink the grid "
+                              "(chain_sum.grid, strict_grid, eval_grid) or "
+                              "sampling.max_new_tokens")
+
+
+def check_local_policy(profile: Profile) -> None:
+    """At code-location load, for a transformers policy in a local folder (the embedded
+    model, a path): the sampling prompts fit its context (``check_sampling_context``). A vLLM
+    policy is measured when its engine starts (``resources.inference``), a hub or GGUF model
+    when it loads."""
+    from transformers import AutoTokenizer
+
+    from saturated_dag.generation.models import resolve
+
+    policy = profile.policy
+    if policy.backend != "transformers":
+        return
+    source = resolve(policy.model)
+    if source.kind != "folder":
+        return
+    tokenizer = AutoTokenizer.from_pretrained(source.location,
+                                              trust_remote_code=policy.trust_remote_code)
+    check_sampling_context(profile, tokenizer, model_max_positions(source.location),
+                           policy.model)

@@ -46,11 +46,17 @@ def jsonl_rows(path: Path) -> Iterator[tuple[int, str, dict[str, Any]]]:
     One reader for every dataset file, so a malformed line is always an error that names the
     file and the line.
     """
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:  # bytes: a bad encoding is named by its line
+        for line_no, raw in enumerate(handle, start=1):
+            where = f"{path}:{line_no}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DatasetFormatError(
+                    f"{where}: not UTF-8 (byte {raw[err.start]:#04x} at column "
+                    f"{err.start + 1}: {err.reason}); JSONL files are UTF-8") from None
             if not line.strip():
                 continue
-            where = f"{path}:{line_no}"
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as err:
