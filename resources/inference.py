@@ -205,8 +205,9 @@ class InferenceResource(dg.ConfigurableResource):
                 vllm_options=options)
             if isinstance(backend, ChatPrompting):
                 backend.enable_thinking = settings.enable_thinking
-            if settings.backend == "transformers":  # every prompt and completion fits
-                config = backend.model.config  # type: ignore[attr-defined]
+            model = getattr(backend, "model", None)
+            if settings.backend == "transformers" and model is not None:  # prompts fit
+                config = model.config
                 try:
                     check_sampling_context(self.experiment.settings, backend.tokenizer,
                                            getattr(config, "max_position_embeddings", None),

@@ -137,5 +137,8 @@ def claim(output_dir: Path | str, profile: str, profile_dump: Mapping[str, Any])
             "SATURATED_DAG_OUTPUT_DIR at a folder of this profile's own, or delete "
             f"{folder} to start over")
     if changed:
-        _write(path, record, exclusive=False)
+        try:  # best effort: it only words the next run's warning; a full disk fails the stages
+            _write(path, record, exclusive=False)
+        except OSError:
+            pass
     return changed

@@ -9,6 +9,8 @@ A missing generation-pass entropy is null, as Parquet stores it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 from saturated_dag import partitions
@@ -53,6 +55,17 @@ def make_pool(entropy_nan: bool = False) -> pl.DataFrame:
 
 def make_partitions(pool: pl.DataFrame) -> pl.DataFrame:
     return partitions.partition(pool, 1.0, 0.25)
+
+
+def store_pool_and_partitions(out: Path) -> None:
+    """``make_pool``'s pool and its partitions as chain sum's stored assets under ``out``, so
+    the stages after them can be materialised without sampling."""
+    from saturated_dag.atomic import atomic_write_parquet
+
+    pool = make_pool()
+    atomic_write_parquet(pool, out / "assets" / "chain_sum" / "generation_pool.parquet")
+    atomic_write_parquet(make_partitions(pool),
+                         out / "assets" / "chain_sum" / "difficulty_partitions.parquet")
 
 
 def eval_report(counts: dict[str, tuple[int, int]], cell: str = "c",

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from saturated_dag.atomic import atomic_write_parquet
 from tests.pipeline import by_name, graph, resources
-from tests.scoring_data import make_partitions, make_pool
+from tests.scoring_data import store_pool_and_partitions
 
 OVERRIDES = {
     "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
@@ -27,10 +26,7 @@ OVERRIDES = {
 def test_a_missing_or_changed_weights_file_is_trained_again(tmp_path: Path,
                                                              tiny_model_dir: Path) -> None:
     out = tmp_path / "out"
-    pool = make_pool()
-    atomic_write_parquet(pool, out / "assets" / "chain_sum" / "generation_pool.parquet")
-    atomic_write_parquet(make_partitions(pool),
-                         out / "assets" / "chain_sum" / "difficulty_partitions.parquet")
+    store_pool_and_partitions(out)
     overrides = {**OVERRIDES, "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
     everything, _ = graph("demo", overrides)
     wanted = [*by_name(everything, "chain_sum", "sft_set"),

@@ -81,7 +81,7 @@ def test_gsm8k_pool_from_local_folder(tmp_path: Path, tiny_model_dir: Path) -> N
         ("gpt-17", TINY, "unknown model name 'gpt-17'"),
         ("/nonexistent/model", TINY, "model path not found"),
         (None, {**TINY, "chain_sum": {"grid": {"terms": [3, 2], "digits": [1, 1]}}},
-         "grid is empty"),
+         "must be an increasing range"),
         (None, {"tasks": ["gsm8k"], "gsm8k": {"source": "/nonexistent/gsm8k"}},
          "GSM8K folder not found"),
     ],

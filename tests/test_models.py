@@ -99,13 +99,17 @@ def test_policy_resource_carries_the_thinking_switch_into_pool_prompts(
     assert load_profile("paper_instruct").policy.enable_thinking is False
     question = chain_sum.build_pool("D", [(2, 1)], 1, 0)[0]
     # the resource is set up and torn down as in a run: its engines close at the end
+    # sized to the tiny model's 512-token context, which the policy's engine checks
+    tiny = {"policy": policy, "sampling": {"max_new_tokens": 16},
+            "gsm8k": {"train_limit": 12, "test_limit": 2},
+            "training": {"gsm8k_validation_questions": 2}}
     with dg.build_resources(make_resources("paper_instruct", str(tmp_path / "out"),
-                                           {"policy": policy})) as live:
+                                           tiny)) as live:
         assert live.inference.policy_settings().enable_thinking is False
         pool = generate_pool([question], live.inference.policy_backend(),
                              SamplingParams(n=1, max_new_tokens=2))
         assert pool["prompt"][0].endswith(THINK_OFF)
-    with dg.build_resources(make_resources("demo", str(tmp_path / "out"),
+    with dg.build_resources(make_resources("demo", str(tmp_path / "demo_out"),
                                            {"policy": policy})) as live:
         default = live.inference.policy_backend()
         assert default.render(question.prompt_text).endswith("<|im_start|>assistant\n")

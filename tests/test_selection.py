@@ -11,7 +11,6 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import ProfileError, load_profile
 from saturated_dag.experiments import (
     Experiment,
@@ -23,7 +22,7 @@ from saturated_dag.experiments import (
 )
 from saturated_dag.selection import Trained, chosen, selection_table
 from tests.pipeline import asset_path, graph, resources
-from tests.scoring_data import make_partitions, make_pool
+from tests.scoring_data import store_pool_and_partitions
 
 
 def _training(**training):
@@ -154,10 +153,7 @@ OVERRIDES = {
 def test_a_selected_cell_evaluates_the_chosen_configuration_over_its_seeds(
         tmp_path: Path, tiny_model_dir: Path) -> None:
     out = tmp_path / "out"
-    pool = make_pool()
-    atomic_write_parquet(pool, out / "assets" / "chain_sum" / "generation_pool.parquet")
-    atomic_write_parquet(make_partitions(pool),
-                         out / "assets" / "chain_sum" / "difficulty_partitions.parquet")
+    store_pool_and_partitions(out)
     overrides = {**OVERRIDES, "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
     everything, checks = graph("demo", overrides)
     keys = {a.key.to_user_string() for a in everything}

@@ -558,16 +558,17 @@ def test_an_adapter_is_a_function_of_its_seed_across_processes(
     assert all(torch.equal(adapters[0][k], adapters[1][k]) for k in adapters[0])
 
 
-def test_warmup_never_covers_the_whole_run() -> None:
+def test_warmup_never_lasts_the_whole_first_epoch() -> None:
     from types import SimpleNamespace
 
     from saturated_dag.training.train import warmup_guard
 
-    for steps, expected in ((1, 0), (2, 1), (9, 1), (10, 1), (11, 2), (40, 4)):
+    for per_epoch, epochs, expected in ((1, 1, 0), (1, 4, 0), (2, 1, 1), (2, 4, 1),
+                                        (10, 1, 1), (11, 1, 2), (10, 4, 4)):
         trainer = SimpleNamespace(args=SimpleNamespace(warmup_steps=0.1))
-        assert warmup_guard(trainer, 0.1, steps) == expected, steps
-        # transformers' own rounding (ceil) is kept unless it would cover every step
-        assert trainer.args.warmup_steps == (0 if steps == 1 else 0.1)
+        assert warmup_guard(trainer, 0.1, per_epoch, epochs) == expected, (per_epoch, epochs)
+        # transformers' own rounding (ceil) is kept unless the first epoch would be all warmup
+        assert trainer.args.warmup_steps == (0 if expected == 0 else 0.1)
 
 
 def test_a_one_step_dpo_run_moves_the_adapter_and_reads_the_pairs_direction(

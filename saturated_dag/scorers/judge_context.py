@@ -76,12 +76,14 @@ def labelled_problems(profile: Profile, task: str) -> list[tuple[str, str]]:
     see for ``task``: one question per chain-sum cell of every grid (``where`` names the cell),
     or every GSM8K train and test question (``where`` is its id)."""
     from saturated_dag.config import grid_cells
-    from saturated_dag.tasks import chain_sum, gsm8k
+    from saturated_dag.tasks import chain_sum
 
-    if task == "gsm8k":
-        source = profile.gsm8k.source
-        return [(q.question_id, q.problem) for split in ("train", "test")
-                for q in gsm8k.load_split(source, split)]
+    if task == "gsm8k":  # the pool, validation and eval questions, as the profile limits them
+        from saturated_dag.tasks import eval_questions, training_questions, validation_questions
+
+        return [(q.question_id, q.problem) for pick in (training_questions,
+                                                        validation_questions, eval_questions)
+                for q in pick(profile, "gsm8k")]
     cfg = profile.chain_sum
     grids = [g for g in (cfg.grid, cfg.strict_grid, cfg.eval_grid) if g is not None]
     cells = sorted({cell for grid in grids for cell in grid_cells(grid)})

@@ -98,22 +98,23 @@ class UntrainedAdapter(ValueError):
     """A training run whose kept adapter is exactly the base model."""
 
 
-def optimizer_steps(trainer: Any, epochs: int) -> int:
-    """Optimizer steps the trainer will take, as transformers counts them: per epoch, the
-    micro-batches over the gradient accumulation, rounded up, at least one."""
+def steps_per_epoch(trainer: Any) -> int:
+    """Optimizer steps per epoch, as transformers counts them: the micro-batches over the
+    gradient accumulation, rounded up, at least one."""
     args = trainer.args
     batches = math.ceil(len(trainer.train_dataset) / args.per_device_train_batch_size)
-    per_epoch = max(math.ceil(batches / args.gradient_accumulation_steps), 1)
-    return per_epoch * epochs
+    return max(math.ceil(batches / args.gradient_accumulation_steps), 1)
 
 
-def warmup_guard(trainer: Any, ratio: float, steps: int) -> int:
-    """Warmup steps as transformers rounds them (``ceil(ratio x steps)``), except that warmup
-    never covers the whole run: linear warmup starts at a learning rate of 0, so a one-step run
-    would train at 0 and leave the adapter equal to the base model. Such a run warms up for 0
-    steps instead; every longer run keeps transformers' rounding (docs/paper-differences.md)."""
-    warmup = math.ceil(ratio * steps)
-    if warmup >= steps:
+def warmup_guard(trainer: Any, ratio: float, per_epoch: int, epochs: int) -> int:
+    """Warmup steps as transformers rounds them (``ceil(ratio x steps)``), unless the warmup
+    would last the whole first epoch: linear warmup starts at a learning rate of 0, so a run of
+    one step per epoch trained its first epoch at 0, and that epoch's checkpoint (the only one
+    of a one-epoch run, a candidate of epoch selection otherwise) was the base model. Such a
+    run warms up for 0 steps; every other run keeps transformers' rounding
+    (docs/paper-differences.md). Returns the warmup steps used."""
+    warmup = math.ceil(ratio * per_epoch * epochs)
+    if warmup >= per_epoch:
         trainer.args.warmup_steps = 0
         return 0
     return warmup
@@ -455,8 +456,8 @@ def train_adapter(
                                  precision)
         selector = _EpochSelector(work / "epochs", tokenizer, eval_fn, say)
         rates = _LearningRates()
-        warmup = warmup_guard(trainer, settings.warmup_ratio,
-                              optimizer_steps(trainer, settings.epochs))
+        warmup = warmup_guard(trainer, settings.warmup_ratio, steps_per_epoch(trainer),
+                              settings.epochs)
         trainer.add_callback(_Guard())
         trainer.add_callback(rates)
         for printer in (PrinterCallback, ProgressCallback):  # a raw dict per log step
