@@ -54,8 +54,7 @@ def task_assets(profile: Profile, task: str
     main = [c for c in main_matrix(profile.training) if _trainable(profile, task, c.split)]
     tables = [results_table_asset(task, main), behaviour_asset(task, main),
               *(sweep_table_asset(task, sweep, rows,
-                                  {r.experiment: list(trained[r.experiment])
-                                   for r in rows if len(trained[r.experiment]) > 1})
+                                  {r.experiment: list(trained[r.experiment]) for r in rows})
                 for sweep, rows in task_sweeps(profile, task).items())]
     built = [pool, parts, *scores.values(), scorer_agreement_asset(task), *datasets,
              *adapter_assets(task, adapters), *selections, *evals, *tables]

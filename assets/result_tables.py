@@ -190,9 +190,11 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
                       ) -> dg.AssetsDefinition:
     """One sweep's table (and, for λ, Figure 6) from its adapters' eval reports.
 
-    ``configurations``: for a row whose cell chooses among several configurations (the
-    selection grid over the settings the row does not fix), those configurations; its
-    ``adapter`` and ``epochs`` columns then name the chosen one (``<split>/selection/<cell>``).
+    ``configurations``: each row's cell's configurations (the selection grid over the settings
+    the row does not fix). A row with several reads its selection, and its ``adapter`` and
+    ``epochs`` columns name the chosen one (``<split>/selection/<cell>``); a row with one names
+    that one (not the cell: a row pinning the profile's own β is cell ``..._beta0.1`` of
+    adapter ``dpo_self_judge``).
     """
     configurations = configurations or {}
     ins = {"base": dg.AssetIn(key=[task, "eval", "base"])}
@@ -200,7 +202,7 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
                                              r.experiment.name])
                 for i, r in enumerate(rows)})
     ins.update({f"selection_{i}": dg.AssetIn(key=selection_key(task, r.experiment))
-                for i, r in enumerate(rows) if r.experiment in configurations})
+                for i, r in enumerate(rows) if len(configurations.get(r.experiment, ())) > 1})
     name = SWEEP_ASSETS[sweep]
     title = SWEEP_TITLES[sweep]
 
@@ -218,8 +220,10 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
         eval_set = eval_set_name(profile, task, counts["base"].height)
         entries = []
         for i, row in enumerate(rows):
-            adapter = row.experiment
-            if f"selection_{i}" in reports:  # the configuration the row's cell chose
+            # the configuration the row's cell chose, or its only one (a row that pins the
+            # profile's own value is a cell of its own whose adapter keeps its plain name)
+            adapter = next(iter(configurations.get(row.experiment, [])), row.experiment)
+            if f"selection_{i}" in reports:
                 picked = chosen(reports[f"selection_{i}"])
                 adapter = next(c for c in configurations[row.experiment] if c.name == picked)
             settings = {**row.settings,

@@ -152,3 +152,32 @@ def test_every_table_names_its_eval_set(tmp_path: Path) -> None:
             columns = [c.name for c in metadata["table"].value.schema.columns]
             assert "pass@1" in columns and "eval_set" not in columns  # a caption, not a column
             assert f"Eval set: {name}" in metadata["about the table"].value
+
+
+def test_a_row_pinning_the_profiles_value_names_its_adapter_in_the_sweep_table(
+        tmp_path: Path) -> None:
+    """Table 9's β = 0.1 row, with DPO's β in the selection grid: its cell is
+    ``dpo_entropy_beta0.1`` (it holds β = 0.1), its one configuration the adapter
+    ``dpo_entropy``. The table names that adapter and its kept epoch."""
+    overrides = {**OVERRIDES, "sampling": {"n": 2},
+                 "training": {**OVERRIDES["training"], "methods": ["dpo"],
+                              "selection": {"dpo_betas": [0.1, 2.0]},
+                              "sweeps": {"rank_weight": None, "rrhf_variants": None,
+                                         "dpo_beta": {"split": "saturated", "scorer": "entropy",
+                                                      "betas": [0.1, 2.0],
+                                                      "learning_rates": [1e-2]}}}}
+    everything, _ = graph("demo", overrides)
+    reports = [a.key.path for a in everything
+               if a.key.path[0] == "chain_sum" and "eval" in a.key.path]
+    assert ["chain_sum", "saturated", "eval", "dpo_entropy_beta0.1"] in reports
+    out = tmp_path / "out"
+    _seed_reports(out / "assets", reports, ["q1", "q2", "q3"])
+    for name, epoch in (("dpo_entropy", 3), ("dpo_entropy_beta2", 2)):
+        folder = out / "adapters" / "chain_sum" / "saturated" / name
+        folder.mkdir(parents=True)
+        (folder / "training_config.json").write_text(json.dumps({"best_epoch": epoch}))
+    table = [a.key for a in everything if a.key.path[-1] == "dpo_beta_sweep"]
+    dg.materialize(everything, selection=table, resources=resources(out, "demo", overrides))
+    csv = pl.read_csv(out / "chain_sum" / "dpo_beta_sweep.csv")
+    assert csv["adapter"].to_list() == [None, "dpo_entropy", "dpo_entropy_beta2"]
+    assert csv["epochs"].to_list() == [None, 3, 2]
