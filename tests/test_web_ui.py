@@ -378,8 +378,9 @@ def test_results_table_in_browser(demo_server: Server, browser: Browser) -> None
     _asset_page(browser, demo_server, "chain_sum/results_table", height=5000)
     table = browser.inline_table("table")
     headers = _headers(table)
-    assert headers == ["run", "pass@1", "Δ pass@1"], headers
-    assert _headers(browser.inline_table("pass@8 table")) == ["run", "pass@8", "Δ pass@8"]
+    assert headers == ["run", "pass@1", "Δ pass@1", "Holm p (Δ pass@1)"], headers
+    assert _headers(browser.inline_table("pass@8 table")) == ["run", "pass@8", "Δ pass@8",
+                                                              "Holm p (Δ pass@8)"]
     body = table.inner_text()
     assert "Base model" in body and "DPO" in body and "★" in body, body[:500]
     assert re.search(r"\d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\]", body), body[:500]  # 2 decimals
