@@ -40,7 +40,7 @@ child process, BENCHMARKS.md)."""
 
 
 class OutputFolderInUse(ValueError):
-    """The output folder holds files written under other settings."""
+    """The output folder belongs to another profile (its files are that profile's)."""
 
 
 def _drop(settings: dict[str, Any], dotted: str) -> None:
