@@ -25,9 +25,9 @@ from saturated_dag.experiments import (
     task_cells,
     trained_adapters,
 )
+from saturated_dag.result_tables import METHOD_LABELS
 from saturated_dag.tasks import can_train_split
 
-METHOD_NAMES = {"sft": "SFT", "dpo": "DPO", "rrhf": "σ-RRHF", "raft": "RAFT"}
 METHODS_OF = {"dpo_beta": {"dpo"}, "rrhf_rank_weight": {"rrhf"}, "rrhf_use_sft": {"rrhf"},
               "rrhf_hinge": {"rrhf"}, "rrhf_logistic_weight": {"rrhf"}}
 """Settings that only some methods read (the others read the rest)."""
@@ -57,7 +57,7 @@ def _value(value: Any) -> str:
 def task_plan(profile: Profile, task: str) -> list[PlanRow]:
     """Every row of ``task``'s tables, main matrix first, in the order the tables print."""
     training, n = profile.training, profile.sampling.n
-    labelled = [("results", f"{METHOD_NAMES.get(c.method, c.method)}"
+    labelled = [("results", f"{METHOD_LABELS.get(c.method, c.method)}"
                  + (f" · {c.scorer}" if c.scorer else ""), c)
                 for c in main_matrix(training)]
     for sweep, rows in sweeps(training).items():
