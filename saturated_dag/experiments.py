@@ -247,14 +247,24 @@ def task_cells(profile: Profile, task: str) -> list[Experiment]:
             if can_train_split(profile, task, c.split)]
 
 
+def table_rows(training: TrainingSettings) -> list[tuple[str | None, SweepRow | None,
+                                                          Experiment]]:
+    """Every table row in print order: the main matrix's (sweep ``None``), then each sweep's
+    (its name and row), each with the cell it reports. The one enumeration the load-time
+    checks (``row_labels``) and the plan (``saturated_dag.plan``) read."""
+    rows: list[tuple[str | None, SweepRow | None, Experiment]] = [
+        (None, None, c) for c in main_matrix(training)]
+    for sweep, found in sweeps(training).items():
+        rows += [(sweep, row, row.experiment) for row in found]
+    return rows
+
+
 def row_labels(training: TrainingSettings) -> list[tuple[str, Experiment]]:
     """Every table row with the profile field that asks for it: the main matrix's rows
     (``training.splits/methods/scorers``), then each sweep's (``training.sweeps.<name>``)."""
-    rows = [(f"main matrix row {c.split}/{c.name}", c) for c in main_matrix(training)]
-    for sweep, found in sweeps(training).items():
-        rows += [(f"training.sweeps.{sweep} row {row.label!r} ({row.experiment.split}/"
-                  f"{row.experiment.name})", row.experiment) for row in found]
-    return rows
+    return [(f"main matrix row {c.split}/{c.name}" if row is None else
+             f"training.sweeps.{sweep} row {row.label!r} ({c.split}/{c.name})", c)
+            for sweep, row, c in table_rows(training)]
 
 
 def inert(training: TrainingSettings, adapter: Experiment) -> bool:

@@ -19,9 +19,8 @@ from saturated_dag.experiments import (
     ORDER,
     SWEEP_TITLES,
     cell_adapters,
-    main_matrix,
     number_text,
-    sweeps,
+    table_rows,
     task_cells,
     trained_adapters,
 )
@@ -57,13 +56,14 @@ def _value(value: Any) -> str:
 def task_plan(profile: Profile, task: str) -> list[PlanRow]:
     """Every row of ``task``'s tables, main matrix first, in the order the tables print."""
     training, n = profile.training, profile.sampling.n
-    labelled = [("results", f"{METHOD_LABELS.get(c.method, c.method)}"
-                 + (f" · {c.scorer}" if c.scorer else ""), c)
-                for c in main_matrix(training)]
-    for sweep, rows in sweeps(training).items():
-        labelled += [(SWEEP_TITLES[sweep], row.label, row.experiment) for row in rows]
     out = []
-    for table, label, cell in labelled:
+    for sweep, row, cell in table_rows(training):
+        if row is None or sweep is None:
+            table = "results"
+            label = METHOD_LABELS.get(cell.method, cell.method) + (
+                f" · {cell.scorer}" if cell.scorer else "")
+        else:
+            table, label = SWEEP_TITLES[sweep], row.label
         if not can_train_split(profile, task, cell.split):
             continue
         trained = cell_adapters(training, cell, n)

@@ -96,7 +96,7 @@ def test_binding_to_the_live_parent_keeps_running() -> None:
 
 
 def test_a_killed_writes_temporary_file_is_swept_by_the_next_write(tmp_path: Path) -> None:
-    """SIGKILL during a table write left ``.<name>.XXXX.tmp`` beside the outputs for ever."""
+    """SIGKILL during a table write left ``.<name>.<random>.tmp`` beside the outputs for ever."""
     writer = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
