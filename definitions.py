@@ -26,6 +26,7 @@ from jobs import (
     paper_jobs,
     pretrain_base_model,
     study_job,
+    testbed_jobs,
 )
 from resources import make_resources
 from saturated_dag.config import load_profile
@@ -44,7 +45,7 @@ defs = dg.Definitions(
     assets=_assets,
     asset_checks=_checks,
     jobs=[demo_job(_profile), study_job(_profile), *paper_jobs(_profile),
-          *generation_jobs(_profile), _nightly, pretrain_base_model],
+          *generation_jobs(_profile), *testbed_jobs(_profile), _nightly, pretrain_base_model],
     schedules=[nightly_evaluation_schedule(_nightly, _evals)],
     sensors=automation_sensors(_assets),
     resources=make_resources(PROFILE, OUTPUT_DIR),

@@ -15,10 +15,11 @@ from assets.difficulty_partitions import difficulty_partitions_asset, difficulty
 from assets.eval_reports import adapter_eval_asset, base_eval_asset, coverage_check
 from assets.generation_pool import generation_pool_asset, generation_pool_check
 from assets.preference_datasets import preference_dataset_assets, preference_dataset_checks
-from assets.quality_scores import SCORE_ASSET_FACTORIES, finite_scores_check
+from assets.quality_scores import finite_scores_check, score_asset_names, score_assets
 from assets.result_tables import results_table_asset, sweep_table_asset
 from assets.scorer_agreement import scorer_agreement_asset
 from assets.selection import selection_asset
+from assets.testbed import testbed_asset
 from saturated_dag.config import Profile
 from saturated_dag.experiments import (
     SweepRow,
@@ -40,7 +41,7 @@ def task_assets(profile: Profile, task: str
     """Every asset of one task (pool to tables) and the checks beside them."""
     pool = generation_pool_asset(task)
     parts = difficulty_partitions_asset(task)
-    scores = {name: factory(task) for name, factory in SCORE_ASSET_FACTORIES.items()}
+    scores = score_assets(profile, task)
     cells = task_cells(profile, task)
     trained = {cell: cell_adapters(profile.training, cell, profile.sampling.n)
                for cell in cells}
@@ -48,7 +49,8 @@ def task_assets(profile: Profile, task: str
                                   for seeds in by_config.values() for seeded in seeds))
     selections = [selection_asset(task, cell, by_config)
                   for cell, by_config in trained.items() if len(by_config) > 1]
-    datasets = preference_dataset_assets(task, cells)
+    scorer_assets = score_asset_names(profile, task)
+    datasets = preference_dataset_assets(task, cells, scorer_assets)
     evals = [base_eval_asset(task),
              *(adapter_eval_asset(task, cell, trained[cell]) for cell in cells)]
     main = [c for c in main_matrix(profile.training) if _trainable(profile, task, c.split)]
@@ -56,8 +58,11 @@ def task_assets(profile: Profile, task: str
               *(sweep_table_asset(task, sweep, rows,
                                   {r.experiment: list(trained[r.experiment]) for r in rows})
                 for sweep, rows in task_sweeps(profile, task).items())]
-    built = [pool, parts, *scores.values(), scorer_agreement_asset(task), *datasets,
+    built = [pool, parts, *scores.values(), scorer_agreement_asset(task, scorer_assets),
+             *datasets,
              *adapter_assets(task, adapters), *selections, *evals, *tables]
+    if task == "chain_sum" and profile.testbed is not None:
+        built.append(testbed_asset())
     checks = [generation_pool_check(task, pool), difficulty_partitions_check(parts),
               *(finite_scores_check(task, asset) for asset in scores.values()),
               *preference_dataset_checks(datasets), *adapter_checks(task, adapters),

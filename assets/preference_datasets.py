@@ -16,9 +16,6 @@ from resources.parquet_io import asset_file, schema_metadata
 from saturated_dag import preference_data as pdata
 from saturated_dag.experiments import Experiment
 
-SCORER_ASSETS = {"self_judge": "self_judge_scores", "strong_judge": "strong_judge_scores",
-                 "entropy": "entropy_scores", "random": "random_scores"}
-
 
 def _split_rows(frame: pl.DataFrame, split: str) -> pl.DataFrame:
     return frame.filter(pl.col("split") == split)
@@ -48,13 +45,14 @@ def equal_text_pairs(table: pl.DataFrame) -> int:
     return int((table["chosen"] == table["rejected"]).sum())
 
 
-def _scored_asset(task: str, split: str, kind: str, scorer: str) -> dg.AssetsDefinition:
+def _scored_asset(task: str, split: str, kind: str, scorer: str, scores_asset: str
+                  ) -> dg.AssetsDefinition:
     @dg.asset(
         key=[task, split, kind, scorer], group_name=f"{task}_{split}",
         io_manager_key="parquet_io", kinds={"dataset", kind, "parquet"},  # the node's badges
         metadata=schema_metadata(kind),
         ins={"generation_pool": dg.AssetIn(key=[task, "generation_pool"]),
-             "scores": dg.AssetIn(key=[task, SCORER_ASSETS[scorer]])},
+             "scores": dg.AssetIn(key=[task, scores_asset])},
         description=f"Dataset: {kind} of the {split} split, ranked by the {scorer} scorer.",
     )
     def dataset(experiment: ExperimentResource, generation_pool: pl.DataFrame,
@@ -137,9 +135,10 @@ def _correctness_asset(task: str, selection: str) -> dg.AssetsDefinition:
 
 
 def preference_dataset_assets(
-    task: str, experiments: list[Experiment]
+    task: str, experiments: list[Experiment], score_assets: dict[str, str]
 ) -> list[dg.AssetsDefinition]:
-    """The datasets the experiment matrix trains on (each built once)."""
+    """The datasets the experiment matrix trains on (each built once); ``score_assets`` maps
+    a scorer to its score asset's name (``quality_scores.score_asset_names``)."""
     built: dict[tuple[str, ...], dg.AssetsDefinition] = {}
     for exp in experiments:
         if exp.dataset in built:
@@ -150,7 +149,8 @@ def preference_dataset_assets(
         elif kind == "correctness_pairs":
             built[exp.dataset] = _correctness_asset(task, rest[0])
         else:
-            built[exp.dataset] = _scored_asset(task, split, kind, rest[0])
+            built[exp.dataset] = _scored_asset(task, split, kind, rest[0],
+                                               score_assets[rest[0]])
     return list(built.values())
 
 

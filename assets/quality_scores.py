@@ -1,4 +1,5 @@
-"""``<task>/{entropy,self_judge,strong_judge,random}_scores``: one asset per quality scorer.
+"""``<task>/{entropy,self_judge,strong_judge,random}_scores``: one asset per quality scorer
+(and, on chain sum, ``<name>_scores`` per known-answer scorer the profile lists).
 
 Each scorer is its own asset over the same completions (``saturated_dag.scorers.selection``),
 so the lineage graph shows which scores fed which dataset and one scorer re-runs alone. The
@@ -19,6 +20,7 @@ from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import Profile
+from saturated_dag.scorers import oracle as known
 from saturated_dag.scorers.entropy_scores import (
     TeacherForcedEntropy,
     entropy_scores,
@@ -29,8 +31,6 @@ from saturated_dag.scorers.random_scores import random_scores
 from saturated_dag.scorers.selection import Selection, missing_or_nonfinite, select_completions
 from saturated_dag.scorers.tournament import TournamentResult, run_tournament
 from saturated_dag.shards import model_fingerprint
-
-SCORERS = ("entropy_scores", "self_judge_scores", "strong_judge_scores", "random_scores")
 
 
 def _ins(task: str) -> dict[str, dg.AssetIn]:
@@ -260,7 +260,54 @@ def finite_scores_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecks
     return check
 
 
+def known_answer_scores_asset(task: str, name: str) -> dg.AssetsDefinition:
+    """One known-answer scorer (``scorers/oracle.py``): the oracle reads each completion's
+    solution style, its accuracy measured on this generation pool."""
+    what = ("the oracle: correctness first, then the solution style measured most accurate "
+            "on the pool" if name == "oracle" else
+            "the oracle's scores shuffled within each question (the negative control)"
+            if name == known.SHUFFLED else
+            f"the oracle mixed with noise to a within-question ρ of {known.DIAL[name]:g} with it")
+
+    @_score_asset(task, f"{name}_scores", f"{task}: {what} (docs/testbed.md).", gpu=False)
+    def known_answer_asset(
+        experiment: ExperimentResource, generation_pool: pl.DataFrame,
+        difficulty_partitions: pl.DataFrame,
+    ) -> dg.Output[pl.DataFrame]:
+        profile = experiment.settings
+        selection = selection_for(profile, generation_pool, difficulty_partitions)
+        accuracy = known.style_accuracy(generation_pool)
+        (scores, facts), = known.known_answer_scores(
+            selection, accuracy, profile.scoring.random_seed, [name]).values()
+        meta = _common_metadata(selection, scores)
+        meta["style accuracy on the pool"] = dg.MetadataValue.json(accuracy)
+        meta.update({k: float(v) for k, v in facts.items()})
+        meta["seed"] = profile.scoring.random_seed
+        return frame_output(scores, meta)
+
+    return known_answer_asset
+
+
 SCORE_ASSET_FACTORIES = {"entropy_scores": entropy_scores_asset,
                          "self_judge_scores": self_judge_scores_asset,
                          "strong_judge_scores": strong_judge_scores_asset,
                          "random_scores": random_scores_asset}
+
+
+def score_asset_names(profile: Profile, task: str) -> dict[str, str]:
+    """Scorer name -> its asset's name, for the scorers this task scores: the four, and on
+    chain sum the profile's known-answer scorers."""
+    names = {"entropy": "entropy_scores", "self_judge": "self_judge_scores",
+             "strong_judge": "strong_judge_scores", "random": "random_scores"}
+    if task == "chain_sum":
+        names.update({n: f"{n}_scores" for n in profile.scoring.known_answer_scorers})
+    return names
+
+
+def score_assets(profile: Profile, task: str) -> dict[str, dg.AssetsDefinition]:
+    """Asset name -> asset of every scorer this task scores."""
+    built = {name: factory(task) for name, factory in SCORE_ASSET_FACTORIES.items()}
+    if task == "chain_sum":
+        built.update({f"{n}_scores": known_answer_scores_asset(task, n)
+                      for n in profile.scoring.known_answer_scorers})
+    return built

@@ -33,6 +33,7 @@ from saturated_dag.result_tables import (
     to_markdown,
 )
 from saturated_dag.schemas import schema, sweep_schema_name
+from saturated_dag.scorers.judges import JUDGES_ARE_COPIES, judges_are_copies
 from saturated_dag.selection import chosen
 from saturated_dag.tasks import eval_set_name
 
@@ -138,6 +139,9 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
         caption = eval_set_caption(frame)
         atomic_write_text(out / "results_table.md", f"{caption}\n\n{markdown}\n")
         png = _plot(frame, out / "results_table.png", f"{task}: pass@1 by method and scorer")
+        copies = judges_are_copies(profile.policy.model, profile.judges.strong.kind)
+        if copies:
+            caption += f" Self-judge and strong-judge rows: {JUDGES_ARE_COPIES}."
         context.log.info(f"{caption}\n{markdown}")
         return frame_output(frame, {
             **metric_tables(frame),

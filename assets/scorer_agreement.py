@@ -11,15 +11,18 @@ import dagster as dg
 import polars as pl
 
 from assets._metadata import frame_output, frame_table, image, markdown_table
-from assets.quality_scores import SCORERS, selection_for
+from assets.quality_scores import selection_for
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_write_csv
 from saturated_dag.scorers import agreement
+from saturated_dag.scorers.judges import JUDGES_ARE_COPIES, judges_are_copies
 
 
-def scorer_agreement_asset(task: str) -> dg.AssetsDefinition:
-    ins = {name: dg.AssetIn(key=[task, name]) for name in SCORERS}
+def scorer_agreement_asset(task: str, score_assets: dict[str, str]) -> dg.AssetsDefinition:
+    """``score_assets``: scorer name -> its score asset (``quality_scores.score_asset_names``);
+    every one joins the table."""
+    ins = {asset: dg.AssetIn(key=[task, asset]) for asset in score_assets.values()}
     ins["generation_pool"] = dg.AssetIn(key=[task, "generation_pool"])
     ins["difficulty_partitions"] = dg.AssetIn(key=[task, "difficulty_partitions"])
 
@@ -31,13 +34,11 @@ def scorer_agreement_asset(task: str) -> dg.AssetsDefinition:
     )
     def scorer_agreement(
         context: dg.AssetExecutionContext, experiment: ExperimentResource,
-        entropy_scores: pl.DataFrame, self_judge_scores: pl.DataFrame,
-        strong_judge_scores: pl.DataFrame, random_scores: pl.DataFrame,
         generation_pool: pl.DataFrame, difficulty_partitions: pl.DataFrame,
+        **score_frames: pl.DataFrame,
     ) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
-        scores = {"entropy": entropy_scores, "self_judge": self_judge_scores,
-                  "strong_judge": strong_judge_scores, "random": random_scores}
+        scores = {name: score_frames[asset] for name, asset in score_assets.items()}
         rubric_judge = profile.judges.strong.kind == "rubric"
         # the rubric joins as the ground truth on chain sum, unless it already is the strong
         # judge: the same function twice would only add rows with ρ = 1
@@ -65,6 +66,8 @@ def scorer_agreement_asset(task: str) -> dg.AssetsDefinition:
             "scorers": list(scores),
             "strong judge": "the chain-sum rubric (so no separate rubric rows)" if rubric_judge
                             else f"{profile.judges.strong.model}",
+            **({"self-judge vs strong judge": f"**{JUDGES_ARE_COPIES}**."}
+               if judges_are_copies(profile.policy.model, profile.judges.strong.kind) else {}),
             "scorer_pairs": summary.select("scorer_a", "scorer_b").unique().height,
             "questions with a defined ρ": int((per_question["status"] == agreement.OK).sum()),
             "agreement table (file)": dg.MetadataValue.path(str(csv_path)),

@@ -6,6 +6,8 @@ from jobs.nightly import eval_keys, nightly_evaluation_job, nightly_evaluation_s
 from jobs.paper import paper_jobs
 from jobs.pretrain import pretrain_base_model
 from jobs.study import study_job
+from jobs.testbed import testbed_jobs
 
 __all__ = ["demo_job", "eval_keys", "generation_jobs", "nightly_evaluation_job",
-           "nightly_evaluation_schedule", "paper_jobs", "pretrain_base_model", "study_job"]
+           "nightly_evaluation_schedule", "paper_jobs", "pretrain_base_model", "study_job",
+           "testbed_jobs"]

@@ -331,6 +331,16 @@ class JudgeSettings(_Strict):
 ScoredSplit = Literal["saturated", "hard", "middle", "strict_saturated", "strict_excluded"]
 
 
+KnownAnswerScorer = Literal["oracle", "oracle_rho75", "oracle_rho50", "oracle_rho25",
+                            "oracle_rho0", "oracle_shuffled"]
+"""The embedded world's known-answer scorers (``scorers/oracle.py``): the oracle, its
+reliability dial (ρ 0.75 ... 0 with the oracle) and its within-question shuffle."""
+Scorer = Literal["self_judge", "strong_judge", "entropy", "random", "oracle", "oracle_rho75",
+                 "oracle_rho50", "oracle_rho25", "oracle_rho0", "oracle_shuffled"]
+"""Every scorer a training row can rank by; the known-answer ones need
+``scoring.known_answer_scorers`` (chain sum on the embedded model only)."""
+
+
 class ScoringSettings(_Strict):
     """Which completions get quality scores, and the scorers' knobs (Sec. 3.2, App. B.3)."""
 
@@ -351,6 +361,12 @@ class ScoringSettings(_Strict):
     judge_max_new_tokens: int = Field(1024, ge=1)
     judge_batch_size: int = Field(16, ge=1)
     """Comparisons per batch on the transformers judge route."""
+    known_answer_scorers: list[KnownAnswerScorer] = Field(default_factory=list)
+    """Known-answer scorers scored beside the four on chain sum (another task has none: they
+    read the embedded model's solution styles; ``docs/testbed.md``): each is an asset
+    ``chain_sum/<name>_scores`` that joins the scorer agreement table, so every real scorer's
+    agreement with the oracle is measured on the run's own completions, and that
+    ``training.scorers`` may name when chain sum is the profile's only task."""
 
     @model_validator(mode="after")
     def _disjoint(self) -> ScoringSettings:
@@ -361,7 +377,6 @@ class ScoringSettings(_Strict):
         return self
 
 
-Scorer = Literal["self_judge", "strong_judge", "entropy", "random"]
 Method = Literal["dpo", "rrhf", "sft", "raft"]
 
 
@@ -543,6 +558,95 @@ class TrainingSettings(_Strict):
         return self
 
 
+TestbedScorer = Literal["oracle", "oracle_rho75", "oracle_rho50", "oracle_rho25", "oracle_rho0",
+                        "oracle_shuffled", "random", "entropy", "strong_judge"]
+TestbedMethod = Literal["rrhf", "dpo"]
+
+
+class TestbedSettings(_Strict):
+    """The calibrated testbed (``docs/testbed.md``): the embedded world with a planted quality
+    signal, so the instrument is shown to find an effect that exists (positive control), to
+    find none where none is (negative control), and how the effect falls as the signal gets
+    noisier (the reliability dial). Chain sum on the embedded model only: the oracle reads the
+    solution styles the embedded model was pretrained on (``pretrain.styles``).
+
+    One recipe per method is selected on validation pass@1 with the oracle (App. B's
+    protocol: learning rate, DPO's β, and the best epoch's checkpoint), then every scorer of
+    that method trains with it, so a row differs from the positive control only in its scores.
+    Every row trains ``len(data_seeds) x len(training_seeds)`` replicates (the pool's draw and
+    the training seed), and the intervals resample them with the eval questions.
+    """
+
+    grid: GridSpec = GridSpec(terms=(3, 5), digits=(1, 1))
+    """The cells of the training pool and the eval set: one-digit sums, where the base model's
+    styles differ in accuracy (on 5-term sums ``steps`` is right about 83% of the time,
+    ``bare`` about 12%)."""
+    questions_per_cell: int = Field(450, ge=1, le=_MAX_PER_CELL)
+    """Pool questions per cell and data seed; about 300 of 1,350 are saturated on the
+    embedded model (p-hat = 1 with n = 8)."""
+    min_training_questions: int = Field(300, ge=1)
+    """A data seed whose pool has fewer saturated questions is refused (the positive control
+    needs a training set of this size to move the model)."""
+    validation_questions_per_cell: int = Field(16, ge=1, le=_MAX_PER_CELL)
+    eval_questions_per_cell: int = Field(100, ge=1, le=_MAX_PER_CELL)
+    eval_seed: int = Field(0, ge=0)
+    """The held-out eval set is drawn once with this seed and shared by every replicate (a
+    paired comparison needs the same questions); the training and validation pools are drawn
+    per data seed, without any eval expression."""
+    data_seeds: list[int] = Field(default_factory=lambda: [0, 1], min_length=1)
+    training_seeds: list[int] = Field(default_factory=lambda: [0, 1], min_length=1)
+    methods: list[TestbedMethod] = Field(default_factory=lambda: ["rrhf", "dpo"], min_length=1)
+    scorers: list[TestbedScorer] = Field(default_factory=lambda: [
+        "oracle", "oracle_rho75", "oracle_rho50", "oracle_rho25", "oracle_rho0",
+        "oracle_shuffled", "random", "entropy", "strong_judge"], min_length=1)
+    """σ-RRHF's rows. The dial (``oracle`` = ρ 1 ... ``oracle_rho0``) draws the dose-response
+    curve; ``oracle_shuffled`` is the negative control; ``random``, ``entropy`` and
+    ``strong_judge`` (the rubric's round-robin win rates) are placed on the same axis by
+    their measured agreement with the oracle."""
+    dpo_scorers: list[TestbedScorer] = Field(default_factory=lambda: [
+        "oracle", "oracle_rho75", "oracle_rho50", "oracle_rho25", "oracle_rho0",
+        "oracle_shuffled"], min_length=1)
+    """DPO's rows: its dose-response and shuffled control (the real scorers are placed on
+    σ-RRHF's curve, which keeps the testbed within its 20 minutes)."""
+    sft: bool = True
+    """Also train SFT on every saturated completion (not a null: it moves mass away from
+    ``bare`` whatever the scorer, since bare answers are rarely all correct)."""
+    learning_rates: list[float] = Field(default_factory=lambda: [1e-4, 3e-4, 1e-3],
+                                        min_length=1)
+    dpo_betas: list[float] = Field(default_factory=lambda: [0.1, 5.0], min_length=1)
+    """DPO's β grid (the paper's sweep ends at 5, its best on chain sum)."""
+    epochs: int = Field(2, ge=1, le=4)
+    """Epochs per run; each run keeps its best epoch by validation pass@1 (App. B)."""
+    selection_rule: Literal["best", "one_se"] = "one_se"
+    """How each method's recipe is chosen on validation: ``best`` is App. B's highest
+    validation pass@1; ``one_se`` the smallest learning rate within one paired standard error
+    of the best (``testbed.choose_recipe``; docs/paper-differences.md): the validation set's
+    noise alone chose η = 1e-3 over 3e-4 (93.2% against 92.7%), and at 1e-3 the shuffled and
+    random controls lost 2-3 points."""
+    positive_min_effect: float = Field(8.0, gt=0)
+    """The positive control passes when σ-RRHF with the oracle gains at least this many points
+    of pass@1 with its 95% interval above 0."""
+    null_band: float = Field(3.0, gt=0)
+    """The negative control passes when its 95% interval contains 0 and lies within
+    ±``null_band`` points."""
+    workers: int | None = Field(None, ge=1)
+    """Runs trained and evaluated at once, one torch thread each; None: the CPU count."""
+
+    @model_validator(mode="after")
+    def _oracle_first(self) -> TestbedSettings:
+        for name in ("scorers", "dpo_scorers"):
+            if "oracle" not in getattr(self, name):
+                raise ValueError(f"{name}: the testbed needs 'oracle' (its positive control, "
+                                 "and the scorer each method's recipe is selected with)")
+        for name in ("data_seeds", "training_seeds", "learning_rates", "dpo_betas"):
+            values = getattr(self, name)
+            if len(set(values)) != len(values):
+                raise ValueError(f"{name}: {values} repeats a value")
+        if any(v <= 0 for v in [*self.learning_rates, *self.dpo_betas]):
+            raise ValueError("learning_rates and dpo_betas must be > 0")
+        return self
+
+
 class AutomationSettings(_Strict):
     """What the automation sensors may start by themselves (``assets/automation.py``).
 
@@ -593,6 +697,38 @@ class Profile(_Strict):
     training: TrainingSettings = TrainingSettings()
     stages: StageSettings = StageSettings()
     automation: AutomationSettings = AutomationSettings()
+    testbed: TestbedSettings | None = None
+    """The calibrated testbed's controls and dial (``docs/testbed.md``); None: not run."""
+
+    @model_validator(mode="after")
+    def _testbed_on_the_embedded_model(self) -> Profile:
+        """The oracle reads the embedded model's solution styles: another model has none."""
+        if self.testbed is not None and "chain_sum" not in self.tasks:
+            raise ValueError("testbed: needs the chain_sum task (the oracle reads chain-sum "
+                             "solution styles); add chain_sum to tasks or remove testbed")
+        return self
+
+    @model_validator(mode="after")
+    def _known_answer_scorers_are_scored(self) -> Profile:
+        """A row ranked by a known-answer scorer needs that scorer's asset, on chain sum."""
+        listed = set(self.scoring.known_answer_scorers)
+        t = self.training
+        named = {(sc, "training.scorers") for sc in t.scorers}
+        for name in ("rank_weight", "rrhf_variants", "dpo_beta"):
+            sweep = getattr(t.sweeps, name)
+            if sweep is not None:
+                named.add((sweep.scorer, f"training.sweeps.{name}.scorer"))
+        for scorer, field in sorted(named):
+            if scorer not in get_args(KnownAnswerScorer):
+                continue
+            if scorer not in listed:
+                raise ValueError(f"{field}: {scorer!r} is a known-answer scorer; list it in "
+                                 "scoring.known_answer_scorers so its scores are computed")
+            if self.tasks != ["chain_sum"]:
+                raise ValueError(f"{field}: {scorer!r} reads the embedded model's chain-sum "
+                                 "solution styles and scores chain sum only; the profile's "
+                                 f"tasks must be [chain_sum], not {self.tasks}")
+        return self
 
     @model_validator(mode="after")
     def _coin_only_in_rehearsals(self) -> Profile:

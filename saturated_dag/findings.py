@@ -118,6 +118,20 @@ def compare_all(reports: Mapping[str, pl.DataFrame],
             for r, a in zip(results, adjusted, strict=True)]
 
 
+def null_reading(result: Result, control_passed: bool | None) -> str:
+    """How a result that is not a positive finding may be read: "no effect larger than X
+    points" (X the far edge of its 95% interval) only when the same run's positive control
+    passed (``testbed``), since only then has the instrument been shown to see an effect it
+    should; otherwise a null says nothing. A finding that holds reads as itself."""
+    if result.delta is None or result.verdict == HOLDS:
+        return ""
+    if not control_passed:
+        return ("unreadable: no passing positive control in this run"
+                if control_passed is not None else "unreadable: this run has no testbed")
+    bound = max(abs(result.delta.low), abs(result.delta.high))
+    return f"no effect larger than {bound:.1f} points"
+
+
 QUALITY = ("self_judge", "strong_judge", "entropy")
 
 

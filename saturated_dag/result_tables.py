@@ -27,7 +27,10 @@ from saturated_dag.statistics import LEVEL, bootstrap_mean, holm, paired_delta, 
 
 METHOD_LABELS = {"sft": "SFT", "dpo": "DPO", "rrhf": "σ-RRHF", "raft": "RAFT"}
 SCORER_LABELS = {None: "", "self_judge": "self-judge", "strong_judge": "strong judge",
-                 "entropy": "inverse entropy", "random": "random"}
+                 "entropy": "inverse entropy", "random": "random", "oracle": "oracle",
+                 "oracle_shuffled": "oracle, shuffled", "oracle_rho75": "oracle dial ρ=0.75",
+                 "oracle_rho50": "oracle dial ρ=0.5", "oracle_rho25": "oracle dial ρ=0.25",
+                 "oracle_rho0": "oracle dial ρ=0"}
 EVAL_SET = "eval_set"
 """The column naming the eval set: the same on every row, so a CSV alone says what it is."""
 

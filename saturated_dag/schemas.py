@@ -139,6 +139,10 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         "one row per question: its empirical pass rate and split"),
     FrameSchema("random_scores", _cols(*_SCORES),
                 "one row per selected completion: a uniform random score"),
+    *(FrameSchema(f"{name}_scores", _cols(*_SCORES),
+                  "one row per selected completion: a known-answer score (docs/testbed.md)")
+      for name in ("oracle", "oracle_rho75", "oracle_rho50", "oracle_rho25", "oracle_rho0",
+                   "oracle_shuffled")),
     FrameSchema("entropy_scores", _cols(*_SCORES, ("mean_entropy", pl.Float64)),
                 "one row per selected completion: inverse mean token entropy"),
     FrameSchema("self_judge_scores", _cols(*_JUDGE),

@@ -43,17 +43,22 @@ def _interval(i) -> str:
     return f"{i.estimate:+.2f} [{i.low:+.2f}, {i.high:+.2f}]"
 
 
-def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFrame | None
-                     ) -> str:
+def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFrame | None,
+                     control_passed: bool | None = None, copies: bool = False) -> str:
+    """The findings table; a null is read against the same run's positive control
+    (``control_passed``: None when the run had no testbed), and with ``copies`` the
+    self-judge vs strong-judge agreement is marked identical by construction."""
     from saturated_dag.findings import (
         NEGLIGIBLE,
         agreement,
         compare_all,
+        null_reading,
         paper_comparisons,
     )
+    from saturated_dag.scorers.judges import JUDGES_ARE_COPIES
 
     lines = ["| paper | finding | compared | Δ (points, 95% interval) | verdict | Holm p | "
-             "holds after Holm |", "|---|---|---|---|---|---|---|"]
+             "holds after Holm | reading |", "|---|---|---|---|---|---|---|---|"]
     tally: dict[str, int] = {}
     results = compare_all(reports, paper_comparisons())
     for result in results:
@@ -64,7 +69,8 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
         after = "" if result.delta is None else ("yes" if result.holds_after_holm else "no")
         lines.append(f"| {comparison.paper} | {comparison.finding} | `{comparison.row}` − "
                      f"`{comparison.reference}` (pass@{comparison.k}) | {shown} | "
-                     f"**{result.verdict}** | {holm_p} | {after} |")
+                     f"**{result.verdict}** | {holm_p} | {after} | "
+                     f"{null_reading(result, control_passed)} |")
     summary = ", ".join(f"{count} {verdict}" for verdict, count in sorted(tally.items()))
     tested = sum(r.delta is not None for r in results)
     surviving = sum(r.holds_after_holm for r in results)
@@ -84,6 +90,8 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
                 shown = f"{row.mean.estimate:+.2f} [{row.mean.low:+.2f}, {row.mean.high:+.2f}]"
                 inside = "yes" if row.mean.low <= row.paper <= row.mean.high else (
                     "no: higher here" if row.mean.low > row.paper else "no: lower here")
+            if copies and set(row.pair) == {"self_judge", "strong_judge"}:
+                inside += f"; {JUDGES_ARE_COPIES}"
             parts.append(f"| {row.pair[0]} vs {row.pair[1]} | {shown} | {row.questions} | "
                          f"{row.paper:+.2f} | {inside} |")
     return "\n".join(parts)
@@ -119,6 +127,33 @@ def achieved(output_dir: Path) -> str:
             "(half-width at most 3 points).")
 
 
+def testbed_section(output_dir: Path) -> tuple[bool | None, str]:
+    """The same run's testbed (docs/testbed.md): whether its positive control passed, and its
+    verdicts and validation table as Markdown; (None, "") when the run had none."""
+    import json
+
+    path = output_dir / TASK / "testbed_verdicts.json"
+    if not path.is_file():
+        return None, ""
+    verdicts = json.loads(path.read_text(encoding="utf-8"))["verdicts"]
+    rows = pl.read_parquet(output_dir / TASK / "testbed_rows.parquet")
+    lines = ["Testbed of this run (`chain_sum/testbed_validation`, docs/testbed.md): "
+             + "; ".join(f"{name}: {'passed' if v['passed'] else 'FAILED'}"
+                         + (f" (Δ {v['Δ']:+.2f} [{v['low']:+.2f}, {v['high']:+.2f}])"
+                            if "Δ" in v else
+                            f" (Spearman {v['spearman']:+.2f})" if v.get("spearman")
+                            is not None else "")
+                         for name, v in verdicts.items() if "passed" in v) + ".", "",
+             "| role | method | scorer | ρ with oracle | Δ pass@1 [95% CI] | detectable effect |",
+             "|---|---|---|---|---|---|"]
+    for r in rows.iter_rows(named=True):
+        rho = "" if r["ρ with oracle"] is None else f"{r['ρ with oracle']:+.2f}"
+        lines.append(f"| {r['role']} | {r['method']} | {r['scorer']} | {rho} | "
+                     f"{r['Δ pass@1']:+.2f} [{r['Δ low']:+.2f}, {r['Δ high']:+.2f}] | "
+                     f"{r['detectable effect']:.2f} |")
+    return bool(verdicts.get("positive control", {}).get("passed")), "\n".join(lines)
+
+
 def section(profile: object, output_dir: Path, wall_seconds: float | None) -> str:
     assets = output_dir / "assets" / TASK
     if not (assets / "eval" / "base.parquet").is_file():
@@ -143,7 +178,14 @@ def section(profile: object, output_dir: Path, wall_seconds: float | None) -> st
         parts += [chosen, ""]
     agreement_path = assets / "scorer_agreement.parquet"
     agreement_rows = pl.read_parquet(agreement_path) if agreement_path.is_file() else None
-    parts.append(findings_section(reports, agreement_rows))
+    control, testbed_text = testbed_section(output_dir)
+    if testbed_text:
+        parts += [testbed_text, ""]
+    from saturated_dag.scorers.judges import judges_are_copies
+
+    copies = judges_are_copies(profile.policy.model,  # type: ignore[attr-defined]
+                               profile.judges.strong.kind)  # type: ignore[attr-defined]
+    parts.append(findings_section(reports, agreement_rows, control, copies))
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -18,7 +18,7 @@ OVERRIDES = {
     "training": {"splits": ["saturated"], "methods": ["sft"], "epochs": 1, "batch_size": 2,
                  "per_device_batch_size": 2, "learning_rate": 1e-2, "max_length": 128,
                  "lora_r": 4, "lora_alpha": 8, "validation_questions_per_cell": 2,
-                 "isolate": False, "selection": {"dpo_betas": None},
+                 "isolate": False, "selection": {"dpo_betas": None, "learning_rates": None},
                  "sweeps": {"rank_weight": None, "rrhf_variants": None, "dpo_beta": None}},
 }
 

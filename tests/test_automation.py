@@ -218,7 +218,8 @@ SMALL = {
                   "strict_grid": None, "eval_questions_per_cell": 2},
     "sampling": {"n": 4},
     "training": {"splits": ["saturated"], "scorers": ["self_judge", "entropy"],
-                 "methods": ["dpo"], "validation_questions_per_cell": 1},
+                 "methods": ["dpo"], "validation_questions_per_cell": 1,
+                 "selection": {"learning_rates": None}},
     "judges": {"strong": {"kind": "rubric"}},
 }
 
@@ -231,7 +232,8 @@ POOL = _chain_sum("generation_pool")
 GPU_SCORES = {_chain_sum(s) for s in ("entropy_scores", "self_judge_scores",
                                       "strong_judge_scores")}
 SLICE = {dg.AssetKey("base_model"), POOL, _chain_sum("difficulty_partitions"), *GPU_SCORES,
-         _chain_sum("random_scores"), _chain_sum("scorer_agreement"),
+         _chain_sum("random_scores"), _chain_sum("oracle_scores"),  # the demo lists the oracle
+         _chain_sum("scorer_agreement"),
          _chain_sum("saturated", "dpo_pairs", "self_judge"),
          _chain_sum("saturated", "dpo_pairs", "entropy")}
 

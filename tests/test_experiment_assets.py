@@ -24,7 +24,7 @@ OVERRIDES = {
                  "methods": ["dpo", "rrhf", "sft", "raft"], "epochs": 1, "batch_size": 2,
                  "per_device_batch_size": 2, "learning_rate": 1e-2, "max_length": 128,
                  "lora_r": 4, "lora_alpha": 8, "validation_questions_per_cell": 2,
-                 "isolate": False},
+                 "isolate": False, "selection": {"learning_rates": None}},
 }
 
 
@@ -161,7 +161,7 @@ def test_a_row_pinning_the_profiles_value_names_its_adapter_in_the_sweep_table(
     ``dpo_entropy``. The table names that adapter and its kept epoch."""
     overrides = {**OVERRIDES, "sampling": {"n": 2},
                  "training": {**OVERRIDES["training"], "methods": ["dpo"],
-                              "selection": {"dpo_betas": [0.1, 2.0]},
+                              "selection": {"dpo_betas": [0.1, 2.0], "learning_rates": None},
                               "sweeps": {"rank_weight": None, "rrhf_variants": None,
                                          "dpo_beta": {"split": "saturated", "scorer": "entropy",
                                                       "betas": [0.1, 2.0],

@@ -34,7 +34,8 @@ def test_nightly_schedule_reevaluates_only_materialised_adapters(
         "training": {"splits": ["saturated"], "scorers": ["entropy"], "methods": ["sft", "dpo"],
                      "epochs": 1, "batch_size": 2, "per_device_batch_size": 2,
                      "learning_rate": 1e-2, "max_length": 128, "lora_r": 4, "lora_alpha": 8,
-                     "validation_questions_per_cell": 1, "isolate": True},
+                     "validation_questions_per_cell": 1, "isolate": True,
+                     "selection": {"learning_rates": None}},
         "policy": {"model": str(tiny_model_dir), "batch_size": 8},
     }
     assets, _ = graph("demo", overrides)

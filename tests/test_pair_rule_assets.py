@@ -40,7 +40,7 @@ def test_profile_picks_the_rule_and_the_check_counts_equal_texts(
         tmp_path: Path, distinct: bool) -> None:
     store = tmp_path / "out" / "assets"
     _seed(store)
-    asset = _scored_asset("chain_sum", "saturated", "dpo_pairs", "entropy")
+    asset = _scored_asset("chain_sum", "saturated", "dpo_pairs", "entropy", "entropy_scores")
     overrides = {"training": {"dpo_distinct_texts": distinct}}
     upstream = [dg.SourceAsset(key=["chain_sum", name], io_manager_key="parquet_io")
                 for name in ("generation_pool", "entropy_scores")]

@@ -14,7 +14,8 @@ from saturated_dag.atomic import atomic_write_parquet
 from tests.pipeline import asset_path, checks_of, graph, resources
 from tests.scoring_data import make_partitions, make_pool
 
-SCORERS = ["entropy_scores", "self_judge_scores", "strong_judge_scores", "random_scores"]
+SCORERS = ["entropy_scores", "self_judge_scores", "strong_judge_scores", "random_scores",
+           "oracle_scores"]  # the demo lists the oracle in scoring.known_answer_scorers
 OVERRIDES = {"scoring": {"judge_max_new_tokens": 6, "judge_batch_size": 8}}
 RUBRIC = {"kind": "rubric"}
 
@@ -53,7 +54,7 @@ def test_scores_and_agreement_on_the_demo_setup(tmp_path: Path, tiny_model_dir: 
         assert scores.height == 16 and np.isfinite(scores["score"].to_numpy()).all(), name
         assert {"question_id", "sample_index", "split", "scorer", "score"} <= set(scores.columns)
     checks = result.get_asset_check_evaluations()
-    assert len(checks) == 4 and all(c.passed for c in checks)
+    assert len(checks) == 5 and all(c.passed for c in checks)
 
     def meta(name: str) -> dict:
         return result.asset_materializations_for_node(f"chain_sum__{name}")[0].metadata
@@ -71,10 +72,10 @@ def test_scores_and_agreement_on_the_demo_setup(tmp_path: Path, tiny_model_dir: 
     rows = [r.data for r in agree["agreement table"].value.records]
     pairs = {r["scorers"] for r in rows}
     assert {"entropy vs random", "entropy vs strong_judge", "self_judge vs strong_judge",
-            "random vs strong_judge"} <= pairs
+            "random vs strong_judge", "oracle vs self_judge", "entropy vs oracle"} <= pairs
     assert not any("rubric" in pair for pair in pairs)  # the strong judge is the rubric
     assert "nan" not in agree["agreement table (Markdown)"].value.lower()
-    assert agree["scorer_pairs"].value == 6  # 4 scorers: the rubric is the strong judge
+    assert agree["scorer_pairs"].value == 10  # 5 scorers: the rubric is the strong judge
     assert (tmp_path / "out" / "chain_sum" / "scorer_agreement_rho.png").is_file()
     csv = pl.read_csv(tmp_path / "out" / "chain_sum" / "scorer_agreement.csv")
     assert {"questions", "mean_rho", "median_rho", "pct_positive"} <= set(csv.columns)

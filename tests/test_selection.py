@@ -26,6 +26,9 @@ from tests.scoring_data import store_pool_and_partitions
 
 
 def _training(**training):
+    """The demo's training section with ``training`` laid over it; the grid mechanics below
+    start from a single learning rate (the demo selects η from two)."""
+    training.setdefault("selection", {}).setdefault("learning_rates", None)
     return load_profile("demo", {"training": training}).training
 
 
@@ -50,11 +53,11 @@ def test_the_grid_is_the_product_of_its_lists_per_method() -> None:
     assert (len(dpo), len(sft), len(rrhf)) == (12, 6, 12)  # β only for DPO, λ only for σ-RRHF
     names = [c.name for c in dpo]
     assert len(set(names)) == 12 and "dpo_self_judge" in names  # the profile's own point
-    assert "dpo_self_judge_beta2_lr0.001_ep4" in names
+    assert "dpo_self_judge_beta2_lr0.002_ep4" in names
     settings = {c.name: c.training(training) for c in dpo}
-    assert settings["dpo_self_judge_beta2_lr0.001_ep4"].dpo_beta == 2.0
-    assert settings["dpo_self_judge_beta2_lr0.001_ep4"].learning_rate == 1e-3
-    assert settings["dpo_self_judge_beta2_lr0.001_ep4"].epochs == 4
+    assert settings["dpo_self_judge_beta2_lr0.002_ep4"].dpo_beta == 2.0
+    assert settings["dpo_self_judge_beta2_lr0.002_ep4"].learning_rate == 2e-3
+    assert settings["dpo_self_judge_beta2_lr0.002_ep4"].epochs == 4
 
 
 def test_a_sweep_row_keeps_what_it_fixes_and_shares_adapters_with_the_main_cell() -> None:

@@ -310,3 +310,17 @@ class RubricJudge:
             text = "rubric " + ", ".join(f"{s:.4f}" for s in scores)
             verdicts.append(Verdict(winners[0], tie=len(winners) > 1, text=text))
         return verdicts
+
+
+EMBEDDED_MODEL = "arith-base"
+JUDGES_ARE_COPIES = (
+    "identical by construction: the embedded model's self-judge was pretrained on the rubric's "
+    "own verdicts (10% flipped, saturated_dag/pretrain/corpus.py) and the strong judge is that "
+    "rubric, so a self-judge against strong-judge contrast measures nothing")
+"""What every self-judge vs strong-judge contrast of the embedded world is marked with."""
+
+
+def judges_are_copies(policy_model: str, strong_kind: str) -> bool:
+    """True when the self-judge was trained to imitate the strong judge: the embedded model
+    judged against the chain-sum rubric (``JUDGES_ARE_COPIES``)."""
+    return str(policy_model) == EMBEDDED_MODEL and strong_kind == "rubric"

@@ -1,0 +1,701 @@
+"""The calibrated testbed: a planted effect must be found, no effect where none is planted,
+and the effect must fall as the signal gets noisier (``docs/testbed.md``).
+
+The embedded model's solution styles differ in accuracy on its own pool, so ranking saturated
+completions by style (the *oracle*, ``scorers.oracle``) is a signal beyond correctness whose
+worth is known. The testbed trains on it and on controls, each on several pool draws (data
+seeds) and training seeds, and reports each row's paired Δ pass@1 to the base model with its
+95% interval (questions and replicates resampled, ``statistics.paired_delta``):
+
+- **positive control**: σ-RRHF with the oracle; passes when Δ ≥ ``positive_min_effect`` with
+  its interval above 0;
+- **negative control**: σ-RRHF with the oracle's scores shuffled within each question; passes
+  when its interval contains 0 and lies within ±``null_band``;
+- **dial**: Δ against the scorer's agreement ρ with the oracle (1, 0.75, 0.5, 0.25, 0), for
+  σ-RRHF and DPO; the real scorers (inverse entropy, the rubric strong judge, random) are
+  placed on the same axis by their measured ρ.
+
+Each method's recipe (learning rate, DPO's β; every run keeps its best epoch) is selected on
+validation pass@1 with the oracle on the first data seed and training seed, then every scorer
+of the method trains with it: a row differs from the positive control only in its scores.
+Work runs in ``workers`` processes of one torch thread each; every finished pool, run and eval
+is kept on disk under its settings' key, so a killed testbed resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from saturated_dag.atomic import atomic_write_parquet, atomic_write_text
+from saturated_dag.config import Profile, TestbedSettings
+from saturated_dag.scorers import oracle as known
+from saturated_dag.scorers.selection import Selection, score_frame, select_completions
+from saturated_dag.statistics import Interval, paired_delta
+
+LogFn = Callable[[str], None]
+BASE = "base model"
+METHOD_LABELS = {"rrhf": "σ-RRHF", "dpo": "DPO", "sft": "SFT"}
+
+
+# ---------------------------------------------------------------- work items (in workers)
+
+
+def _init_worker() -> None:
+    """One torch thread per worker: two workers on two cores never oversubscribe."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _questions(spec: dict[str, Any]) -> list:
+    from saturated_dag.tasks.chain_sum import build_pool
+
+    cells = [tuple(c) for c in spec["cells"]]
+    exclude = set(spec.get("exclude", []))
+    return build_pool(spec["pool"], cells, spec["per_cell"], spec["seed"], exclude)
+
+
+def _sample(spec: dict[str, Any]) -> str:
+    """Sample a question set with the base model (a pool, or the base model's eval)."""
+    from saturated_dag.generation.transformers_backend import TransformersBackend
+    from saturated_dag.pool import generate_pool
+
+    backend = TransformersBackend.load(spec["model"], batch_size=spec["batch_size"])
+    frame = generate_pool(_questions(spec["questions"]), backend, _params(spec),
+                          answer_check=spec["answer_check"])
+    atomic_write_parquet(frame, Path(spec["out"]))
+    return spec["out"]
+
+
+def _params(spec: dict[str, Any]) -> Any:
+    from saturated_dag.generation.base import SamplingParams
+
+    return SamplingParams(**spec["sampling"])
+
+
+def _train(spec: dict[str, Any]) -> str:
+    """Train one run (best epoch by validation pass@1; its per-question validation results
+    kept for the selection rule), then, when asked, sample the eval set with it. A run
+    already trained is only evaluated."""
+    from saturated_dag.evaluation import adapter_backend, evaluate, evaluate_samples, summarise
+    from saturated_dag.generation.transformers_backend import TransformersBackend
+    from saturated_dag.training.config import SETTINGS_OF_METHOD, LoraSettings
+    from saturated_dag.training.train import train_adapter
+
+    folder = Path(spec["folder"])
+    params = _params(spec)
+    if not (folder / "run.json").exists():
+        validation = _questions(spec["validation"])
+        tables: list[pl.DataFrame] = []
+
+        def validation_pass_at_1(model: Any, tokenizer: Any) -> float:
+            backend = TransformersBackend(model, tokenizer, batch_size=spec["batch_size"])
+            table, _ = evaluate(validation, backend, params, answer_check=spec["answer_check"])
+            tables.append(table)
+            return summarise(table, ks=(1,))["pass@1"] / 100
+
+        settings = dict(spec["settings"])
+        settings["lora"] = LoraSettings(**settings["lora"])
+        result = train_adapter(spec["method"], spec["model"], pl.read_parquet(spec["data"]),
+                               SETTINGS_OF_METHOD[spec["method"]](**settings),
+                               folder / "adapter", eval_fn=validation_pass_at_1)
+        atomic_write_parquet(tables[result.best_epoch - 1], folder / "validation.parquet")
+        atomic_write_text(folder / "run.json", json.dumps(
+            {"best_epoch": result.best_epoch, "epochs": result.epochs}))
+    if spec.get("evaluate") and not (folder / "eval.parquet").exists():
+        backend = adapter_backend(spec["model"], str(folder / "adapter"), spec["batch_size"])
+        samples = evaluate_samples(_questions(spec["eval"]), backend, params,
+                                   answer_check=spec["answer_check"])
+        atomic_write_parquet(samples.select(*_SAMPLE_COLUMNS), folder / "eval.parquet")
+    return str(folder)
+
+
+_SAMPLE_COLUMNS = ("question_id", "cell", "sample_index", "completion", "correct")
+
+
+def _dispatch(job: tuple[str, dict[str, Any]]) -> str:
+    kind, spec = job
+    return {"sample": _sample, "train": _train}[kind](spec)
+
+
+# ---------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One method's trainable settings: what the selection chooses."""
+
+    method: str
+    learning_rate: float
+    beta: float | None = None
+
+    @property
+    def label(self) -> str:
+        beta = "" if self.beta is None else f", β={self.beta:g}"
+        return f"η={self.learning_rate:.0e}{beta}"
+
+
+@dataclass(frozen=True)
+class Run:
+    recipe: Recipe
+    scorer: str  # "sft" for SFT
+    data_seed: int
+    training_seed: int
+
+    @property
+    def name(self) -> str:
+        beta = "" if self.recipe.beta is None else f"_beta{self.recipe.beta:g}"
+        return (f"{self.recipe.method}_{self.scorer}_lr{self.recipe.learning_rate:g}{beta}"
+                f"_d{self.data_seed}_t{self.training_seed}")
+
+
+def _key(payload: object) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()
+                          ).hexdigest()[:12]
+
+
+class Testbed:
+    """Paths, question sets and work items of one profile's testbed."""
+
+    def __init__(self, profile: Profile, out_dir: str | Path, log: LogFn | None = None):
+        if profile.testbed is None:
+            raise ValueError(f"profile {profile.name!r} has no testbed section")
+        self.profile, self.settings = profile, profile.testbed
+        self.say = log or (lambda _m: None)
+        self.cells = [list(c) for c in self.settings.grid.cells()]
+        self.sampling = {"n": profile.sampling.n, "temperature": profile.sampling.temperature,
+                         "top_p": profile.sampling.top_p,
+                         "max_new_tokens": profile.sampling.max_new_tokens,
+                         "seed": profile.sampling.seed}
+        self.common = {"model": str(profile.policy.model), "answer_check": profile.answer_check,
+                       "sampling": self.sampling, "batch_size": profile.policy.batch_size}
+        self.root = Path(out_dir) / "testbed" / _key(self.common)
+
+    # question sets -------------------------------------------------------------------
+    def eval_spec(self) -> dict[str, Any]:
+        s = self.settings
+        return {"pool": "eval", "cells": self.cells, "per_cell": s.eval_questions_per_cell,
+                "seed": s.eval_seed}
+
+    def _eval_expressions(self) -> list[str]:
+        from saturated_dag.tasks.chain_sum import expressions
+
+        return sorted(expressions(_questions(self.eval_spec())))
+
+    def pool_spec(self, data_seed: int) -> dict[str, Any]:
+        return {"pool": "D", "cells": self.cells, "per_cell": self.settings.questions_per_cell,
+                "seed": data_seed, "exclude": self._eval_expressions()}
+
+    def validation_spec(self, data_seed: int) -> dict[str, Any]:
+        from saturated_dag.tasks.chain_sum import expressions
+
+        used = set(self._eval_expressions()) | expressions(_questions(self.pool_spec(data_seed)))
+        return {"pool": "validation", "cells": self.cells,
+                "per_cell": self.settings.validation_questions_per_cell, "seed": data_seed,
+                "exclude": sorted(used)}
+
+    def pool_path(self, data_seed: int) -> Path:
+        return self.root / "pools" / f"d{data_seed}_{_key(self.pool_spec(data_seed))}.parquet"
+
+    def base_eval_path(self) -> Path:
+        return self.root / "base_eval" / f"{_key(self.eval_spec())}.parquet"
+
+    # training sets ------------------------------------------------------------------
+    def dataset(self, method: str, scorer: str, data_seed: int, pool: pl.DataFrame,
+                scores: dict[str, pl.DataFrame]) -> Path:
+        from saturated_dag import preference_data as pdata
+
+        path = self.root / "datasets" / f"d{data_seed}" / f"{method}_{scorer}.parquet"
+        if path.exists():
+            return path
+        if method == "sft":
+            saturated = set(saturated_ids(pool))
+            table, _ = pdata.sft_set(pool, saturated)
+        elif method == "rrhf":
+            table, _ = pdata.rrhf_groups(pool, scores[scorer])
+        else:
+            table, _ = pdata.dpo_pairs(pool, scores[scorer], seed=data_seed,
+                                       distinct_texts=self.profile.training.dpo_distinct_texts)
+        atomic_write_parquet(table, path)
+        return path
+
+    def run_folder(self, run: Run) -> Path:
+        return self.root / "runs" / f"{run.name}_{_key(self.train_settings(run))}"
+
+    def train_settings(self, run: Run) -> dict[str, Any]:
+        t = self.profile.training
+        settings: dict[str, Any] = {
+            "epochs": self.settings.epochs, "batch_size": t.batch_size,
+            "per_device_batch_size": t.per_device_batch_size,
+            "learning_rate": run.recipe.learning_rate, "max_length": t.max_length,
+            "seed": run.training_seed, "dtype": t.dtype,
+            "lora": {"r": t.lora_r, "alpha": t.lora_alpha, "dropout": t.lora_dropout}}
+        if run.recipe.method == "dpo":
+            settings["beta"] = run.recipe.beta
+        if run.recipe.method == "rrhf":
+            settings["rank_weight"] = t.rrhf_rank_weight
+        return settings
+
+    def train_job(self, run: Run, data: Path, evaluate: bool) -> tuple[str, dict[str, Any]]:
+        return ("train", {**self.common, "method": run.recipe.method, "data": str(data),
+                          "settings": self.train_settings(run),
+                          "folder": str(self.run_folder(run)), "evaluate": evaluate,
+                          "validation": self.validation_spec(run.data_seed),
+                          "eval": self.eval_spec()})
+
+
+def saturated_ids(pool: pl.DataFrame) -> list[str]:
+    per_question = pool.group_by("question_id").agg(pl.col("correct").cast(pl.Float64).mean())
+    return sorted(per_question.filter(pl.col("correct") == 1.0)["question_id"].to_list())
+
+
+def scores_for(pool: pl.DataFrame, data_seed: int, names: Iterable[str],
+               epsilon: float = 1e-8) -> tuple[dict[str, pl.DataFrame], dict[str, dict]]:
+    """Every testbed scorer over the saturated questions' correct completions of one pool:
+    the known-answer family (calibrated on these completions), random, inverse entropy (from
+    the generation pass) and the rubric strong judge's round-robin win rates
+    (``run_tournament``, as the graph's strong-judge asset scores them)."""
+    from saturated_dag.scorers.judges import RubricJudge
+    from saturated_dag.scorers.random_scores import random_scores
+    from saturated_dag.scorers.tournament import run_tournament
+
+    sat = set(saturated_ids(pool))
+    parts = (pool.group_by("question_id")
+             .agg(n_correct=pl.col("correct").cast(pl.Int64).sum())
+             .with_columns(split=pl.when(pl.col("question_id").is_in(sorted(sat)))
+                           .then(pl.lit("saturated")).otherwise(pl.lit("other"))))
+    selection: Selection = select_completions(pool, parts, ["saturated"])
+    names = list(names)
+    accuracy = known.style_accuracy(pool)
+    if set(accuracy) <= {"other"}:
+        raise ValueError("testbed: no completion of the pool has a known solution style; the "
+                         "oracle needs the embedded arithmetic model (policy.model arith-base)")
+    family = [n for n in names if n in known.ORACLE_SCORERS]
+    out, facts = {}, {}
+    for name, (table, fact) in known.known_answer_scores(selection, accuracy, data_seed,
+                                                         ["oracle", *family]).items():
+        out[name], facts[name] = table, fact
+    rows = selection.rows
+    groups = known._groups(rows)
+    if "random" in names:
+        out["random"] = random_scores(selection, data_seed)
+    if "entropy" in names:
+        entropy = rows["mean_entropy"].to_numpy().astype(float)
+        if not np.isfinite(entropy).all():
+            raise ValueError("testbed: the pool lacks mean token entropies (a transformers "
+                             "pool records them in its generation pass)")
+        out["entropy"] = score_frame(rows, "entropy", 1.0 / np.maximum(entropy, epsilon))
+    if "strong_judge" in names:  # the embedded strong judge: the rubric's round robin
+        out["strong_judge"] = run_tournament(selection, RubricJudge(), "strong_judge").scores
+    oracle_values = out["oracle"]["score"].to_numpy()
+    for name, table in out.items():
+        facts.setdefault(name, {})["rho_with_oracle"] = known.mean_rho(
+            oracle_values, table["score"].to_numpy(), groups)
+    facts["_style_accuracy"] = accuracy
+    facts["_training_questions"] = {"saturated": len(sat), "scored": rows["question_id"]
+                                    .n_unique()}
+    return {n: out[n] for n in ["oracle", *names] if n in out}, facts
+
+
+# ---------------------------------------------------------------- running it
+
+
+def _execute(jobs: list[tuple[str, dict[str, Any]]], workers: int, say: LogFn,
+             what: str) -> list[str]:
+    """Run ``jobs`` in ``workers`` one-thread processes (in this process when 1)."""
+    if not jobs:
+        return []
+    say(f"{what}: {len(jobs)} item(s) on {workers} worker(s)")
+    if workers == 1:
+        _init_worker()
+        return [_dispatch(job) for job in jobs]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
+                             initializer=_init_worker) as pool:
+        futures = [pool.submit(_dispatch, job) for job in jobs]
+        done = []
+        for i, future in enumerate(futures, 1):
+            done.append(future.result())
+            say(f"{what}: {i}/{len(jobs)} done ({Path(done[-1]).name})")
+        return done
+
+
+@dataclass
+class TestbedResult:
+    rows: pl.DataFrame          # one per (method, scorer): Δ pass@1 with its interval
+    selection: pl.DataFrame     # each method's recipe grid with validation pass@1
+    cells: pl.DataFrame         # per eval cell: base pass@1, best style, headroom, Δ
+    styles: pl.DataFrame        # per row, cell and style: share and accuracy
+    verdicts: dict[str, Any]
+    facts: dict[str, Any]
+
+
+def choose_recipe(recipes: list[Recipe], validation: list[pl.DataFrame], rule: str
+                  ) -> tuple[int, list[tuple[float, float]]]:
+    """The index of the recipe a selection rule picks from each recipe's per-question
+    validation results (``question_id, n, correct``; the same questions for every recipe), and
+    per recipe (points behind the best, the paired standard error of that gap).
+
+    ``best``: the highest validation pass@1 (App. B), the smaller step on ties. ``one_se``: the
+    one-standard-error rule (Hastie, Tibshirani and Friedman, *The Elements of Statistical
+    Learning*, §7.10): among the recipes within one paired standard error of the best, the
+    smallest learning rate (then the best score) -- a difference the validation set cannot
+    resolve does not buy a larger step, which also moves the model where the signal is
+    noise."""
+    if rule not in ("best", "one_se"):
+        raise ValueError(f"unknown selection rule {rule!r}; known: best, one_se")
+    order = sorted(validation[0]["question_id"].to_list())
+    rates = []
+    for table in validation:
+        by_id = dict(zip(table["question_id"], (table["correct"] / table["n"]).to_list(),
+                         strict=True))
+        rates.append(np.array([by_id[q] for q in order]))
+    means = [100 * float(r.mean()) for r in rates]
+    best = max(range(len(recipes)), key=lambda i: (means[i], -recipes[i].learning_rate))
+    margins = []
+    for i, r in enumerate(rates):
+        diff = 100 * (rates[best] - r)
+        se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+        margins.append((means[best] - means[i], se))
+    if rule == "best":
+        return best, margins
+    within = [i for i in range(len(recipes)) if margins[i][0] <= margins[i][1]]
+    return min(within, key=lambda i: (recipes[i].learning_rate, -means[i])), margins
+
+
+def _validation(folder: Path) -> tuple[float, int]:
+    record = json.loads((folder / "run.json").read_text())
+    best = int(record["best_epoch"])
+    score = next(e.get("val_pass@1", float("nan")) for e in record["epochs"]
+                 if int(e["epoch"]) == best)
+    return 100 * float(score), best
+
+
+def run_testbed(profile: Profile, out_dir: str | Path, log: LogFn | None = None
+                ) -> TestbedResult:
+    """Pools, scores, the recipe selection, every replicate run, and the analysis."""
+    bed = Testbed(profile, out_dir, log)
+    s, say = bed.settings, bed.say
+    workers = s.workers or os.cpu_count() or 1
+    samples = []
+    for seed in s.data_seeds:
+        if not bed.pool_path(seed).exists():
+            samples.append(("sample", {**bed.common, "questions": bed.pool_spec(seed),
+                                       "out": str(bed.pool_path(seed))}))
+    if not bed.base_eval_path().exists():
+        samples.append(("sample", {**bed.common, "questions": bed.eval_spec(),
+                                   "out": str(bed.base_eval_path())}))
+    _execute(samples, workers, say, "base-model sampling (pools, eval set)")
+    pools = {d: pl.read_parquet(bed.pool_path(d)) for d in s.data_seeds}
+    scores, facts = {}, {}
+    names = list(dict.fromkeys([*s.scorers, *s.dpo_scorers]))
+    for d, pool in pools.items():
+        scores[d], facts[d] = scores_for(pool, d, names, profile.scoring.epsilon)
+        found = facts[d]["_training_questions"]["saturated"]
+        say(f"data seed {d}: {found} saturated training questions; agreement with the oracle: "
+            + ", ".join(f"{n} {facts[d][n]['rho_with_oracle']:+.2f}" for n in scores[d]))
+        if found < s.min_training_questions:
+            raise ValueError(
+                f"testbed: data seed {d} has {found} saturated questions, fewer than "
+                f"testbed.min_training_questions ({s.min_training_questions}); raise "
+                "testbed.questions_per_cell")
+
+    methods = [*s.methods, *(["sft"] if s.sft else [])]
+    first_d, first_t = s.data_seeds[0], s.training_seeds[0]
+    grid = {m: [Recipe(m, lr, beta) for lr in s.learning_rates
+                for beta in (s.dpo_betas if m == "dpo" else [None])] for m in methods}
+
+    def scorer_of(method: str, scorer: str) -> str:
+        return "sft" if method == "sft" else scorer
+
+    def data(method: str, scorer: str, d: int) -> Path:
+        return bed.dataset(method, scorer, d, pools[d], scores[d])
+
+    # 1. the recipe: each method's grid with the oracle, first data and training seed
+    select_runs = [Run(r, scorer_of(m, "oracle"), first_d, first_t)
+                   for m, recipes in grid.items() for r in recipes]
+    _execute([bed.train_job(run, data(run.recipe.method, run.scorer, first_d), False)
+              for run in select_runs if not (bed.run_folder(run) / "run.json").exists()],
+             workers, say, "recipe selection (validation pass@1, oracle scores)")
+    chosen: dict[str, Recipe] = {}
+    selection_rows = []
+    for m, recipes in grid.items():
+        folders = [bed.run_folder(Run(r, scorer_of(m, "oracle"), first_d, first_t))
+                   for r in recipes]
+        tables = [pl.read_parquet(f / "validation.parquet") for f in folders]
+        pick, margins = choose_recipe(recipes, tables, s.selection_rule)
+        chosen[m] = recipes[pick]
+        for i, (recipe, folder) in enumerate(zip(recipes, folders, strict=True)):
+            score, epoch = _validation(folder)
+            selection_rows.append({"method": METHOD_LABELS[m],
+                                   "learning rate": recipe.learning_rate, "β": recipe.beta,
+                                   "validation pass@1": score, "best epoch": epoch,
+                                   "behind the best": margins[i][0],
+                                   "one standard error": margins[i][1], "chosen": i == pick})
+        say(f"{METHOD_LABELS[m]}: chose {chosen[m].label} on validation pass@1 "
+            f"({s.selection_rule} rule)")
+    selection = pl.DataFrame(selection_rows)
+
+    # 2. every row's replicates with its method's recipe
+    rows_of = {(m, scorer_of(m, sc)) for m in methods
+               for sc in (s.dpo_scorers if m == "dpo" else s.scorers)}
+    runs = {key: [Run(chosen[key[0]], key[1], d, t) for d in s.data_seeds
+                  for t in s.training_seeds] for key in sorted(rows_of)}
+    todo = [bed.train_job(run, data(run.recipe.method, run.scorer, run.data_seed), True)
+            for batch in runs.values() for run in batch
+            if not (bed.run_folder(run) / "eval.parquet").exists()]
+    _execute(todo, workers, say, "replicate runs (train, then sample the eval set)")
+    evals = {key: [pl.read_parquet(bed.run_folder(r) / "eval.parquet") for r in batch]
+             for key, batch in runs.items()}
+    base = pl.read_parquet(bed.base_eval_path())
+    agreement = {name: float(np.mean([facts[d][name]["rho_with_oracle"]
+                                      for d in s.data_seeds])) for name in scores[first_d]}
+    return analyse(s, base, evals, chosen, agreement, selection,
+                   {"agreement with the oracle": agreement,
+                    "style accuracy on the pool": {d: facts[d]["_style_accuracy"]
+                                                   for d in s.data_seeds},
+                    "saturated training questions": {
+                        d: facts[d]["_training_questions"]["saturated"] for d in s.data_seeds},
+                    "dial calibration": {d: {n: f for n, f in facts[d].items()
+                                             if n in known.DIAL} for d in s.data_seeds},
+                    "folder": str(bed.root)})
+
+
+# ---------------------------------------------------------------- the analysis
+
+
+def _per_question(samples: pl.DataFrame, questions: list[str]) -> np.ndarray:
+    """pass@1 per question (the mean of its samples' verdicts), in ``questions`` order."""
+    table = (samples.group_by("question_id")
+             .agg(pl.col("correct").cast(pl.Float64).mean().alias("p")))
+    found = dict(zip(table["question_id"], table["p"], strict=True))
+    missing = [q for q in questions if q not in found]
+    if missing:
+        raise ValueError(f"testbed: an eval sample set lacks {len(missing)} question(s), "
+                         f"e.g. {missing[0]}")
+    return np.array([found[q] for q in questions])
+
+
+def role_of(method: str, scorer: str) -> str:
+    if method == "sft":
+        return "SFT (not a null)"
+    if scorer == "oracle":
+        return "positive control" if method == "rrhf" else "oracle (DPO)"
+    if scorer == known.SHUFFLED:
+        return "negative control" if method == "rrhf" else "shuffled (DPO)"
+    if scorer in known.DIAL:
+        return "dial"
+    return "real scorer" if scorer != "random" else "random scorer"
+
+
+def cell_table(base: pl.DataFrame, min_spread: float) -> pl.DataFrame:
+    """Per eval cell, from the base model's own eval samples: its pass@1, each style's
+    accuracy, the spread between the most and least accurate style (styles with at least 5%
+    of the cell's samples) and whether the cell can show a style effect (spread ≥
+    ``min_spread`` points)."""
+    styled = known.styled(base)
+    total = styled.group_by("cell").agg(cell_samples=pl.len())
+    per_style = (styled.group_by("cell", "style")
+                 .agg(samples=pl.len(), accuracy=100 * pl.col("correct").cast(pl.Float64).mean())
+                 .join(total, on="cell")
+                 .filter(pl.col("samples") >= 0.05 * pl.col("cell_samples")))
+    spread = per_style.group_by("cell").agg(
+        best_style=pl.col("style").sort_by("accuracy").last(),
+        best_accuracy=pl.col("accuracy").max(),
+        worst_style=pl.col("style").sort_by("accuracy").first(),
+        worst_accuracy=pl.col("accuracy").min())
+    base_p = styled.group_by("cell").agg(
+        base_pass_at_1=100 * pl.col("correct").cast(pl.Float64).mean())
+    return (base_p.join(spread, on="cell").with_columns(
+        style_spread=pl.col("best_accuracy") - pl.col("worst_accuracy"),
+        headroom=pl.col("best_accuracy") - pl.col("base_pass_at_1"))
+        .with_columns(shows_style_effect=pl.col("style_spread") >= min_spread).sort("cell"))
+
+
+def _spearman(x: list[float], y: list[float]) -> float | None:
+    from scipy.stats import spearmanr
+
+    if len(x) < 3 or len(set(y)) < 2:
+        return None
+    return float(spearmanr(x, y).statistic)
+
+
+Z_POWER = 0.8416  # the 80%-power quantile (statistics.detectable_effect)
+
+
+def analyse(s: TestbedSettings, base: pl.DataFrame,
+            evals: dict[tuple[str, str], list[pl.DataFrame]], chosen: dict[str, Recipe],
+            agreement: dict[str, float], selection: pl.DataFrame,
+            facts: dict[str, Any]) -> TestbedResult:
+    """Each row's paired Δ pass@1 on the cells that can show a style effect, the controls'
+    verdicts and the dose-response, from the samples on disk."""
+    cells = cell_table(base, s.positive_min_effect)
+    usable = cells.filter(pl.col("shows_style_effect"))["cell"].to_list()
+    if not usable:
+        raise ValueError("testbed: no eval cell has styles that differ by "
+                         f"{s.positive_min_effect} points; nothing could show an effect")
+    base_in = base.filter(pl.col("cell").is_in(usable))
+    questions = sorted(base_in["question_id"].unique().to_list())
+    base_m = _per_question(base_in, questions)[None, :]
+    rows, intervals = [], {}
+    for (method, scorer), frames in evals.items():
+        matrix = np.stack([_per_question(f.filter(pl.col("cell").is_in(usable)), questions)
+                           for f in frames])
+        delta = paired_delta(matrix, base_m).scaled(100)
+        intervals[(method, scorer)] = delta
+        half = (delta.high - delta.low) / 2
+        rows.append({
+            "method": METHOD_LABELS[method], "scorer": scorer, "role": role_of(method, scorer),
+            "recipe": chosen[method].label,
+            "target ρ": known.DIAL.get(scorer) if method != "sft" else None,
+            "ρ with oracle": agreement.get(scorer) if method != "sft" else None,
+            "replicates": delta.replicates, "questions": delta.questions,
+            "pass@1": 100 * float(matrix.mean()), "Δ pass@1": delta.estimate,
+            "Δ low": delta.low, "Δ high": delta.high, "p": delta.p,
+            "detectable effect": half * (1.959964 + Z_POWER) / 1.959964})
+    table = pl.DataFrame(rows).sort("method", "role", "scorer")
+    verdicts = _verdicts(s, intervals, evals, agreement)
+    per_cell = _cell_deltas(base, evals.get(("rrhf", "oracle"), []), cells)
+    samples = {f"{METHOD_LABELS[m]} · {sc}": pl.concat(frames) for (m, sc), frames in
+               evals.items()}
+    from saturated_dag.behaviour import style_table
+    from saturated_dag.pretrain.styles import detect_style
+
+    styles = style_table(base, samples, detect_style)
+    facts = {**facts, "cells used": usable, "base pass@1 (cells used)": 100 * base_m.mean()}
+    return TestbedResult(table, selection, per_cell, styles, verdicts, facts)
+
+
+def _cell_deltas(base: pl.DataFrame, frames: list[pl.DataFrame], cells: pl.DataFrame
+                 ) -> pl.DataFrame:
+    """The positive control's Δ pass@1 per cell, beside the cell's style facts."""
+    out = []
+    for cell in cells["cell"].to_list():
+        qs = sorted(base.filter(pl.col("cell") == cell)["question_id"].unique().to_list())
+        b = _per_question(base.filter(pl.col("cell") == cell), qs)[None, :]
+        if not frames:
+            continue
+        m = np.stack([_per_question(f.filter(pl.col("cell") == cell), qs) for f in frames])
+        d = paired_delta(m, b).scaled(100)
+        out.append({"cell": cell, "positive control Δ pass@1": d.estimate,
+                    "Δ low": d.low, "Δ high": d.high})
+    frame = pl.DataFrame(out) if out else pl.DataFrame({"cell": cells["cell"]})
+    return cells.join(frame, on="cell", how="left")
+
+
+def _verdicts(s: TestbedSettings, intervals: dict[tuple[str, str], Interval],
+              evals: dict[tuple[str, str], list[pl.DataFrame]],
+              agreement: dict[str, float]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    positive = intervals.get(("rrhf", "oracle"))
+    if positive is not None:
+        out["positive control"] = {
+            "Δ": positive.estimate, "low": positive.low, "high": positive.high,
+            "passed": positive.estimate >= s.positive_min_effect and positive.low > 0,
+            "rule": f"Δ ≥ {s.positive_min_effect:g} points and the 95% interval above 0"}
+    negative = intervals.get(("rrhf", known.SHUFFLED))
+    if negative is not None:
+        out["negative control"] = {
+            "Δ": negative.estimate, "low": negative.low, "high": negative.high,
+            "passed": (negative.low <= 0 <= negative.high and negative.low >= -s.null_band
+                       and negative.high <= s.null_band),
+            "rule": f"the 95% interval contains 0 and lies within ±{s.null_band:g} points"}
+    for method in ("rrhf", "dpo"):
+        points = [(known.DIAL[sc], intervals[(method, sc)].estimate)
+                  for sc in known.DIAL if (method, sc) in intervals]
+        if len(points) >= 3:
+            rho = _spearman([p[0] for p in points], [p[1] for p in points])
+            out[f"dose-response ({METHOD_LABELS[method]})"] = {
+                "points": len(points), "spearman": rho,
+                "passed": rho is not None and rho >= 0.8,
+                "rule": "Spearman of Δ against the dial's ρ at least 0.8"}
+    passed = out.get("positive control", {}).get("passed", False)
+    out["smallest detectable effect"] = {
+        "positive control passed": passed,
+        "reading": ("a null elsewhere in this run reads 'no effect larger than its "
+                    "detectable effect'" if passed else
+                    "the positive control did not pass: no null of this run can be read")}
+    return out
+
+
+def headline(result: TestbedResult) -> str:
+    """One paragraph: what the testbed found, with its numbers."""
+    v = result.verdicts
+    parts = []
+    for name in ("positive control", "negative control"):
+        if name in v:
+            r = v[name]
+            parts.append(f"{name}: Δ pass@1 {r['Δ']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}] "
+                         f"({'passed' if r['passed'] else 'FAILED'}: {r['rule']})")
+    for name, r in v.items():
+        if name.startswith("dose-response"):
+            rho = "n/a" if r["spearman"] is None else f"{r['spearman']:+.2f}"
+            parts.append(f"{name}: Spearman {rho} over {r['points']} dial points "
+                         f"({'passed' if r['passed'] else 'not passed'})")
+    return "; ".join(parts) + "."
+
+
+def write_outputs(result: TestbedResult, folder: Path) -> dict[str, Path]:
+    """The tables as Parquet and CSV, the verdicts as JSON, the dose-response figure."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name in ("rows", "selection", "cells", "styles"):
+        frame = getattr(result, name)
+        paths[name] = atomic_write_parquet(frame, folder / f"testbed_{name}.parquet")
+    paths["verdicts"] = atomic_write_text(folder / "testbed_verdicts.json", json.dumps(
+        {"verdicts": result.verdicts, "facts": result.facts}, indent=1, default=str))
+    paths["figure"] = dose_response_figure(result.rows, folder / "testbed_dose_response.png")
+    return paths
+
+
+def dose_response_figure(rows: pl.DataFrame, path: Path) -> Path:
+    """Δ pass@1 (95% interval) against each scorer's measured agreement with the oracle: the
+    dial as lines per method, the controls and real scorers as labelled points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from saturated_dag.atomic import atomic_save_figure
+
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=150)
+    ax.axhline(0, color="grey", lw=0.8)
+    colours = {"σ-RRHF": "tab:blue", "DPO": "tab:orange", "SFT": "tab:green"}
+    for method, colour in colours.items():
+        part = rows.filter((pl.col("method") == method) & pl.col("ρ with oracle").is_not_null())
+        if part.is_empty():
+            continue
+        dial = part.filter(pl.col("target ρ").is_not_null()).sort("ρ with oracle")
+        x, y = dial["ρ with oracle"].to_numpy(), dial["Δ pass@1"].to_numpy()
+        err = [y - dial["Δ low"].to_numpy(), dial["Δ high"].to_numpy() - y]
+        ax.errorbar(x, y, yerr=err, fmt="-o", color=colour, capsize=3,
+                    label=f"{method}: the dial")
+        other = part.filter(pl.col("target ρ").is_null())
+        for row in other.iter_rows(named=True):
+            yv = row["Δ pass@1"]
+            ax.errorbar([row["ρ with oracle"]], [yv],
+                        yerr=[[yv - row["Δ low"]], [row["Δ high"] - yv]], fmt="s",
+                        color=colour, capsize=3, mfc="white")
+            ax.annotate(row["scorer"], (row["ρ with oracle"], yv), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("within-question Spearman ρ with the oracle (measured)")
+    ax.set_ylabel("Δ pass@1 to the base model (points, 95% interval)")
+    ax.set_title("Testbed: how reliable must a signal beyond correctness be to help?")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    atomic_save_figure(fig, path)
+    plt.close(fig)
+    return path

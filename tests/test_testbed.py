@@ -1,0 +1,231 @@
+"""The calibrated testbed: known-answer scorers (oracle, shuffled control, reliability dial) and
+the controls' verdicts (docs/testbed.md)."""
+
+import random
+
+import numpy as np
+import polars as pl
+import pytest
+
+from saturated_dag import testbed
+from saturated_dag.config import TestbedSettings as Settings
+from saturated_dag.config import load_profile
+from saturated_dag.pretrain.styles import STYLES, detect_style, render_solution, sample_expression
+from saturated_dag.scorers import agreement
+from saturated_dag.scorers import oracle as known
+from saturated_dag.scorers.selection import Selection
+from saturated_dag.statistics import Interval
+
+ACCURACY = {"steps": 0.92, "plan": 0.90, "hedged": 0.70, "bare": 0.15}
+
+
+def synthetic_selection(questions: int = 300, per_question: int = 8, seed: int = 0,
+                        wrong_share: float = 0.0) -> Selection:
+    """Groups of chain-sum completions in random styles, as a pool's saturated (or, with
+    ``wrong_share``, hard) questions give them: ties within a style, as on the real pool."""
+    rng = random.Random(seed)
+    rows = []
+    for q in range(questions):
+        expr = sample_expression(rng, rng.choice([3, 4, 5]), 1)
+        for i in range(per_question):
+            style = rng.choice(STYLES)
+            wrong = rng.random() < wrong_share
+            partials = expr.partials()
+            if wrong:
+                partials = [*partials[:-1], partials[-1] + 1]
+            rows.append({"question_id": f"q{q:04d}", "sample_index": i, "split": "saturated",
+                         "correct": not wrong, "problem": expr.text,
+                         "completion": render_solution(expr, style, partials)})
+    return Selection(pl.DataFrame(rows), {})
+
+
+def _measured(scores: dict[str, pl.DataFrame], a: str, b: str) -> float:
+    """Mean within-question ρ as the scorer agreement table computes it."""
+    per_question = agreement.per_question_rho({a: scores[a], b: scores[b]}, correct_only=True)
+    summary = agreement.summarize(per_question, [a, b], ["saturated"])
+    return float(summary["mean_rho"][0])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_each_dial_scorer_hits_its_target_agreement_in_the_agreement_table(seed):
+    selection = synthetic_selection(seed=seed)
+    out = known.known_answer_scores(selection, ACCURACY, seed=seed)
+    tables = {name: table for name, (table, _facts) in out.items()}
+    for name, target in known.DIAL.items():
+        measured = _measured(tables, "oracle", name) if name != "oracle" else 1.0
+        assert abs(measured - target) <= 0.05, (name, measured, target)
+        assert abs(out[name][1]["achieved_rho"] - measured) < 1e-3 or name == "oracle"
+    # more noise, less agreement: the dial is monotone
+    rhos = [out[name][1]["achieved_rho"] for name in known.DIAL]
+    assert rhos == sorted(rhos, reverse=True)
+
+
+def test_dial_weight_calibrated_on_one_draw_holds_on_another():
+    """The mixture is a property of the noise level, not a fit to one set of questions: the
+    weight found on one draw gives about the same agreement on a fresh draw."""
+    first = known.oracle_scores(synthetic_selection(seed=3), ACCURACY)
+    _table, weight, _achieved = known.dial_scores(first, 0.5, "oracle_rho50", seed=3)
+    second = known.oracle_scores(synthetic_selection(seed=4), ACCURACY)
+    values = second["score"].to_numpy()
+    groups = known._groups(second)
+    z, noise = np.zeros_like(values), np.zeros_like(values)
+    rng = np.random.default_rng(9)
+    for index in groups:
+        z[index] = known._standardised(values[index])
+        noise[index] = rng.standard_normal(len(index))
+    assert abs(known.mean_rho(values, known._mixture(z, noise, weight), groups) - 0.5) <= 0.05
+
+
+def test_oracle_ranks_correct_first_then_the_more_accurate_style():
+    selection = synthetic_selection(questions=40, wrong_share=0.3, seed=5)
+    scores = known.oracle_scores(selection, ACCURACY).join(
+        selection.rows.select("question_id", "sample_index", "completion"),
+        on=["question_id", "sample_index"])
+    for (_qid,), group in scores.group_by("question_id"):
+        ranked = group.sort("score", descending=True)
+        correct = ranked["correct"].to_list()
+        assert correct == sorted(correct, reverse=True)  # every correct one above every wrong one
+        for flag in (True, False):
+            part = ranked.filter(pl.col("correct") == flag)
+            accuracies = [ACCURACY[detect_style(c)] for c in part["completion"]]
+            assert accuracies == sorted(accuracies, reverse=True)
+    one = scores.filter(pl.col("correct")).row(0, named=True)
+    assert one["score"] == pytest.approx(2 + ACCURACY[detect_style(one["completion"])])
+
+
+def test_style_accuracy_is_measured_on_the_whole_pool():
+    pool = pl.DataFrame({"completion": ["\\boxed{3}", "\\boxed{4}",
+                                        render_solution(sample_expression(random.Random(0), 3, 1),
+                                                        "steps")],
+                         "correct": [True, False, True]})
+    assert known.style_accuracy(pool) == {"bare": 0.5, "steps": 1.0}
+
+
+def test_shuffled_control_keeps_each_questions_score_multiset_and_loses_the_signal():
+    selection = synthetic_selection(questions=200, seed=6)
+    oracle = known.oracle_scores(selection, ACCURACY)
+    shuffled = known.shuffled_scores(oracle, seed=0)
+    assert shuffled["scorer"].unique().to_list() == [known.SHUFFLED]
+    for (qid,), group in oracle.group_by("question_id"):
+        other = shuffled.filter(pl.col("question_id") == qid)
+        assert sorted(group["score"].to_list()) == sorted(other["score"].to_list())
+    assert abs(_measured({"oracle": oracle, known.SHUFFLED: shuffled}, "oracle",
+                         known.SHUFFLED)) < 0.1
+    again = known.shuffled_scores(oracle, seed=0)
+    assert again.equals(shuffled)  # seeded
+
+
+def test_dial_refuses_a_target_outside_0_1():
+    oracle = known.oracle_scores(synthetic_selection(questions=5), ACCURACY)
+    with pytest.raises(ValueError, match="target ρ must be in"):
+        known.dial_scores(oracle, 1.5, "oracle_rho150")
+
+
+def _interval(estimate, low, high):
+    return Interval(estimate, low, high, 4, 300)
+
+
+def test_verdicts_read_the_controls_off_their_intervals():
+    s = Settings()
+    intervals = {("rrhf", "oracle"): _interval(12.0, 9.0, 15.0),
+                 ("rrhf", known.SHUFFLED): _interval(0.5, -1.5, 2.5)}
+    for name, value in zip(known.DIAL, [12.0, 8.0, 5.0, 2.0, 0.5], strict=True):
+        intervals.setdefault(("rrhf", name), _interval(value, value - 2, value + 2))
+    v = testbed._verdicts(s, intervals, {}, {})
+    assert v["positive control"]["passed"] and v["negative control"]["passed"]
+    assert v["dose-response (σ-RRHF)"]["spearman"] == pytest.approx(1.0)
+    # a positive control below the threshold, or with its interval touching 0, fails
+    intervals[("rrhf", "oracle")] = _interval(7.0, 4.0, 10.0)
+    assert not testbed._verdicts(s, intervals, {}, {})["positive control"]["passed"]
+    intervals[("rrhf", "oracle")] = _interval(9.0, -0.5, 18.0)
+    assert not testbed._verdicts(s, intervals, {}, {})["positive control"]["passed"]
+    # a shuffled control whose interval reaches past the null band fails, as does one that
+    # excludes 0
+    intervals[("rrhf", known.SHUFFLED)] = _interval(0.5, -3.5, 4.0)
+    assert not testbed._verdicts(s, intervals, {}, {})["negative control"]["passed"]
+    intervals[("rrhf", known.SHUFFLED)] = _interval(2.0, 0.5, 2.9)
+    assert not testbed._verdicts(s, intervals, {}, {})["negative control"]["passed"]
+
+
+def test_the_shipped_testbed_profile_is_the_documented_design():
+    """The defaults that the acceptance rests on: ≥ 300 training questions asked for, the
+    positive control's threshold, ±3 null band, replicates over data and training seeds, the
+    full dial, β up to the paper's 5, and a learning-rate grid below the demo's 2e-3."""
+    s = load_profile("testbed").testbed
+    assert s is not None
+    assert s.min_training_questions >= 300
+    assert s.positive_min_effect == 8.0 and s.null_band == 3.0
+    assert len(s.data_seeds) >= 2 and len(s.training_seeds) >= 2
+    assert set(known.DIAL) | {known.SHUFFLED} <= set(s.scorers)
+    assert 5.0 in s.dpo_betas and max(s.learning_rates) < 2e-3
+
+
+def test_a_profile_without_chain_sum_cannot_hold_a_testbed():
+    profile = load_profile("demo").model_dump()
+    profile.update(tasks=["gsm8k"], testbed={})
+    from saturated_dag.config import ProfileError, parse_profile
+
+    with pytest.raises((ProfileError, ValueError), match="testbed: needs the chain_sum task"):
+        parse_profile(profile, "test")
+
+
+def test_a_tiny_testbed_runs_end_to_end(tmp_path):
+    """The whole runner on the embedded model at toy size, in this process: pools, scores,
+    the recipe selection, replicates, the analysis and its files; a rerun reuses every run."""
+    profile = load_profile("testbed")
+    profile = profile.model_copy(update={"testbed": profile.testbed.model_copy(update=dict(
+        questions_per_cell=10, min_training_questions=2, validation_questions_per_cell=2,
+        eval_questions_per_cell=4, data_seeds=[0], training_seeds=[0], methods=["rrhf"],
+        scorers=["oracle", "oracle_shuffled", "oracle_rho0"], sft=False,
+        learning_rates=[3e-4], epochs=1, workers=1))})
+    logs: list[str] = []
+    result = testbed.run_testbed(profile, tmp_path, log=logs.append)
+    assert set(result.rows["scorer"]) == {"oracle", "oracle_shuffled", "oracle_rho0"}
+    assert result.rows["questions"].unique().to_list() == [
+        4 * len(result.facts["cells used"])]
+    assert "positive control" in result.verdicts and "negative control" in result.verdicts
+    paths = testbed.write_outputs(result, tmp_path / "chain_sum")
+    assert all(p.exists() for p in paths.values())
+    logs.clear()
+    again = testbed.run_testbed(profile, tmp_path, log=logs.append)
+    assert not any("item(s)" in line for line in logs)  # nothing trained or sampled again
+    assert again.rows.equals(result.rows)
+
+
+def _validation(rates: list[float]) -> pl.DataFrame:
+    return pl.DataFrame({"question_id": [f"v{i:02d}" for i in range(len(rates))],
+                         "n": [8] * len(rates),
+                         "correct": [round(8 * r) for r in rates]})
+
+
+def test_one_standard_error_rule_prefers_the_smaller_step_within_the_noise():
+    base = np.full(48, 0.75)
+    near = base.copy()  # better by 0.52 points: 10 questions up, 8 down, one sample each
+    near[:10] += 0.125
+    near[10:18] -= 0.125
+    far = base - 0.25  # clearly worse: 25 points on every question
+    recipes = [testbed.Recipe("rrhf", lr) for lr in (1e-4, 3e-4, 1e-3)]
+    tables = [_validation(list(far)), _validation(list(base)), _validation(list(near))]
+    best, margins = testbed.choose_recipe(recipes, tables, "best")
+    assert best == 2  # App. B: the highest validation pass@1
+    gap, se = margins[1]
+    assert gap == pytest.approx(100 * 2 * 0.125 / 48) and 0 < gap < se
+    one_se, _ = testbed.choose_recipe(recipes, tables, "one_se")
+    assert one_se == 1  # within one standard error: the smaller step
+    assert margins[0][0] > margins[0][1]  # beyond it: never chosen
+    tables[1] = _validation(list(base - 0.125))  # now clearly behind: the best stays
+    assert testbed.choose_recipe(recipes, tables, "one_se")[0] == 2
+    with pytest.raises(ValueError, match="unknown selection rule"):
+        testbed.choose_recipe(recipes, tables, "median")
+
+
+def test_a_null_is_read_only_beside_a_passing_positive_control():
+    from saturated_dag.findings import Comparison, Result, null_reading
+
+    comparison = Comparison("x", "Table 1", "a", "base", "greater")
+    open_result = Result(comparison, _interval(0.5, -1.2, 2.4), "inconclusive")
+    assert null_reading(open_result, True) == "no effect larger than 2.4 points"
+    assert null_reading(open_result, False).startswith("unreadable: no passing positive")
+    assert null_reading(open_result, None) == "unreadable: this run has no testbed"
+    holds = Result(comparison, _interval(3.0, 1.0, 5.0), "holds")
+    assert null_reading(holds, True) == ""
