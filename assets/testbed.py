@@ -17,6 +17,7 @@ import polars as pl
 
 from assets._metadata import frame_output, frame_table, image
 from resources import ExperimentResource
+from resources.parquet_io import schema_metadata
 from saturated_dag import testbed
 
 TESTBED_KEY = ["chain_sum", "testbed_validation"]
@@ -43,6 +44,7 @@ def testbed_asset() -> dg.AssetsDefinition:
     @dg.asset(
         key=TESTBED_KEY, group_name="testbed", io_manager_key="parquet_io",
         deps=["base_model"], kinds={"polars", "parquet"},
+        metadata=schema_metadata("testbed_validation"),
         description="The calibrated testbed: σ-RRHF and DPO with the oracle (positive "
         "control), its shuffled scores (negative control), the reliability dial and the real "
         "scorers, each a paired Δ pass@1 to the base model with its 95% interval over data "
@@ -50,7 +52,9 @@ def testbed_asset() -> dg.AssetsDefinition:
     def testbed_validation(context: dg.AssetExecutionContext,
                            experiment: ExperimentResource) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
-        result = testbed.run_testbed(profile, experiment.output_dir, log=context.log.info)
+        code = context.assets_def.code_versions_by_key.get(context.asset_key)
+        result = testbed.run_testbed(profile, experiment.output_dir, log=context.log.info,
+                                     code_version=code)
         folder = Path(experiment.output_dir) / "chain_sum"
         paths = testbed.write_outputs(result, folder)
         headline = testbed.headline(result)

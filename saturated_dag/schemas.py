@@ -188,6 +188,14 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         ("row", pl.String), ("cell", pl.String), ("style", pl.String), ("samples", pl.Int64),
         ("share", pl.Float64), ("accuracy", pl.Float64), ("Δ share", pl.Float64)),
         "per row, eval cell and solution style (embedded model): share, accuracy, Δ share"),
+    FrameSchema("testbed_validation", _cols(
+        ("method", pl.String), ("scorer", pl.String), ("role", pl.String), ("recipe", pl.String),
+        ("target ρ", pl.Float64), ("ρ with oracle", pl.Float64), ("replicates", pl.Int64),
+        ("questions", pl.Int64), ("pass@1", pl.Float64), ("Δ pass@1", pl.Float64),
+        ("Δ low", pl.Float64), ("Δ high", pl.Float64), ("p", pl.Float64),
+        ("detectable effect", pl.Float64)),
+        "one row per testbed row (method x scorer): pass@1 and its paired Δ to the base model "
+        "with the 95% interval over replicates and questions (docs/testbed.md)"),
     FrameSchema("results_table", _cols(
         ("split", pl.String), ("method", pl.String), ("scorer", pl.String), *_METRICS),
         "the base model, then one row per adapter; k is the profile's sampling.n", {"k": 1}),

@@ -24,6 +24,7 @@ is kept on disk under its settings' key, so a killed testbed resumes where it st
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -39,6 +40,7 @@ import polars as pl
 
 from saturated_dag.atomic import atomic_write_parquet, atomic_write_text
 from saturated_dag.config import Profile, TestbedSettings
+from saturated_dag.schemas import schema
 from saturated_dag.scorers import oracle as known
 from saturated_dag.scorers.selection import Selection, score_frame, select_completions
 from saturated_dag.statistics import Interval, paired_delta
@@ -170,7 +172,10 @@ def _key(payload: object) -> str:
 class Testbed:
     """Paths, question sets and work items of one profile's testbed."""
 
-    def __init__(self, profile: Profile, out_dir: str | Path, log: LogFn | None = None):
+    def __init__(self, profile: Profile, out_dir: str | Path, log: LogFn | None = None,
+                 code_version: str | None = None):
+        """``code_version``: the code's version (the Dagster asset's, derived from the modules
+        it imports); part of every cache key, so a code change never reuses a stale run."""
         if profile.testbed is None:
             raise ValueError(f"profile {profile.name!r} has no testbed section")
         self.profile, self.settings = profile, profile.testbed
@@ -182,7 +187,7 @@ class Testbed:
                          "seed": profile.sampling.seed}
         self.common = {"model": str(profile.policy.model), "answer_check": profile.answer_check,
                        "sampling": self.sampling, "batch_size": profile.policy.batch_size}
-        self.root = Path(out_dir) / "testbed" / _key(self.common)
+        self.root = Path(out_dir) / "testbed" / _key({**self.common, "code": code_version})
 
     # question sets -------------------------------------------------------------------
     def eval_spec(self) -> dict[str, Any]:
@@ -190,6 +195,7 @@ class Testbed:
         return {"pool": "eval", "cells": self.cells, "per_cell": s.eval_questions_per_cell,
                 "seed": s.eval_seed}
 
+    @functools.cached_property
     def _eval_expressions(self) -> list[str]:
         from saturated_dag.tasks.chain_sum import expressions
 
@@ -197,12 +203,13 @@ class Testbed:
 
     def pool_spec(self, data_seed: int) -> dict[str, Any]:
         return {"pool": "D", "cells": self.cells, "per_cell": self.settings.questions_per_cell,
-                "seed": data_seed, "exclude": self._eval_expressions()}
+                "seed": data_seed, "exclude": self._eval_expressions}
 
+    @functools.cache  # noqa: B019 (one Testbed per run: the cache dies with it)
     def validation_spec(self, data_seed: int) -> dict[str, Any]:
         from saturated_dag.tasks.chain_sum import expressions
 
-        used = set(self._eval_expressions()) | expressions(_questions(self.pool_spec(data_seed)))
+        used = set(self._eval_expressions) | expressions(_questions(self.pool_spec(data_seed)))
         return {"pool": "validation", "cells": self.cells,
                 "per_cell": self.settings.validation_questions_per_cell, "seed": data_seed,
                 "exclude": sorted(used)}
@@ -218,7 +225,10 @@ class Testbed:
                 scores: dict[str, pl.DataFrame]) -> Path:
         from saturated_dag import preference_data as pdata
 
-        path = self.root / "datasets" / f"d{data_seed}" / f"{method}_{scorer}.parquet"
+        distinct = self.profile.training.dpo_distinct_texts
+        folder = self.root / "datasets" / f"d{data_seed}_{_key(self.pool_spec(data_seed))}"
+        path = folder / f"{method}_{scorer}{'_distinct' if method == 'dpo' and distinct else ''}" \
+            ".parquet"
         if path.exists():
             return path
         if method == "sft":
@@ -228,12 +238,17 @@ class Testbed:
             table, _ = pdata.rrhf_groups(pool, scores[scorer])
         else:
             table, _ = pdata.dpo_pairs(pool, scores[scorer], seed=data_seed,
-                                       distinct_texts=self.profile.training.dpo_distinct_texts)
+                                       distinct_texts=distinct)
         atomic_write_parquet(table, path)
         return path
 
     def run_folder(self, run: Run) -> Path:
-        return self.root / "runs" / f"{run.name}_{_key(self.train_settings(run))}"
+        """Keyed by everything a run's result depends on: its settings, its training pool, its
+        validation and eval sets and, for DPO, the pair rule."""
+        key = {"settings": self.train_settings(run), "pool": self.pool_spec(run.data_seed),
+               "validation": self.validation_spec(run.data_seed), "eval": self.eval_spec(),
+               "dpo_distinct_texts": self.profile.training.dpo_distinct_texts}
+        return self.root / "runs" / f"{run.name}_{_key(key)}"
 
     def train_settings(self, run: Run) -> dict[str, Any]:
         t = self.profile.training
@@ -384,10 +399,10 @@ def _validation(folder: Path) -> tuple[float, int]:
     return 100 * float(score), best
 
 
-def run_testbed(profile: Profile, out_dir: str | Path, log: LogFn | None = None
-                ) -> TestbedResult:
+def run_testbed(profile: Profile, out_dir: str | Path, log: LogFn | None = None,
+                code_version: str | None = None) -> TestbedResult:
     """Pools, scores, the recipe selection, every replicate run, and the analysis."""
-    bed = Testbed(profile, out_dir, log)
+    bed = Testbed(profile, out_dir, log, code_version)
     s, say = bed.settings, bed.say
     workers = s.workers or os.cpu_count() or 1
     samples = []
@@ -534,6 +549,7 @@ def _spearman(x: list[float], y: list[float]) -> float | None:
 
 
 Z_POWER = 0.8416  # the 80%-power quantile (statistics.detectable_effect)
+ROW_SCHEMA = schema("testbed_validation")
 
 
 def analyse(s: TestbedSettings, base: pl.DataFrame,
@@ -566,7 +582,7 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
             "pass@1": 100 * float(matrix.mean()), "Δ pass@1": delta.estimate,
             "Δ low": delta.low, "Δ high": delta.high, "p": delta.p,
             "detectable effect": half * (1.959964 + Z_POWER) / 1.959964})
-    table = pl.DataFrame(rows).sort("method", "role", "scorer")
+    table = pl.DataFrame(rows, schema=ROW_SCHEMA).sort("method", "role", "scorer")
     verdicts = _verdicts(s, intervals, evals, agreement)
     per_cell = _cell_deltas(base, evals.get(("rrhf", "oracle"), []), cells)
     samples = {f"{METHOD_LABELS[m]} · {sc}": pl.concat(frames) for (m, sc), frames in

@@ -169,15 +169,17 @@ def test_a_profile_without_chain_sum_cannot_hold_a_testbed():
         parse_profile(profile, "test")
 
 
+TINY = {"testbed": dict(
+    questions_per_cell=10, min_training_questions=2, validation_questions_per_cell=2,
+    eval_questions_per_cell=4, data_seeds=[0], training_seeds=[0], methods=["rrhf"],
+    scorers=["oracle", "oracle_shuffled", "oracle_rho0"], sft=False,
+    learning_rates=[3e-4], epochs=1, workers=1)}
+
+
 def test_a_tiny_testbed_runs_end_to_end(tmp_path):
     """The whole runner on the embedded model at toy size, in this process: pools, scores,
     the recipe selection, replicates, the analysis and its files; a rerun reuses every run."""
-    profile = load_profile("testbed")
-    profile = profile.model_copy(update={"testbed": profile.testbed.model_copy(update=dict(
-        questions_per_cell=10, min_training_questions=2, validation_questions_per_cell=2,
-        eval_questions_per_cell=4, data_seeds=[0], training_seeds=[0], methods=["rrhf"],
-        scorers=["oracle", "oracle_shuffled", "oracle_rho0"], sft=False,
-        learning_rates=[3e-4], epochs=1, workers=1))})
+    profile = load_profile("testbed", TINY)
     logs: list[str] = []
     result = testbed.run_testbed(profile, tmp_path, log=logs.append)
     assert set(result.rows["scorer"]) == {"oracle", "oracle_shuffled", "oracle_rho0"}
@@ -229,3 +231,23 @@ def test_a_null_is_read_only_beside_a_passing_positive_control():
     assert null_reading(open_result, None) == "unreadable: this run has no testbed"
     holds = Result(comparison, _interval(3.0, 1.0, 5.0), "holds")
     assert null_reading(holds, True) == ""
+
+
+def test_the_testbed_asset_materialises_its_table_and_figure(tmp_path):
+    """The Dagster asset of the `testbed` job (tiny settings): its frame passes the Parquet IO
+    manager's declared schema, and its first metadata entry is the verdicts' headline."""
+    import dagster as dg
+
+    from tests.pipeline import asset_path, graph, resources
+
+    assets, _ = graph("testbed", TINY)
+    key = dg.AssetKey(["chain_sum", "testbed_validation"])
+    result = dg.materialize(assets, selection=[key],
+                            resources=resources(tmp_path / "out", "testbed", TINY))
+    assert result.success
+    metadata = result.asset_materializations_for_node("chain_sum__testbed_validation")[0].metadata
+    assert next(iter(metadata)) == "headline"
+    assert "positive control" in metadata["headline"].value
+    stored = pl.read_parquet(asset_path(tmp_path / "out", "chain_sum", "testbed_validation"))
+    assert set(stored["scorer"]) == {"oracle", "oracle_shuffled", "oracle_rho0"}
+    assert (tmp_path / "out" / "chain_sum" / "testbed_dose_response.png").is_file()
