@@ -19,6 +19,7 @@ from assets._metadata import frame_output, frame_table, image
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag import testbed
+from saturated_dag.behaviour import BASE
 
 TESTBED_KEY = ["chain_sum", "testbed_validation"]
 
@@ -67,6 +68,9 @@ def testbed_asset() -> dg.AssetsDefinition:
             "dose-response": image(paths["figure"], "Δ pass@1 against agreement with the "
                                    "oracle"),
             "cells": frame_table(result.cells, max_rows=20),
+            "style shift (base model, positive control, SFT)": frame_table(
+                result.styles.filter(pl.col("row").is_in(
+                    [BASE, "σ-RRHF · oracle", "SFT · sft"])), max_rows=60),
             "recipe selection": frame_table(result.selection, max_rows=40, decimals=4),
             "positive control passed": bool(v.get("positive control", {}).get("passed")),
             "negative control passed": bool(v.get("negative control", {}).get("passed")),

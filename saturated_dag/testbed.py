@@ -46,7 +46,6 @@ from saturated_dag.scorers.selection import Selection, score_frame, select_compl
 from saturated_dag.statistics import Interval, paired_delta
 
 LogFn = Callable[[str], None]
-BASE = "base model"
 METHOD_LABELS = {"rrhf": "σ-RRHF", "dpo": "DPO", "sft": "SFT"}
 
 

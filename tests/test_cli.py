@@ -69,7 +69,7 @@ def test_every_profile_loads_with_its_jobs_schedule_and_sensor(tmp_path: Path) -
     script = """
 import importlib, json, os
 import definitions
-for profile in ("demo", "ci", "study", "paper", "paper_instruct"):
+for profile in ("demo", "ci", "study", "testbed", "paper", "paper_instruct"):
     os.environ["SATURATED_DAG_PROFILE"] = profile
     repo = importlib.reload(definitions).defs.get_repository_def()
     print(json.dumps([profile, sorted(repo.job_names),
@@ -80,11 +80,14 @@ for profile in ("demo", "ci", "study", "paper", "paper_instruct"):
                          capture_output=True, env=_env(tmp_path, "demo"), timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     loaded = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
-    assert [p for p, *_ in loaded] == ["demo", "ci", "study", "paper", "paper_instruct"]
+    assert [p for p, *_ in loaded] == ["demo", "ci", "study", "testbed", "paper",
+                                       "paper_instruct"]
     for profile, jobs, schedules, sensors in loaded:
-        tasks = load_profile(profile).tasks  # a task the profile does not run has no job
+        loaded_profile = load_profile(profile)
+        tasks = loaded_profile.tasks  # a task the profile does not run has no job
+        testbed = ["testbed"] if loaded_profile.testbed is not None else []  # study, testbed
         assert set(jobs) == {"__ASSET_JOB", "demo", "study", "nightly_evaluation",
                              "pretrain_base_model", *(f"paper_{t}" for t in tasks),
-                             *(f"{t}_generation" for t in tasks)}, profile
+                             *(f"{t}_generation" for t in tasks), *testbed}, profile
         assert schedules == ["nightly_evaluation"]
         assert sensors == ["automation_cpu", "automation_gpu"]
