@@ -570,9 +570,9 @@ class TestbedSettings(_Strict):
     noisier (the reliability dial). Chain sum on the embedded model only: the oracle reads the
     solution styles the embedded model was pretrained on (``pretrain.styles``).
 
-    One recipe per method is selected on validation pass@1 with the oracle (App. B's
-    protocol: learning rate, DPO's β, and the best epoch's checkpoint), then every scorer of
-    that method trains with it, so a row differs from the positive control only in its scores.
+    One recipe per method (learning rate, DPO's β; every run keeps its best epoch) is selected
+    on validation pass@1 with the oracle, by ``selection_rule``; then every scorer of that
+    method trains with it, so a row differs from the positive control only in its scores.
     Every row trains ``len(data_seeds) x len(training_seeds)`` replicates (the pool's draw and
     the training seed), and the intervals resample them with the eval questions.
     """
