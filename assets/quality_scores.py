@@ -297,8 +297,7 @@ SCORE_ASSET_FACTORIES = {"entropy_scores": entropy_scores_asset,
 def score_asset_names(profile: Profile, task: str) -> dict[str, str]:
     """Scorer name -> its asset's name, for the scorers this task scores: the four, and on
     chain sum the profile's known-answer scorers."""
-    names = {"entropy": "entropy_scores", "self_judge": "self_judge_scores",
-             "strong_judge": "strong_judge_scores", "random": "random_scores"}
+    names = {asset.removesuffix("_scores"): asset for asset in SCORE_ASSET_FACTORIES}
     if task == "chain_sum":
         names.update({n: f"{n}_scores" for n in profile.scoring.known_answer_scorers})
     return names
