@@ -5,8 +5,9 @@ or a path to a YAML file) and is validated here, so a bad profile fails at load 
 model is touched. Outputs go under ``SATURATED_DAG_OUTPUT_DIR`` (default ``outputs``).
 
 Every job, including the implicit one behind a UI materialisation or a sensor's run, uses the
-in-process executor: a run loads the policy once for all its steps (training still runs in its
-own process, through Dagster Pipes).
+profile's ``step_executor`` (``jobs/executor.py``): on CPU one model step per core, each with
+one torch thread; on an accelerator one process, so a run loads the policy once for all its
+steps (training then runs in its own process, through Dagster Pipes).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from jobs import (
     study_job,
     testbed_jobs,
 )
+from jobs.executor import step_executor
 from resources import make_resources
 from saturated_dag.config import load_profile
 from saturated_dag.scorers.judge_context import check_local_policy
@@ -39,7 +41,7 @@ _profile = load_profile(PROFILE)
 check_local_policy(_profile)  # prompts that cannot fit the model's context fail here, by cell
 _assets, _checks = profile_assets(_profile)
 _evals = eval_keys(_assets)
-_nightly = nightly_evaluation_job(_evals)
+_nightly = nightly_evaluation_job(_evals, _profile)
 
 defs = dg.Definitions(
     assets=_assets,
@@ -49,5 +51,5 @@ defs = dg.Definitions(
     schedules=[nightly_evaluation_schedule(_nightly, _evals)],
     sensors=automation_sensors(_assets),
     resources=make_resources(PROFILE, OUTPUT_DIR),
-    executor=dg.in_process_executor,
+    executor=step_executor(_profile),
 )

@@ -28,6 +28,7 @@ from saturated_dag.experiments import (
     sweeps,
     task_cells,
 )
+from saturated_dag.parallel import step_layout
 from saturated_dag.tasks import can_train_split as _trainable
 
 
@@ -41,6 +42,8 @@ def task_assets(profile: Profile, task: str
     """Every asset of one task (pool to tables) and the checks beside them."""
     pool = generation_pool_asset(task)
     parts = difficulty_partitions_asset(task)
+    # a process per step: an adapter's check runs in its own step, not in a process of its own
+    in_step = step_layout(profile).processes == "per_step"
     scores = score_assets(profile, task)
     cells = task_cells(profile, task)
     trained = {cell: cell_adapters(profile.training, cell, profile.sampling.n)
@@ -60,12 +63,14 @@ def task_assets(profile: Profile, task: str
                 for sweep, rows in task_sweeps(profile, task).items())]
     built = [pool, parts, *scores.values(), scorer_agreement_asset(task, scorer_assets),
              *datasets,
-             *adapter_assets(task, adapters), *selections, *evals, *tables]
+             *adapter_assets(task, adapters, check_in_step=in_step),
+             *selections, *evals, *tables]
     if task == "chain_sum" and profile.testbed is not None:
         built.append(testbed_asset())
     checks = [generation_pool_check(task, pool), difficulty_partitions_check(parts),
               *(finite_scores_check(task, asset) for asset in scores.values()),
-              *preference_dataset_checks(datasets), *adapter_checks(task, adapters),
+              *preference_dataset_checks(datasets),
+              *([] if in_step else adapter_checks(task, adapters)),
               *(coverage_check(task, asset) for asset in evals)]
     return built, checks
 

@@ -158,13 +158,22 @@ def _description(exp: Experiment) -> str:
     return text + "."
 
 
-def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
+LOADS_CHECK = "loads_and_generates"
+LOADS_DESCRIPTION = ("The adapter loads on the base model and generates text for a validation "
+                     "question (greedy, 32 tokens).")
+
+
+def _adapter_asset(task: str, exp: Experiment, check_in_step: bool) -> dg.AssetsDefinition:
+    key = dg.AssetKey([task, exp.split, "adapter", exp.name])
+
     @dg.asset(
         key=[task, exp.split, "adapter", exp.name], group_name=f"{task}_{exp.split}",
         pool="gpu", op_tags=priority(TRAINING),
         kinds={"lora", "peft", "pytorch"},  # "lora": the graph node's badge
         ins={"data": dg.AssetIn(key=[task, *exp.dataset])}, deps=["base_model"],
         description=_description(exp),
+        check_specs=[dg.AssetCheckSpec(LOADS_CHECK, asset=key, blocking=True,
+                                       description=LOADS_DESCRIPTION)] if check_in_step else None,
     )
     def adapter(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                 inference: InferenceResource, data: pl.DataFrame) -> dg.MaterializeResult:
@@ -233,51 +242,65 @@ def _adapter_asset(task: str, exp: Experiment) -> dg.AssetsDefinition:
         # the child reports the weights' hash through Pipes; a cache hit or an in-process run
         # hashes the same file here
         version = result.get("data_version") or adapter_weights_version(out)
-        return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version))
+        checks = [loads_and_generates(experiment, inference, task, exp)] if check_in_step else []
+        return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version),
+                                    check_results=checks)
 
     return adapter
 
 
-def adapter_assets(task: str, experiments: list[Experiment]) -> list[dg.AssetsDefinition]:
-    return [_adapter_asset(task, exp) for exp in experiments]
+def adapter_assets(task: str, experiments: list[Experiment], check_in_step: bool = False
+                   ) -> list[dg.AssetsDefinition]:
+    """One asset per adapter. ``check_in_step``: its ``loads_and_generates`` check runs at
+    the end of the adapter's own step (on CPU, where each step is a process of its own and a
+    separate check step would cost a process start, ``jobs/executor.py``); otherwise it is a
+    step of its own (``adapter_checks``), ordered after every training so that on a GPU the
+    policy's engine is not restarted between trainings (``assets/_priority.py``)."""
+    return [_adapter_asset(task, exp, check_in_step) for exp in experiments]
+
+
+def loads_and_generates(experiment: ExperimentResource, inference: InferenceResource,
+                        task: str, exp: Experiment) -> dg.AssetCheckResult:
+    """Load the adapter on the policy and generate 32 greedy tokens for a validation
+    question; any failure to load or generate is a failed check, not an error."""
+    from saturated_dag.evaluation import adapter_backends
+    from saturated_dag.generation.base import SamplingParams
+    from saturated_dag.tasks import validation_questions
+
+    settings = inference.policy_settings()
+    folder = adapter_dir(experiment.output_dir, task, exp)
+    question = validation_questions(experiment.settings, task)[0]
+    backend = None
+    try:
+        backend = adapter_backends(inference.policy_backend(), {exp.name: folder},
+                                   base_model=settings.model, dtype=settings.dtype,
+                                   device=settings.device)[exp.name]
+        prompt = backend.render(question.prompt_text)
+        (sample,) = backend.sample([prompt], SamplingParams(n=1, temperature=0.0,
+                                                            max_new_tokens=32))[0]
+    except Exception as err:  # the check reports any failure to load or generate
+        return dg.AssetCheckResult(check_name=LOADS_CHECK, passed=False, metadata={
+            "adapter_dir": str(folder), "error": f"{type(err).__name__}: {err}"})
+    finally:
+        if backend is not None:
+            backend.close()  # a merged copy on transformers; a no-op view on vLLM
+    return dg.AssetCheckResult(
+        check_name=LOADS_CHECK, passed=sample.num_tokens > 0,
+        metadata={"adapter_dir": str(folder), "question": question.question_id,
+                  "generated_tokens": sample.num_tokens, "text": sample.text[:200]})
 
 
 def _loads_check(task: str, exp: Experiment) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=dg.AssetKey([task, exp.split, "adapter", exp.name]),
-                    name="loads_and_generates", blocking=True,
-                    op_tags=priority(AFTER_TRAINING),
-                    description="The adapter loads on the base model and generates text "
-                    "for a validation question (greedy, 32 tokens).")
+                    name=LOADS_CHECK, blocking=True, op_tags=priority(AFTER_TRAINING),
+                    description=LOADS_DESCRIPTION)
     def check(experiment: ExperimentResource, inference: InferenceResource
               ) -> dg.AssetCheckResult:
-        from saturated_dag.evaluation import adapter_backends
-        from saturated_dag.generation.base import SamplingParams
-        from saturated_dag.tasks import validation_questions
-
-        settings = inference.policy_settings()
-        folder = adapter_dir(experiment.output_dir, task, exp)
-        question = validation_questions(experiment.settings, task)[0]
-        backend = None
-        try:
-            backend = adapter_backends(inference.policy_backend(), {exp.name: folder},
-                                       base_model=settings.model, dtype=settings.dtype,
-                                       device=settings.device)[exp.name]
-            prompt = backend.render(question.prompt_text)
-            (sample,) = backend.sample([prompt], SamplingParams(n=1, temperature=0.0,
-                                                                max_new_tokens=32))[0]
-        except Exception as err:  # the check reports any failure to load or generate
-            return dg.AssetCheckResult(passed=False, metadata={
-                "adapter_dir": str(folder), "error": f"{type(err).__name__}: {err}"})
-        finally:
-            if backend is not None:
-                backend.close()  # a merged copy on transformers; a no-op view on vLLM
-        return dg.AssetCheckResult(
-            passed=sample.num_tokens > 0,
-            metadata={"adapter_dir": str(folder), "question": question.question_id,
-                      "generated_tokens": sample.num_tokens, "text": sample.text[:200]})
+        return loads_and_generates(experiment, inference, task, exp)
 
     return check
 
 
 def adapter_checks(task: str, experiments: list[Experiment]) -> list[dg.AssetChecksDefinition]:
+    """The separate check steps of ``adapter_assets(check_in_step=False)``."""
     return [_loads_check(task, exp) for exp in experiments]

@@ -5,18 +5,19 @@ Pool, partitions, scores, datasets, adapters, eval reports and result tables.
 
 import dagster as dg
 
+from jobs.executor import step_executor
 from saturated_dag.config import Profile
 
 
 def whole_profile_job(name: str, profile: Profile, description: str,
                       tags: dict[str, str] | None = None):
-    """A job of every asset of the profile's tasks (and the base model), in one process so
-    the policy model loads once: ``demo`` and ``study`` differ only in name and tags."""
+    """A job of every asset of the profile's tasks (and the base model), on the profile's
+    ``step_executor``: ``demo`` and ``study`` differ only in name and tags."""
     return dg.define_asset_job(
         name=name,
         selection=dg.AssetSelection.assets("base_model")
         | dg.AssetSelection.key_prefixes(*[[task] for task in profile.tasks]),
-        executor_def=dg.in_process_executor,
+        executor_def=step_executor(profile),
         tags=tags,
         description=description,
     )
@@ -25,5 +26,5 @@ def whole_profile_job(name: str, profile: Profile, description: str,
 def demo_job(profile: Profile):
     return whole_profile_job(
         "demo", profile,
-        f"Every asset of the tasks of profile {profile.name!r} ({', '.join(profile.tasks)}), "
-        "in one process so the policy model loads once.")
+        f"Every asset of the tasks of profile {profile.name!r} ({', '.join(profile.tasks)}): "
+        "on CPU one model step per core, on an accelerator one process for the run.")

@@ -12,6 +12,9 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from jobs.executor import step_executor
+from saturated_dag.config import Profile
+
 
 def eval_key_of(adapter_key: dg.AssetKey) -> dg.AssetKey:
     """``<task>/<split>/adapter/<name>`` -> ``<task>/<split>/eval/<name>``."""
@@ -23,11 +26,11 @@ def eval_keys(assets: Sequence[dg.AssetsDefinition]) -> list[dg.AssetKey]:
     return [k for a in assets for k in a.keys if len(k.path) >= 2 and k.path[-2] == "eval"]
 
 
-def nightly_evaluation_job(eval_report_keys: Sequence[dg.AssetKey]):
+def nightly_evaluation_job(eval_report_keys: Sequence[dg.AssetKey], profile: Profile):
     return dg.define_asset_job(
         name="nightly_evaluation",
         selection=dg.AssetSelection.assets(*eval_report_keys),
-        executor_def=dg.in_process_executor,
+        executor_def=step_executor(profile),
         description="Eval reports of the materialised adapters and the base model.",
     )
 

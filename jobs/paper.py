@@ -2,12 +2,15 @@
 
 They run the loaded profile (``SATURATED_DAG_PROFILE=paper`` for the paper's models and
 sizes): chain sum gives Tables 1, 7, 8, 9 and Figure 6; GSM8K Table 2 (and Table 3 with the
-``paper_instruct`` profile). One process, so the policy loads once for sampling, judging,
-entropy and evaluation; training runs in its own subprocess (``assets/adapters.py``).
+``paper_instruct`` profile). On the GPU one process, so the policy loads once for sampling,
+judging, entropy and evaluation; training runs in its own subprocess (``assets/adapters.py``).
+On CPU (the rehearsal's tiny models under transformers) one step per core
+(``jobs/executor.py``).
 """
 
 import dagster as dg
 
+from jobs.executor import step_executor
 from saturated_dag.config import Profile
 
 
@@ -15,7 +18,7 @@ def paper_job(task: str, profile: Profile):
     return dg.define_asset_job(
         name=f"paper_{task}",
         selection=dg.AssetSelection.assets("base_model") | dg.AssetSelection.key_prefixes([task]),
-        executor_def=dg.in_process_executor,
+        executor_def=step_executor(profile),
         # no profile tag here: the run is tagged with the location's own profile (a name or a
         # YAML path) when it starts; the profile's name would clash with a path
         tags={"saturated_dag/task": task},

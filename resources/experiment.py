@@ -25,6 +25,8 @@ included) into that form; ``resources.make_resources`` uses it.
 from __future__ import annotations
 
 import enum
+import multiprocessing
+import os
 import types
 from functools import cached_property
 from pathlib import Path
@@ -35,6 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from saturated_dag import output_stamp
 from saturated_dag.config import Profile, load_profile, merge_settings
+from saturated_dag.lifeline import bind_to_parent, die_with
+from saturated_dag.parallel import limit_threads, step_layout
 
 _NONE = type(None)
 _ENUMS: dict[tuple[str, ...], type[enum.Enum]] = {}
@@ -285,8 +289,19 @@ class ExperimentResource(dg.ConfigurableResource):
             overrides_dict(self.location.overrides), overrides_dict(self.overrides)))
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """Validate the settings and tag the run with the profile and folder it uses."""
+        """Validate the settings, hold a CPU step to its one torch thread, and tag the run
+        with the profile and folder it uses."""
         settings = self.settings  # raises naming the setting, before any step runs
+        layout = step_layout(settings)
+        if layout.threads is not None:  # never more threads than the layout's cores
+            limit_threads(layout.threads)
+        if layout.processes == "per_step":
+            run_process = multiprocessing.parent_process()
+            if run_process is not None and run_process.pid is not None:
+                # A step process of the multiprocess executor: it dies with its run. Its OS
+                # parent is the fork server, which exits when the run process dies.
+                bind_to_parent(os.getppid())
+                die_with(run_process.pid)
         run = context.dagster_run
         if context.log is not None:
             context.log.info(f"profile {settings.name!r} ({self.profile}), outputs in "

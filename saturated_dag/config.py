@@ -647,6 +647,23 @@ class TestbedSettings(_Strict):
         return self
 
 
+class ExecutionSettings(_Strict):
+    """How many model steps a run executes at once on CPU (``saturated_dag/parallel.py``).
+
+    On an accelerator a run is always one process (the engine loads once) with one model step
+    at a time per device; this setting is read only when every model is on the CPU.
+    """
+
+    model_steps: Literal["one_at_a_time", "one_per_core"] = "one_at_a_time"
+    """``one_at_a_time``: the run's own process, one model step at a time on every core's
+    thread (the in-process executor; the ``gpu`` pool has one slot). ``one_per_core``: the
+    multiprocess executor, as many model steps at once as there are cores, each a process of
+    its own with one torch thread (the pool has a slot per core). Measured on the demo
+    (2 cores, BENCHMARKS.md, issue 32): one at a time 263 s, one per core 342 s, because
+    Dagster starts a process per step (about 1.1 s each for 222 steps) and most of the demo's
+    steps last 1 to 4 s. ``one_per_core`` pays where steps are few and long."""
+
+
 class AutomationSettings(_Strict):
     """What the automation sensors may start by themselves (``assets/automation.py``).
 
@@ -697,6 +714,7 @@ class Profile(_Strict):
     training: TrainingSettings = TrainingSettings()
     stages: StageSettings = StageSettings()
     automation: AutomationSettings = AutomationSettings()
+    execution: ExecutionSettings = ExecutionSettings()
     testbed: TestbedSettings | None = None
     """The calibrated testbed's controls and dial (``docs/testbed.md``); None: not run."""
 

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+GPU_POOL = "gpu"
+sys.path.insert(0, str(ROOT))  # saturated_dag, when run as a script
 
 
 def init_instance(home: Path) -> None:
@@ -34,7 +36,21 @@ def init_instance(home: Path) -> None:
             instance.get_runs(limit=1)  # runs.db
             instance.all_instigator_state()  # schedules.db
             instance.fetch_materializations(dg.AssetKey("_init"), limit=1)  # the event index
+            set_model_step_pool(instance)
 
+
+def set_model_step_pool(instance) -> int:
+    """Give the ``gpu`` pool, which every model step claims, a slot per model step the
+    profile's layout runs at once (``saturated_dag.parallel.step_layout``: one, one per core
+    with ``execution.model_steps: one_per_core``, or one per CUDA device), for the profile
+    in ``SATURATED_DAG_PROFILE`` (demo by default). Set on every call, so the pool follows
+    the machine and the profile the instance is used with."""
+    from saturated_dag.config import load_profile
+    from saturated_dag.parallel import step_layout
+
+    slots = step_layout(load_profile(os.environ.get("SATURATED_DAG_PROFILE", "demo"))).steps
+    instance.event_log_storage.set_concurrency_slots(GPU_POOL, slots)
+    return slots
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:

@@ -53,8 +53,9 @@ def test_peak_tensor_memory_counts_live_tensors_only() -> None:
 def test_sampling_benchmark(tiny_model_dir: Path, tmp_path: Path) -> None:
     out = bench_sampling.main(_toy(tiny_model_dir, tmp_path, "sampling"))
     summary = out["summary"]
-    assert summary["sequences"] == {"plain": 6, "ours": 6}  # 3 questions x n=2 each
+    assert summary["sequences"] == {"plain": 6, "batched": 6, "ours": 6}  # 3 questions x n=2
     assert _finite_positive(summary["tokens_per_s_ratio"])
+    assert _finite_positive(summary["over_batched_generate"])
     assert all(row[2] > 0 for row in out["rows"])
     assert json.loads((tmp_path / "sampling.json").read_text())["benchmark"] == "sampling"
 
@@ -96,6 +97,22 @@ def test_decode_step_benchmark(tiny_model_dir: Path, tmp_path: Path) -> None:
     rows = decode_step.main(_toy(tiny_model_dir, tmp_path, "decode"))["rows"]
     assert [row[0] for row in rows] == [1, 4]
     assert all(_finite_positive(row[3]) for row in rows)
+
+
+def test_throughput_floor_benchmark(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from benchmarks import throughput_floor
+
+    args = ["--model", str(tiny_model_dir), "--threads", "1", "--slots", "4", "8",
+            "--questions", "3", "--repeats", "1", "--out", str(tmp_path / "floor.json")]
+    rows = throughput_floor.main(args)["rows"]
+    assert [row[0] for row in rows] == [4, 8]
+    assert all(_finite_positive(value) for row in rows for value in row[1:])
+    # the floor counts every weight of the tiny model's config once per token
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(tiny_model_dir)
+    weights = sum(i * o for i, o in throughput_floor.linear_shapes(config))
+    assert throughput_floor.flops_per_token(config, 0) == 2 * weights
 
 
 def test_asset_kind_names() -> None:

@@ -199,8 +199,22 @@ def retry_of(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun | None:
 
 
 def kill_run_worker(instance: dg.DagsterInstance, run_id: str) -> None:
+    """SIGKILL the run worker and, at the same instant, every process under it: the step
+    processes of a multiprocess executor (and its fork server), as when a machine's
+    processes die together. A step that outlived its run alone exits within a second
+    (``lifeline.die_with``, ``tests/test_lifeline.py``), but a tiny stage can finish in less."""
+    import psutil
+
     pid = wait_for(lambda: run_worker_pid(instance, run_id), 60, "run worker pid")
-    os.kill(pid, signal.SIGKILL)
+    try:
+        tree = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        tree = []
+    for process in [psutil.Process(pid), *tree] if psutil.pid_exists(pid) else tree:
+        try:
+            process.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
 
 
 def recovered_by_retry(instance: dg.DagsterInstance, run_id: str, timeout: float

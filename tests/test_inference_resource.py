@@ -288,11 +288,15 @@ def test_tiny_model_samples_through_the_resource(tiny_model_dir: Path) -> None:
 
 
 def test_every_job_runs_in_process() -> None:
-    """UI materialisations and sensor runs use the implicit asset job: in-process too."""
+    """UI materialisations and sensor runs use the implicit asset job: the same executor as
+    the named jobs, in-process for the demo (``execution.model_steps: one_at_a_time``)."""
     import definitions
+    from jobs.executor import step_executor
 
     defs = definitions.defs
+    expected = step_executor(definitions._profile).name
+    assert expected == dg.in_process_executor.name
     implicit = defs.resolve_implicit_global_asset_job_def()
     jobs = [implicit, *defs.resolve_all_job_defs()]
     assert {job.name: job.executor_def.name for job in jobs} == {
-        job.name: dg.in_process_executor.name for job in jobs}
+        job.name: expected for job in jobs}

@@ -135,3 +135,29 @@ def test_pipes_files_live_in_the_trainings_work_folder(tmp_path: Path) -> None:
     client = training_client(tmp_path / "work")
     assert Path(client.context_injector._path).parent == tmp_path / "work"
     assert Path(client.message_reader._path).parent == tmp_path / "work"
+
+
+def test_a_step_process_exits_soon_after_its_run_process_is_killed(tmp_path: Path) -> None:
+    """``die_with``: a process that is not the run's child (a step forked by the executor's
+    fork server) exits within its poll interval of the run process's SIGKILL."""
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    step = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from saturated_dag.lifeline import die_with
+        die_with({run.pid}, interval=0.1)
+        open({str(tmp_path / "watching")!r}, "w").close()
+        time.sleep(60)
+    """)])
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "watching").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive(step.pid)
+        run.kill()
+        run.wait()
+        assert step.wait(timeout=5) == 1  # gone, with a code that says it did not finish
+    finally:
+        for process in (run, step):
+            if process.poll() is None:
+                process.kill()

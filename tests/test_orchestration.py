@@ -12,6 +12,7 @@ import polars as pl
 from jobs import eval_keys, nightly_evaluation_job, nightly_evaluation_schedule
 from resources.parquet_io import asset_file
 from saturated_dag.atomic import atomic_write_parquet
+from saturated_dag.config import load_profile
 from tests.pipeline import graph, resources
 from tests.scoring_data import make_partitions, make_pool
 
@@ -40,7 +41,7 @@ def test_nightly_schedule_reevaluates_only_materialised_adapters(
     }
     assets, _ = graph("demo", overrides)
     evals = eval_keys(assets)
-    job = nightly_evaluation_job(evals)
+    job = nightly_evaluation_job(evals, load_profile("demo"))
     schedule = nightly_evaluation_schedule(job, evals)
     run_resources = resources(tmp_path / "out", "demo", overrides)
     defs = dg.Definitions(assets=assets, jobs=[job], schedules=[schedule],

@@ -1,10 +1,10 @@
 """Batched sampling with transformers on CPU (or one GPU without vLLM).
 
-All prompts x n samples are expanded, sorted by prompt length (less padding) and generated in
-batches with left padding; each row draws from its own seeded stream (``row_seed``), so a
-re-run reproduces it whatever else shares its batch, and the eval sets of several LoRA
-adapters decode in one batch (``sample_many``). The mean token entropy comes from the same
-pass (``_generate_batch``).
+Prompts are decoded with continuous batching (``decoder``): each prompt prefilled once for its
+n samples, a finished row's slot refilled by the next waiting prompt; each row draws from its
+own seeded stream (``row_seed``), so a re-run reproduces it whatever else shares its batch,
+and the eval sets of several LoRA adapters decode in one batch (``sample_many``). The mean
+token entropy comes from the same pass.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from transformers import (
     GenerationConfig,
     StoppingCriteria,
 )
-from transformers.cache_utils import DynamicLayer
 
 from saturated_dag.generation.base import (
     ChatPrompting,
@@ -29,9 +28,9 @@ from saturated_dag.generation.base import (
     SamplingParams,
     row_seed,
 )
-from saturated_dag.generation.entropy import token_entropy
+from saturated_dag.generation.decoder import PromptUnit, decode, growing_cache
 from saturated_dag.generation.models import load_model
-from saturated_dag.generation.multi_lora import RowAdapters, attached_adapters
+from saturated_dag.generation.multi_lora import attached_adapters, merged_adapter
 from saturated_dag.tasks.prompts import ChatTemplateMode
 
 
@@ -42,111 +41,6 @@ def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
     if ids is None:
         raise ValueError("model has no EOS token: generation could never stop")
     return [ids] if isinstance(ids, int) else list(ids)
-
-
-def row_uniforms(seeds: Sequence[int], steps: int) -> torch.Tensor:
-    """``(rows, steps)`` float64 uniforms in [0, 1): row ``r`` from its own generator."""
-    out = torch.empty((len(seeds), steps), dtype=torch.float64)
-    generator = torch.Generator()
-    for r, seed in enumerate(seeds):
-        generator.manual_seed(seed)
-        out[r] = torch.rand(steps, generator=generator, dtype=torch.float64)
-    return out
-
-
-def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """Per row, the position whose CDF interval holds the row's uniform: an exact draw from
-    ``probs`` (never a zero-probability position), in float64 so the mass sums cleanly."""
-    cdf = probs.double().cumsum(dim=-1)
-    target = (uniforms.to(cdf.device) * cdf[:, -1]).unsqueeze(1)
-    chosen = torch.searchsorted(cdf, target, right=True).squeeze(1)
-    return chosen.clamp(max=probs.shape[-1] - 1)
-
-
-TOP_P_PROBE = 32
-"""Tokens ranked per row before falling back to a full sort (``draw_top_p``)."""
-
-
-def draw_top_p(logits: torch.Tensor, temperature: float, top_p: float,
-               uniforms: torch.Tensor) -> torch.Tensor:
-    """One token per row from softmax(logits / T) restricted to its top-p nucleus.
-
-    The nucleus is that of transformers' ``TopPLogitsWarper``: the most likely tokens while
-    the mass before them is below ``top_p`` (the first always). A full sort of the vocabulary
-    was a quarter of a decoding step; a sampled model's nucleus is usually a few tokens, so
-    each row ranks only its ``TOP_P_PROBE`` likeliest, and the rows whose probe holds less
-    than ``top_p`` of the mass are sorted in full. Drawn by inverse CDF over the nucleus in
-    rank order (``uniforms``: one per row).
-    """
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_p >= 1.0:
-        return inverse_cdf(probs, uniforms)
-    k = min(TOP_P_PROBE, probs.shape[-1])
-    top, index = probs.topk(k, dim=-1)
-    short = top.sum(dim=-1) < top_p
-    if bool(short.any()):  # the probe misses part of the nucleus: rank these rows in full
-        full_top, full_index = probs[short].sort(dim=-1, descending=True)
-        chosen = torch.empty(probs.shape[0], dtype=torch.long, device=probs.device)
-        chosen[short] = _nucleus_draw(full_top, full_index, top_p, uniforms[short])
-        if bool((~short).any()):
-            chosen[~short] = _nucleus_draw(top[~short], index[~short], top_p,
-                                           uniforms[~short])
-        return chosen
-    return _nucleus_draw(top, index, top_p, uniforms)
-
-
-def _nucleus_draw(top: torch.Tensor, index: torch.Tensor, top_p: float,
-                  uniforms: torch.Tensor) -> torch.Tensor:
-    """Draw among descending probabilities ``top`` (token ids ``index``) within the nucleus."""
-    before = top.cumsum(dim=-1) - top
-    kept = top.masked_fill(before >= top_p, 0.0)
-    kept[:, 0] = top[:, 0]
-    return index.gather(1, inverse_cdf(kept, uniforms).unsqueeze(1)).squeeze(1)
-
-
-class _GrowingLayer(DynamicLayer):
-    """A KV-cache layer in a buffer that doubles when full, instead of a copy per token.
-
-    ``keys``/``values`` are views of the filled part, so attention sees what ``DynamicLayer``
-    would give it; appending a token writes one slot (amortised constant cost).
-    """
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
-               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-            self._length = 0
-            self._k = self._v = None
-        new = key_states.shape[-2]
-        end = self._length + new
-        if self._k is None or end > self._k.shape[-2]:
-            capacity = max(end, 2 * (self._k.shape[-2] if self._k is not None else 0), 64)
-            shape = (*key_states.shape[:2], capacity, key_states.shape[-1])
-            k = key_states.new_empty(shape)
-            v = value_states.new_empty((*shape[:3], value_states.shape[-1]))
-            if self._length:
-                k[:, :, : self._length] = self._k[:, :, : self._length]
-                v[:, :, : self._length] = self._v[:, :, : self._length]
-            self._k, self._v = k, v
-        self._k[:, :, self._length : end] = key_states
-        self._v[:, :, self._length : end] = value_states
-        self._length = end
-        self.keys, self.values = self._k[:, :, :end], self._v[:, :, :end]
-        return self.keys, self.values
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        if self.is_initialized and self._k is not None:
-            self._k, self._v = self._k[indices], self._v[indices]
-            self.keys = self._k[:, :, : self._length]
-            self.values = self._v[:, :, : self._length]
-
-
-def _growing_cache(config: Any) -> DynamicCache:
-    """A ``DynamicCache`` whose (full-attention) layers are ``_GrowingLayer``s."""
-    cache = DynamicCache(config=config)
-    if all(type(layer) is DynamicLayer for layer in cache.layers):
-        cache.layers = [_GrowingLayer() for _ in cache.layers]
-    return cache
 
 
 class _TextStop(StoppingCriteria):
@@ -214,95 +108,6 @@ class TransformersBackend(ChatPrompting):
             pad_token_id=self.tokenizer.pad_token_id,
         )
 
-    @torch.no_grad()
-    def _generate_batch(
-        self,
-        prompt_ids: list[list[int]],
-        params: SamplingParams,
-        row_seeds: Sequence[int],
-        row_adapters: torch.Tensor | None = None,
-        lora: RowAdapters | None = None,
-    ) -> list[tuple[list[int], str, float]]:
-        """Sample one completion per prompt, each row with its own random stream.
-
-        Why not ``generate``: it keeps every row of a batch in every forward pass until the
-        longest one ends, grows its KV cache by concatenation (quadratic copying), and draws
-        all rows from one random stream, so a row's sample depends on which rows share its
-        batch. This loop drops finished rows (and their cache rows) once they are a quarter of
-        the batch, keeps each layer's cache in a buffer that grows geometrically, and draws
-        row ``r``'s token at step ``t`` by inverse CDF from ``u[r, t]``, a uniform of the
-        row's own generator (``row_seeds[r]``), within the nucleus ``generate``'s warpers
-        would keep (temperature, then top-p: ``draw_top_p``). So the distribution is
-        ``generate``'s, and a row's sample is a function of its prompt, its seed and its
-        model only. Entropy at temperature 1 is accumulated per row from the raw logits of
-        each step, the EOS step included (as ``EntropyTracker`` does).
-
-        ``row_adapters`` (with ``lora``, from ``attached_adapters``) routes each row to its
-        LoRA adapter (0: the base model).
-        """
-        rows = len(prompt_ids)
-        width = max(len(p) for p in prompt_ids)
-        pad = self.tokenizer.pad_token_id
-        device = self.model.device
-        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompt_ids],
-                                 device=device)
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids],
-                            device=device)
-        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
-        greedy = params.temperature == 0
-        uniforms = None if greedy else row_uniforms(row_seeds, params.max_new_tokens).to(device)
-        eos = torch.tensor(sorted(set(self.eos_ids)), device=device)
-        cache = _growing_cache(self.model.config)
-        if lora is not None:
-            lora.set_rows(row_adapters)
-        live = torch.arange(rows, device=device)  # original row of each batch row
-        active = torch.ones(rows, dtype=torch.bool, device=device)  # not yet finished
-        tokens = torch.full((rows, params.max_new_tokens), pad, dtype=torch.long, device=device)
-        entropy = torch.zeros(rows, dtype=torch.float64, device=device)
-        count = torch.zeros(rows, dtype=torch.long, device=device)
-        stopped = torch.zeros(rows, dtype=torch.bool, device=device)
-        logits = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                            past_key_values=cache, use_cache=True, logits_to_keep=1
-                            ).logits[:, -1, :].float()
-        for step in range(params.max_new_tokens):
-            if greedy:
-                chosen = logits.argmax(dim=-1)
-            else:
-                assert uniforms is not None
-                chosen = draw_top_p(logits, params.temperature, params.top_p,
-                                    uniforms[live, step])
-            owners = live[active]  # original rows still generating
-            entropy[owners] += token_entropy(logits[active]).double()
-            count[owners] += 1
-            tokens[owners, step] = chosen[active]
-            done = torch.isin(chosen, eos) & active
-            stopped[live[done]] = True
-            active &= ~done
-            rows_left = int(active.sum())
-            finished = active.numel() - rows_left
-            if rows_left == 0 or step + 1 == params.max_new_tokens:
-                break
-            if 4 * finished >= active.numel():
-                # Drop finished rows (and their cache rows) once they are a quarter of the
-                # batch: each drop copies every layer's cache, so not at every EOS.
-                keep = torch.nonzero(active).squeeze(1)
-                live, mask, positions = live[keep], mask[keep], positions[keep]
-                chosen, active = chosen[keep], active[keep]
-                cache.batch_select_indices(keep)
-                if lora is not None:
-                    lora.select(keep)
-            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
-            positions = positions[:, -1:] + 1
-            logits = self.model(input_ids=chosen.unsqueeze(1), attention_mask=mask,
-                                position_ids=positions, past_key_values=cache, use_cache=True
-                                ).logits[:, -1, :].float()
-        if lora is not None:
-            lora.set_rows(None)
-        counts, means = count.tolist(), (entropy / count.clamp(min=1)).tolist()
-        reasons = ["stop" if s else "length" for s in stopped.tolist()]
-        out = tokens.tolist()
-        return [(out[r][: counts[r]], reasons[r], means[r]) for r in range(rows)]
-
     def sample(
         self,
         prompts: Sequence[str],
@@ -317,53 +122,54 @@ class TransformersBackend(ChatPrompting):
         progress: ProgressFn | None = None,
         batch_size: int | None = None,
     ) -> list[list[list[Sample]]]:
-        """Every request's samples (``result[r][i][j]``: request r, prompt i, sample j) in
-        shared batches of ``batch_size`` rows (default: the backend's).
+        """Every request's samples (``result[r][i][j]``: request r, prompt i, sample j),
+        decoded with continuous batching over ``batch_size`` slots (default: the backend's).
 
-        Each request may name a LoRA adapter folder (None: the base model); the adapters are
-        attached to the loaded model for the call (``multi_lora``) and each row runs with its
-        own. Sample ``j`` of prompt ``i`` of a request is drawn from the seed
-        ``row_seed(params.seed, i, j)`` of that request, so it does not depend on the other
-        requests or on how the rows were batched. Rows are sorted by prompt length (less
-        padding); requests whose decoding settings differ are never batched together.
+        Each request may name a LoRA adapter folder (None: the base model). When every
+        request names the same one, it is merged into the weights for the call (PEFT's
+        merge; the weights are restored exactly after), which spares the unmerged update's
+        two extra products per layer; otherwise the adapters are attached (``multi_lora``)
+        and each row runs with its own. Sample ``j`` of prompt ``i`` of a request is drawn
+        from the seed ``row_seed(params.seed, i, j)`` of that request, so it does not depend
+        on the other requests or on the schedule (``decoder``). Prompts are admitted longest
+        first; requests whose decoding settings differ are decoded one after the other.
         """
         size = batch_size or self.batch_size
         folders = list(dict.fromkeys(str(r.adapter) for r in requests if r.adapter is not None))
-        slot = {folder: k for k, folder in enumerate(folders, start=1)}
-        encoded = [[self.encode_prompt(p) for p in r.prompts] for r in requests]
-        jobs = [(r, i, j) for r, request in enumerate(requests)
-                for i in range(len(request.prompts)) for j in range(request.params.n)]
+        merge = len(folders) == 1 and all(r.adapter is not None for r in requests)
+        slot = {folder: (0 if merge else k) for k, folder in enumerate(folders, start=1)}
+        groups: dict[tuple[float, float, int], list[tuple[int, int, int, PromptUnit]]] = {}
+        for r, request in enumerate(requests):
+            p = request.params
+            adapter = slot[str(request.adapter)] if request.adapter is not None else 0
+            for i, prompt in enumerate(request.prompts):
+                ids = self.encode_prompt(prompt)
+                rows = tuple(((r, i, j), row_seed(p.seed, i, j)) for j in range(p.n))
+                groups.setdefault((p.temperature, p.top_p, p.max_new_tokens), []).append(
+                    (-len(ids), r, i, PromptUnit(ids, rows, adapter)))
+        total = sum(len(r.prompts) * r.params.n for r in requests)
+        done = [0]
 
-        def settings(r: int) -> tuple[float, float, int]:
-            p = requests[r].params
-            return (p.temperature, p.top_p, p.max_new_tokens)
+        def finished(rows: int) -> None:
+            done[0] += rows
+            if progress is not None:
+                progress(done[0], total)
 
-        jobs.sort(key=lambda job: (settings(job[0]), -len(encoded[job[0]][job[1]]), job))
         results: list[list[list[Sample | None]]] = [
             [[None] * r.params.n for _ in r.prompts] for r in requests]
-        batches: list[list[tuple[int, int, int]]] = []
-        for job in jobs:
-            if (not batches or len(batches[-1]) == size
-                    or settings(batches[-1][0][0]) != settings(job[0])):
-                batches.append([])
-            batches[-1].append(job)
-        done = 0
-        context = attached_adapters(self.model, folders) if folders else nullcontext(None)
+        if merge:
+            context = merged_adapter(self.model, folders[0])
+        else:
+            context = attached_adapters(self.model, folders) if folders else nullcontext(None)
         with context as lora:
-            for batch in batches:
-                params = requests[batch[0][0]].params
-                seeds = [row_seed(requests[r].params.seed, i, j) for r, i, j in batch]
-                adapters = torch.tensor([
-                    slot[str(requests[r].adapter)] if requests[r].adapter is not None else 0
-                    for r, _, _ in batch])
-                outputs = self._generate_batch([encoded[r][i] for r, i, _ in batch], params,
-                                               seeds, adapters, lora)
-                for (r, i, j), (tokens, reason, entropy) in zip(batch, outputs, strict=True):
+            for (temperature, top_p, max_new), units in sorted(groups.items()):
+                decoded = decode(self.model, [u for *_, u in sorted(units, key=lambda x: x[:3])],
+                                 temperature, top_p, max_new, self.eos_ids,
+                                 self.tokenizer.pad_token_id, size, lora=lora,
+                                 on_finished=finished)
+                for (r, i, j), (tokens, reason, entropy) in decoded.items():
                     text = self.tokenizer.decode(tokens, skip_special_tokens=True)
                     results[r][i][j] = Sample(i, j, text, tokens, reason, entropy)
-                done += len(batch)
-                if progress is not None:
-                    progress(done, len(jobs))
         return [[[s for s in row if s is not None] for row in request] for request in results]
 
     # --- Greedy decoding with a shared, cached prompt prefix (LLM-as-a-judge) ----------------
@@ -417,7 +223,7 @@ class TransformersBackend(ChatPrompting):
         if base is not None:
             # The prefix's keys/values, repeated over the batch, in a cache that grows by
             # doubling (not one concatenation, of the whole prefix too, per generated token).
-            cache = _growing_cache(self.model.config)
+            cache = growing_cache(self.model.config)
             for layer, source in zip(cache.layers, base.layers, strict=True):
                 layer.update(source.keys.repeat_interleave(len(suffixes), dim=0),
                              source.values.repeat_interleave(len(suffixes), dim=0))

@@ -189,9 +189,12 @@ class _EpochSelector(TrainerCallback):
         model.save_pretrained(snapshot)
         record: dict[str, float] = {"epoch": epoch, "step": state.global_step}
         if self.eval_fn is not None:
+            from saturated_dag.generation.multi_lora import merged_peft_lora
+
             was_training = model.training
             model.eval()
-            record["val_pass@1"] = float(self.eval_fn(model, self.tokenizer))
+            with merged_peft_lora(model):  # the sampler's fast path: merged, on CPU
+                record["val_pass@1"] = float(self.eval_fn(model, self.tokenizer))
             model.train(was_training)
         self.epochs.append(record)
         score = record.get("val_pass@1")

@@ -1,0 +1,88 @@
+"""How many model steps a run executes at once, and with how many torch threads each.
+
+Why it matters: the embedded world is a sampling workload on a small CPU. Measured on this
+project's 2-core machine, two 1-thread processes sampling half of the same questions each
+finish 1.68x sooner than one 2-thread process, and beside any other CPU-bound process two
+torch threads run 3.4x *slower* than one (OpenMP oversubscription). So a model step never
+runs more threads than the cores its layout gives it, and the ``gpu`` concurrency pool, which
+every model step claims, has exactly as many slots as the layout runs model steps at once:
+two runs side by side then never hold more model steps than that either.
+
+The layouts (``StepLayout``, chosen by ``step_layout``):
+
+- an accelerator (a CUDA device, or any vLLM engine): the run's own process, one model step
+  at a time per device, so the engine loads once for all steps;
+- CPU, ``execution.model_steps: one_at_a_time`` (the default): the run's own process, one
+  model step at a time with a torch thread per core;
+- CPU, ``one_per_core``: a process per step (Dagster's multiprocess executor), one per core
+  at once, each with one torch thread.
+
+The default on CPU is measured, not assumed: on the demo one per core ran 342 s against 263 s
+one at a time (``docs/performance.md``, "Steps and threads"): Dagster starts a process per
+step, about 1.1 s each, and most demo steps last 1 to 4 s.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepLayout:
+    """``steps`` model steps at once, each with ``threads`` torch threads (None: torch's
+    default, on an accelerator), in ``processes``: ``run`` (the run's own) or ``per_step``."""
+
+    steps: int
+    threads: int | None
+    processes: str
+
+
+def cpu_cores() -> int:
+    """The cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def cuda_devices() -> int:
+    """Visible CUDA devices (0 without torch's CUDA build or a device)."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def on_cpu(profile: Any) -> bool:
+    """Whether every model of the profile runs on the CPU under transformers (the policy, an
+    LLM strong judge, and the training, which TRL puts on a CUDA device when there is one)."""
+    policy = profile.policy
+    if policy.backend != "transformers" or not policy.device.startswith("cpu"):
+        return False
+    strong = profile.judges.strong
+    if strong.kind == "llm" and (strong.backend != "transformers"
+                                 or not strong.device.startswith("cpu")):
+        return False
+    return cuda_devices() == 0
+
+
+def step_layout(profile: Any) -> StepLayout:
+    """The profile's layout on this machine (see the module doc)."""
+    if not on_cpu(profile):
+        return StepLayout(max(1, cuda_devices()), None, "run")
+    if profile.execution.model_steps == "one_per_core":
+        return StepLayout(cpu_cores(), 1, "per_step")
+    return StepLayout(1, cpu_cores(), "run")
+
+
+def limit_threads(threads: int) -> None:
+    """Run this process's torch (and the OpenMP and BLAS libraries under it) on ``threads``."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    import torch
+
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
