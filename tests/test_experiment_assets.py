@@ -181,3 +181,30 @@ def test_a_row_pinning_the_profiles_value_names_its_adapter_in_the_sweep_table(
     csv = pl.read_csv(out / "chain_sum" / "dpo_beta_sweep.csv")
     assert csv["adapter"].to_list() == [None, "dpo_entropy", "dpo_entropy_beta2"]
     assert csv["epochs"].to_list() == [None, 3, 2]
+
+
+def test_one_per_core_runs_the_adapter_check_inside_the_adapters_step(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    """With ``execution.model_steps: one_per_core`` (a process per step) the adapter's
+    ``loads_and_generates`` check is a check spec of the adapter asset, evaluated at the end
+    of its step, not an asset check of its own; its result is the same check."""
+    store = tmp_path / "out" / "assets"
+    pool = make_pool()
+    atomic_write_parquet(pool, store / "chain_sum" / "generation_pool.parquet")
+    atomic_write_parquet(make_partitions(pool),
+                         store / "chain_sum" / "difficulty_partitions.parquet")
+    training = {**OVERRIDES["training"], "methods": ["sft"]}
+    overrides = {**OVERRIDES, "training": training,
+                 "policy": {"model": str(tiny_model_dir), "batch_size": 8},
+                 "execution": {"model_steps": "one_per_core"}}
+    everything, checks = graph("demo", overrides)
+    sft = dg.AssetKey(["chain_sum", "saturated", "adapter", "sft"])
+    (asset,) = [a for a in everything if sft in a.keys]
+    assert {k.name for k in asset.check_keys} == {"loads_and_generates"}
+    assert not [c for c in checks if sft in {k.asset_key for k in c.check_keys}]
+    result = dg.materialize(everything, selection=[sft, dg.AssetKey(
+        ["chain_sum", "saturated", "sft_set"])], instance=dg.DagsterInstance.ephemeral(),
+        resources=resources(tmp_path / "out", "demo", overrides))
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.asset_key == sft]
+    assert evaluation.check_name == "loads_and_generates" and evaluation.passed
+    assert evaluation.metadata["generated_tokens"].value > 0

@@ -184,8 +184,12 @@ def growing_cache(config: Any) -> DynamicCache:
 
 
 ADMIT_AT = 0.25
+"""Waiting prompts are admitted once this share of the slots is free (``decode``): a prefill
+is a forward pass of its own, so admissions are batched."""
+
 DROP_AT = 64
-"""Waiting prompts are admitted once this share of the slots is free (``decode``)."""
+"""Front columns that no live row attends to are dropped once there are this many (a view of
+the buffer, no copy)."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +215,6 @@ def decode(
     slots: int,
     lora: Any = None,
     on_finished: Callable[[int], None] | None = None,
-    admit_at: float | None = None,
 ) -> dict[Any, Decoded]:
     """Every row of ``units`` sampled with continuous batching over ``slots`` slots.
 
@@ -254,7 +257,7 @@ def decode(
     mask = torch.zeros((width, 0), dtype=torch.long, device=device)
     out: dict[Any, Decoded] = {}
     state = {"columns": 0, "routed": False}
-    min_free = max(1, int((ADMIT_AT if admit_at is None else admit_at) * width))
+    min_free = max(1, int(ADMIT_AT * width))
 
     def draw(rows: torch.Tensor) -> None:
         """Each slot in ``rows`` draws its next token from ``logits``; finished rows leave."""
