@@ -5,9 +5,9 @@ or a path to a YAML file) and is validated here, so a bad profile fails at load 
 model is touched. Outputs go under ``SATURATED_DAG_OUTPUT_DIR`` (default ``outputs``).
 
 Every job, including the implicit one behind a UI materialisation or a sensor's run, uses the
-profile's ``step_executor`` (``jobs/executor.py``): on CPU one model step per core, each with
-one torch thread; on an accelerator one process, so a run loads the policy once for all its
-steps (training then runs in its own process, through Dagster Pipes).
+profile's ``step_executor`` (``jobs/executor.py``): the run's own process, so a run loads the
+policy once for all its steps, unless a CPU profile asks for one model step per core
+(``execution.model_steps: one_per_core``).
 """
 
 from __future__ import annotations

@@ -27,4 +27,5 @@ def demo_job(profile: Profile):
     return whole_profile_job(
         "demo", profile,
         f"Every asset of the tasks of profile {profile.name!r} ({', '.join(profile.tasks)}): "
-        "on CPU one model step per core, on an accelerator one process for the run.")
+        "in one process so the policy model loads once (execution.model_steps: one_per_core "
+        "runs a model step per core on CPU).")

@@ -2,10 +2,9 @@
 
 They run the loaded profile (``SATURATED_DAG_PROFILE=paper`` for the paper's models and
 sizes): chain sum gives Tables 1, 7, 8, 9 and Figure 6; GSM8K Table 2 (and Table 3 with the
-``paper_instruct`` profile). On the GPU one process, so the policy loads once for sampling,
-judging, entropy and evaluation; training runs in its own subprocess (``assets/adapters.py``).
-On CPU (the rehearsal's tiny models under transformers) one step per core
-(``jobs/executor.py``).
+``paper_instruct`` profile). One process (``jobs/executor.py``), so the policy loads once for
+sampling, judging, entropy and evaluation; training runs in its own subprocess
+(``assets/adapters.py``).
 """
 
 import dagster as dg

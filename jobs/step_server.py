@@ -4,7 +4,7 @@ resolved, and the libraries a model step imports lazily (``jobs/executor.py``).
 Each step process is forked from that server, so it starts with torch, transformers, TRL,
 PEFT, Math-Verify, Dagster and the resolved job already in memory instead of importing and
 building them again: about 5 s of imports, 0.4 s of job resolution and 0.4 s of TRL's
-trainer modules per step on the demo, measured with ``python -X importtime``.
+trainer modules per step on the demo (timed in one process, import by import).
 """
 
 import definitions

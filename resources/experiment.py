@@ -289,8 +289,8 @@ class ExperimentResource(dg.ConfigurableResource):
             overrides_dict(self.location.overrides), overrides_dict(self.overrides)))
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """Validate the settings, hold a CPU step to its one torch thread, and tag the run
-        with the profile and folder it uses."""
+        """Validate the settings, hold the step to its layout's torch threads
+        (``saturated_dag.parallel``), and tag the run with the profile and folder it uses."""
         settings = self.settings  # raises naming the setting, before any step runs
         layout = step_layout(settings)
         if layout.threads is not None:  # never more threads than the layout's cores
@@ -298,8 +298,9 @@ class ExperimentResource(dg.ConfigurableResource):
         if layout.processes == "per_step":
             run_process = multiprocessing.parent_process()
             if run_process is not None and run_process.pid is not None:
-                # A step process of the multiprocess executor: it dies with its run. Its OS
-                # parent is the fork server, which exits when the run process dies.
+                # A step process of the multiprocess executor, whose OS parent is the fork
+                # server, not the run: it dies with either (the kernel's parent-death signal
+                # for the server, a watcher thread for the run).
                 bind_to_parent(os.getppid())
                 die_with(run_process.pid)
         run = context.dagster_run
