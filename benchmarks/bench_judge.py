@@ -25,6 +25,7 @@ from benchmarks.common import (
     alternate,
     base_parser,
     chain_sum_prompts,
+    left_padded,
     load_backend,
     median,
     until_eos,
@@ -62,10 +63,9 @@ def batched_no_cache(backend: Any, prompts: list[str], max_new_tokens: int,
     pad = backend.tokenizer.pad_token_id
     outputs = []
     for start in range(0, len(prompts), batch_size):
-        encoded = [backend.encode_prompt(p) for p in prompts[start : start + batch_size]]
-        width = max(len(e) for e in encoded)
-        ids = torch.tensor([[pad] * (width - len(e)) + e for e in encoded])
-        mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded])
+        ids, mask = left_padded(
+            [backend.encode_prompt(p) for p in prompts[start : start + batch_size]], pad)
+        width = ids.shape[1]
         out = backend.model.generate(
             input_ids=ids, attention_mask=mask, generation_config=config,
             stopping_criteria=[_TextStop(backend.tokenizer, width, _stop)])

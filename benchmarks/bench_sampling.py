@@ -25,6 +25,7 @@ from benchmarks.common import (
     alternate,
     base_parser,
     chain_sum_prompts,
+    left_padded,
     load_backend,
     median,
     until_eos,
@@ -58,13 +59,11 @@ def batched_generate(backend: Any, prompts: list[str], params: SamplingParams,
     per = max(1, rows // params.n)
     completions = []
     for start in range(0, len(prompts), per):
-        encoded = [backend.encode_prompt(p) for p in prompts[start : start + per]]
-        width = max(len(e) for e in encoded)
-        ids = torch.tensor([[pad] * (width - len(e)) + e for e in encoded])
-        mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded])
+        ids, mask = left_padded(
+            [backend.encode_prompt(p) for p in prompts[start : start + per]], pad)
         torch.manual_seed(params.seed * 1_000_003 + start)
         out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
-        completions += [until_eos(row, eos) for row in out[:, width:].tolist()]
+        completions += [until_eos(row, eos) for row in out[:, ids.shape[1]:].tolist()]
     return completions
 
 

@@ -197,3 +197,12 @@ def until_eos(row: list[int], eos_ids: Any) -> list[int]:
         if token in eos_ids:
             return row[: i + 1]
     return row
+
+
+def left_padded(encoded: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids padded on the left to one width, and their attention mask (``generate``'s
+    batched input)."""
+    width = max(len(e) for e in encoded)
+    ids = torch.tensor([[pad] * (width - len(e)) + e for e in encoded])
+    mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded])
+    return ids, mask

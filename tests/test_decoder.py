@@ -42,6 +42,34 @@ def _table(a: list[object], b: list[object], keys: list[object]) -> list[list[in
             for seq, other in ((a, rest[0]), (b, rest[1]))]
 
 
+def _homogeneous(a: list[object], b: list[object]) -> float:
+    """The p-value of a chi-square test that ``a`` and ``b`` come from one distribution
+    (values seen fewer than 10 times pooled into one cell)."""
+    from scipy.stats import chi2_contingency
+
+    keys = [k for k in sorted({*a, *b}, key=repr) if a.count(k) + b.count(k) >= 10]
+    return float(chi2_contingency(_table(a, b, keys)).pvalue)
+
+
+def _plain_generate(backend: TransformersBackend, prompt: str, params: SamplingParams
+                    ) -> list[list[int]]:
+    """``params.n`` samples of ``prompt`` from ``model.generate`` (the same temperature,
+    top-p, token limit and EOS), each cut after its EOS as the sampler's are."""
+    ids = torch.tensor([backend.encode_prompt(prompt)])
+    torch.manual_seed(params.seed)
+    with torch.no_grad():
+        out = backend.model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True,
+            temperature=params.temperature, top_p=params.top_p, top_k=None,
+            max_new_tokens=params.max_new_tokens, num_return_sequences=params.n,
+            eos_token_id=backend.eos_ids, pad_token_id=backend.tokenizer.pad_token_id)
+    rows = []
+    for row in out[:, ids.shape[1]:].tolist():
+        ends = [i for i, token in enumerate(row) if token in backend.eos_ids]
+        rows.append(row[: ends[0] + 1] if ends else row)
+    return rows
+
+
 def test_two_runs_give_the_same_samples(tiny_model_dir: Path) -> None:
     backend = TransformersBackend.load(str(tiny_model_dir), batch_size=7)
     params = SamplingParams(n=3, temperature=0.8, top_p=0.9, max_new_tokens=10, seed=3)
@@ -74,68 +102,44 @@ def test_first_tokens_and_answers_follow_plain_generate(tiny_model_dir: Path) ->
     """Against ``model.generate`` (do_sample, the same temperature and top-p): the first
     token's distribution and the distribution of the first three tokens' text agree by a
     chi-square test of homogeneity (p > 1e-3) over 3,000 samples each."""
-    from scipy.stats import chi2_contingency
-
     backend = TransformersBackend.load(str(tiny_model_dir), batch_size=512)
     prompt = PROMPTS[1]
     params = SamplingParams(n=3000, temperature=0.7, top_p=0.8, max_new_tokens=3, seed=2)
     (ours,) = backend.sample([prompt], params)
-    ids = torch.tensor([backend.encode_prompt(prompt)])
-    torch.manual_seed(0)
-    with torch.no_grad():
-        out = backend.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                     do_sample=True, temperature=0.7, top_p=0.8, top_k=None,
-                                     max_new_tokens=3, num_return_sequences=3000,
-                                     pad_token_id=backend.tokenizer.pad_token_id)
-    theirs = [row[ids.shape[1]:].tolist() for row in out]
-
-    def homogeneous(a: list[object], b: list[object]) -> float:
-        keys = sorted({*a, *b}, key=repr)
-        common = [k for k in keys if a.count(k) + b.count(k) >= 10]  # chi-square's cells
-        return float(chi2_contingency(_table(a, b, common)).pvalue)
-
+    theirs = _plain_generate(backend, prompt, params)
     first_ours = [s.token_ids[0] for s in ours]
     first_theirs = [t[0] for t in theirs]
     assert len(set(first_ours)) > 3  # a real distribution, not one token
-    assert homogeneous(first_ours, first_theirs) > 1e-3
-    text_ours = [tuple(s.token_ids[:3]) for s in ours]
-    text_theirs = [tuple(t[:3]) for t in theirs]
-    assert homogeneous(text_ours, text_theirs) > 1e-3
+    assert _homogeneous(first_ours, first_theirs) > 1e-3
+    assert _homogeneous([tuple(s.token_ids[:3]) for s in ours],
+                        [tuple(t[:3]) for t in theirs]) > 1e-3
     # and the test can fail: another temperature is told apart
     (hot,) = backend.sample([prompt], SamplingParams(n=3000, temperature=1.5, top_p=1.0,
                                                      max_new_tokens=3, seed=2))
-    assert homogeneous([s.token_ids[0] for s in hot], first_theirs) < 1e-3
+    assert _homogeneous([s.token_ids[0] for s in hot], first_theirs) < 1e-3
 
 
 def test_answers_of_the_embedded_model_follow_plain_generate() -> None:
-    """On the shipped arithmetic model, one chain-sum question: the distribution of the
+    """On the shipped arithmetic model with the demo profile's own policy settings (its
+    slot count) and sampling settings, one chain-sum question: the distribution of the
     extracted answers of 600 samples is generate's (chi-square homogeneity, p > 1e-3)."""
-    from scipy.stats import chi2_contingency
+    from dataclasses import replace
 
     from saturated_dag.config import load_profile
     from saturated_dag.tasks import eval_questions
-    from saturated_dag.verification import extract_last_boxed as extract_answer
+    from saturated_dag.verification import extract_last_boxed
 
-    backend = TransformersBackend.load("arith-base", batch_size=128)
-    question = eval_questions(load_profile("demo"), "chain_sum")[40]
-    prompt = backend.render(question.prompt_text)
-    params = SamplingParams(n=600, temperature=1.0, top_p=0.95, max_new_tokens=96, seed=0)
+    demo = load_profile("demo")
+    backend = TransformersBackend.load(demo.policy.model, batch_size=demo.policy.batch_size)
+    prompt = backend.render(eval_questions(demo, "chain_sum")[40].prompt_text)
+    params = replace(demo.sampling.params(), n=600)
     (ours,) = backend.sample([prompt], params)
-    ids = torch.tensor([backend.encode_prompt(prompt)])
-    torch.manual_seed(0)
-    with torch.no_grad():
-        out = backend.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                     do_sample=True, temperature=1.0, top_p=0.95, top_k=None,
-                                     max_new_tokens=96, num_return_sequences=600,
-                                     eos_token_id=backend.eos_ids,
-                                     pad_token_id=backend.tokenizer.pad_token_id)
-    theirs = backend.tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True)
-    a = [str(extract_answer(s.text)) for s in ours]
-    b = [str(extract_answer(t)) for t in theirs]
-    keys = [k for k in sorted({*a, *b}) if a.count(k) + b.count(k) >= 10]
-    assert len(keys) >= 2, keys  # more than one answer, so the comparison means something
-    table = _table(a, b, keys)
-    assert chi2_contingency(table).pvalue > 1e-3, table
+    theirs = backend.tokenizer.batch_decode(_plain_generate(backend, prompt, params),
+                                            skip_special_tokens=True)
+    a = [str(extract_last_boxed(s.text)) for s in ours]
+    b = [str(extract_last_boxed(t)) for t in theirs]
+    assert len({k for k in {*a, *b} if a.count(k) + b.count(k) >= 10}) >= 2  # a real spread
+    assert _homogeneous(a, b) > 1e-3, _table(a, b, sorted({*a, *b}))
 
 
 def test_a_merged_adapter_gives_pefts_merged_logits_and_restores_the_model(

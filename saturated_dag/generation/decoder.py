@@ -237,9 +237,13 @@ def decode(
     eos = torch.tensor(sorted(set(eos_ids)), device=device)
     cache = DynamicCache(config=model.config)
     if not all(type(layer) is DynamicLayer for layer in cache.layers):
-        raise NotImplementedError(
-            f"the slot decoder needs full-attention cache layers; {type(model).__name__} "
-            f"has {sorted({type(layer).__name__ for layer in cache.layers})}")
+        # Refused, not guessed: a sliding-window layer keeps only its window, so a slot's
+        # columns would not be the ones its row attends to.
+        raise ValueError(
+            f"the transformers sampler needs full-attention cache layers; "
+            f"{type(model).__name__} has "
+            f"{sorted({type(layer).__name__ for layer in cache.layers})}: serve this model "
+            "with policy.backend: vllm")
     layers = [GrowingLayer() for _ in cache.layers]
     cache.layers = layers  # type: ignore[assignment]
 
