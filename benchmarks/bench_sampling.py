@@ -41,7 +41,7 @@ def plain_sampling(backend: Any, prompts: list[str], params: SamplingParams) -> 
     config.num_return_sequences = params.n
     completions = []
     for i, prompt in enumerate(prompts):
-        ids = torch.tensor([backend.encode_prompt(prompt)])
+        ids = torch.tensor([backend.encode_prompt(prompt)], device=model.device)
         torch.manual_seed(params.seed * 1_000_003 + i)
         out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
                              generation_config=config)
@@ -61,6 +61,7 @@ def batched_generate(backend: Any, prompts: list[str], params: SamplingParams,
     for start in range(0, len(prompts), per):
         ids, mask = left_padded(
             [backend.encode_prompt(p) for p in prompts[start : start + per]], pad)
+        ids, mask = ids.to(model.device), mask.to(model.device)
         torch.manual_seed(params.seed * 1_000_003 + start)
         out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
         completions += [until_eos(row, eos) for row in out[:, ids.shape[1]:].tolist()]

@@ -26,9 +26,10 @@ import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:  # imported where used: the model loaders import this module without it
+    import polars as pl
 
 _HINTS = {
     errno.ENOSPC: "the disk is full",
@@ -181,6 +182,8 @@ def atomic_write_text(path: Path | str, text: str, encoding: str = "utf-8") -> P
 
 def _polars_frame(frame: Any, what: str) -> pl.DataFrame:
     """``frame`` if it is a polars DataFrame; anything else is refused by name."""
+    import polars as pl
+
     if not isinstance(frame, pl.DataFrame):
         raise TypeError(f"{what} needs a polars DataFrame, got {type(frame).__module__}."
                         f"{type(frame).__name__} (convert a pandas frame with pl.from_pandas)")
