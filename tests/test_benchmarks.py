@@ -183,3 +183,16 @@ def test_methods_benchmark(tiny_model_dir: Path, tmp_path: Path) -> None:
     assert all(row[3] > 0 for row in out["rows"])
     assert all(_finite_positive(s["ours_over_defaults_tokens_per_s"])
                for s in out["summary"].values())
+
+
+def test_gpu_sampler_benchmark_dry_run_on_cpu(tmp_path: Path) -> None:
+    """The GPU script's checks (test_decoder's, on the chosen device) hold on CPU at toy
+    size, and its throughput rows compare the same work."""
+    from benchmarks import gpu_sampler
+
+    report = gpu_sampler.main(["--device", "cpu", "--toy", "--out", str(tmp_path / "g.json")])
+    assert report["all_checks_pass"], report["checks"]
+    assert len(report["checks"]) == 5
+    for row in report["throughput"]:
+        assert _finite_positive(row["ours_over_batched"])
+        assert row["tokens"]["ours"] > 0 and row["tokens"]["batched"] > 0
