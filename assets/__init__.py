@@ -17,6 +17,7 @@ from assets.generation_pool import generation_pool_asset, generation_pool_check
 from assets.preference_datasets import preference_dataset_assets, preference_dataset_checks
 from assets.quality_scores import finite_scores_check, score_asset_names, score_assets
 from assets.result_tables import results_table_asset, sweep_table_asset
+from assets.runs_table import runs_table_asset
 from assets.scorer_agreement import scorer_agreement_asset
 from assets.selection import selection_asset
 from assets.testbed import testbed_asset
@@ -60,7 +61,8 @@ def task_assets(profile: Profile, task: str
     tables = [results_table_asset(task, main), behaviour_asset(task, main),
               *(sweep_table_asset(task, sweep, rows,
                                   {r.experiment: list(trained[r.experiment]) for r in rows})
-                for sweep, rows in task_sweeps(profile, task).items())]
+                for sweep, rows in task_sweeps(profile, task).items()),
+              runs_table_asset(task, cells, trained)]
     built = [pool, parts, *scores.values(), scorer_agreement_asset(task, scorer_assets),
              *datasets,
              *adapter_assets(task, adapters, check_in_step=in_step),

@@ -1,7 +1,8 @@
 """Helpers that turn frames and figures into Dagster metadata and outputs."""
 
 import base64
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from tabulate import tabulate
 
 from resources.parquet_io import frame_data_version
 from saturated_dag.experiments import Experiment
+from saturated_dag.result_tables import SUMMARY_CHARS
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
@@ -38,22 +40,43 @@ def _cut(text: str) -> str:
     return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS - 1] + "…"
 
 
-def frame_table(frame: pl.DataFrame, max_rows: int = 50, decimals: int = 2
-                ) -> dg.TableMetadataValue:
-    """The first ``max_rows`` rows of a frame as a typed table the UI shows inline, floats
-    rounded to ``decimals`` (the frames' percentages have two), text cut at ``TEXT_CHARS``."""
+Format = str | Callable[[Any], str]
+"""A column's display: a format spec (``".2f"``, ``"g"``) or a function of the value."""
+
+
+def cell_text(value: Any, fmt: Format) -> str | None:
+    """A number as a table shows it: ``fmt`` applied, ``None`` (an empty cell) for a null, and
+    ``n/a`` for NaN (an undefined statistic, such as ρ on a question with constant scores)."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return "n/a"
+    return fmt(value) if callable(fmt) else format(value, fmt)
+
+
+def frame_table(frame: pl.DataFrame, max_rows: int = 50, decimals: int = 2,
+                formats: Mapping[str, Format] | None = None) -> dg.TableMetadataValue:
+    """The first ``max_rows`` rows of a frame as a table the UI shows inline, text cut at
+    ``TEXT_CHARS``.
+
+    Floats are written as text with exactly ``decimals`` decimals (``91.80``, not the UI's
+    ``91.8`` beside ``2``), or by their column's entry in ``formats`` (``"g"`` for a learning
+    rate: ``2e-05``, which two decimals would show as ``0``). Why text: the UI prints a number
+    with JavaScript's ``toString``, which drops trailing zeros; the column keeps its type in
+    the table's schema, and the typed values are in the asset's Parquet."""
     head = frame.head(max_rows)
+    formats = dict(formats or {})
     columns, cells = [], {}
     for name, dtype in head.schema.items():
-        if dtype.is_float():
-            kind, values = "float", [None if v is None else round(v, decimals)
-                                     for v in head[name].to_list()]
-        elif dtype.is_integer():
-            kind, values = "int", head[name].to_list()
-        else:
-            kind = _TYPES.get(type(dtype), "string")
-            values = head[name].to_list() if kind == "bool" else [
-                None if v is None else _cut(str(v)) for v in head[name].to_list()]
+        values = head[name].to_list()
+        kind = ("float" if dtype.is_float() else "int" if dtype.is_integer()
+                else _TYPES.get(type(dtype), "string"))
+        if name in formats:
+            values = [cell_text(v, formats[name]) for v in values]
+        elif kind == "float":
+            values = [cell_text(v, f".{decimals}f") for v in values]
+        elif kind == "string":
+            values = [None if v is None else _cut(str(v)) for v in values]
         columns.append(dg.TableColumn(name, kind))
         cells[name] = values
     records = [dg.TableRecord(dict(zip(cells, row, strict=True)))
@@ -70,9 +93,26 @@ def markdown_table(frame: pl.DataFrame, max_rows: int = 20) -> dg.MetadataValue:
 
 
 def image(path: Path, caption: str) -> dg.MetadataValue:
-    """A PNG shown inline in the UI (a data URI inside Markdown)."""
+    """A PNG in the UI (a data URI inside Markdown): one click away, behind the entry's "[Show
+    Markdown]" link, since the UI shows Markdown inline only under 1,000 characters and no PNG
+    is that small; the file itself (and an SVG beside it, ``plots.save_figure``) is on disk."""
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return dg.MetadataValue.md(f"![{caption}](data:image/png;base64,{data})")
+
+
+def summary_entry(text: str) -> dg.MetadataValue:
+    """An asset's answer as its first metadata entry (Markdown). Under the UI's inline limit
+    (``result_tables.SUMMARY_CHARS``) it reads without a click; one over it is cut at its last
+    whole paragraph that fits, so the answer's first line always shows inline."""
+    if len(text) < SUMMARY_CHARS:
+        return dg.MetadataValue.md(text)
+    kept = ""
+    for paragraph in text.split("\n\n"):
+        longer = f"{kept}\n\n{paragraph}" if kept else paragraph
+        if len(longer) + 2 >= SUMMARY_CHARS:
+            break
+        kept = longer
+    return dg.MetadataValue.md((kept or text[:SUMMARY_CHARS - 2]) + " …")
 
 
 def frame_output(frame: pl.DataFrame, metadata: dict[str, Any]) -> dg.Output[pl.DataFrame]:
@@ -82,19 +122,6 @@ def frame_output(frame: pl.DataFrame, metadata: dict[str, Any]) -> dg.Output[pl.
     hit) keeps the same data version, so nothing downstream is marked stale by it.
     """
     return dg.Output(frame, metadata=metadata, data_version=frame_data_version(frame))
-
-
-def save_figure(fig: Any, path: Path) -> Path:
-    """Lay out a matplotlib figure, write it atomically as a 110 dpi PNG and close it."""
-    import matplotlib.pyplot as plt
-
-    from saturated_dag.atomic import atomic_save_figure
-
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_save_figure(fig, path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 def eval_report_ins(task: str, experiments: Sequence[Experiment]) -> dict[str, dg.AssetIn]:

@@ -5,6 +5,13 @@ own process by default (``training.isolate``), started through Dagster Pipes: it
 metadata and data version (the hash of the adapter's weights) come back into the run. The
 metadata states every setting it was trained with (also the run's tag, one line per adapter),
 the per-epoch validation curve and the training log (loss; DPO's reward margins) as tables.
+
+The folder travels: ``adapter_config.json`` names the base model by its hub id or a path
+relative to the project (``training.train.make_portable``), and its ``README.md`` is a model
+card (``saturated_dag.model_card``) that says what the adapter is: task, split, training data,
+method, scorer, every hyperparameter, seed, base model, the epoch kept and its validation
+pass@1. It is rewritten on every materialisation (a cache hit too, and only when it changed),
+keeping the eval part the eval report asset fills in while it is about the same weights.
 """
 
 import json
@@ -31,10 +38,13 @@ from resources import ExperimentResource, InferenceResource
 from resources.training import train_with_pipes
 from saturated_dag.atomic import atomic_write_text
 from saturated_dag.config import PolicySettings, Profile, TrainingSettings
+from saturated_dag.evaluation import recorded_base_model
 from saturated_dag.experiments import Experiment
+from saturated_dag.model_card import CARD_FILE, AdapterFacts, write_training_card
 from saturated_dag.plots import training_curves
 from saturated_dag.shards import file_fingerprint, frame_digest, questions_digest, stage_key
 from saturated_dag.tasks import validation_questions
+from saturated_dag.tracking import trainer_environment
 from saturated_dag.training.config import (
     LOG_NAMES,
     resolve_dtype,
@@ -115,16 +125,21 @@ def training_overrides(exp: Experiment, base: TrainingSettings) -> dict[str, Any
 
 
 def training_spec(profile: Profile, task: str, exp: Experiment, policy: PolicySettings,
-                  data_path: Path, out: Path, key: str) -> dict[str, Any]:
+                  data_path: Path, out: Path, key: str, output_dir: str) -> dict[str, Any]:
     """What the training process needs (JSON): the profile, the cell, the data's file, and
     how it samples its validation set (the policy's prompts, ``validation_batch_size`` rows
     a batch: the policy's own batch size is the vLLM engine's, far too large beside a
-    trainer on one GPU)."""
+    trainer on one GPU). With ``tracking.mlflow`` on, ``tracking_env`` points the trainer's
+    MLflow callback at the output folder's store, tagged with the adapter (not part of the
+    adapter's cache key: tracking does not change the weights)."""
+    tags = {"saturated_dag.profile": profile.name, "saturated_dag.task": task,
+            "saturated_dag.adapter": exp.name}
     return {"profile": profile.model_dump(mode="json"), "task": task, "method": exp.method,
             "training_overrides": training_overrides(exp, profile.training),
             "base_model": policy.model, "batch_size": profile.training.validation_batch_size,
             "chat_template": policy.chat_template, "enable_thinking": policy.enable_thinking,
-            "data": str(data_path), "out_dir": str(out), "record": {"cache_key": key}}
+            "data": str(data_path), "out_dir": str(out), "record": {"cache_key": key},
+            "tracking_env": trainer_environment(profile.tracking, output_dir, tags)}
 
 
 def _cached_result(out: Path, key: str) -> tuple[dict | None, str]:
@@ -147,6 +162,31 @@ def _cached_result(out: Path, key: str) -> tuple[dict | None, str]:
         return None, (f"{weights} does not hash to what its training recorded"
                       if recorded else "no recorded hash of its weights")
     return stored, "hit"
+
+
+def adapter_facts(profile: Profile, task: str, exp: Experiment, out: Path, record: dict,
+                  result: dict, rows: int, spec: str) -> AdapterFacts:
+    """The model card's training part from what the training recorded (``record``:
+    ``training_config.json``; ``result``: ``result.json``) and the cell: ``rows`` training
+    rows, ``spec`` the base model as the profile names it."""
+    settings = record["settings"]
+    best = result["best_epoch"]
+    curve = [{"epoch": e["epoch"], "validation pass@1 (%)":
+              None if e.get("val_pass@1") is None else 100 * e["val_pass@1"]}
+             for e in result["epochs"]]
+    kept = next((e["validation pass@1 (%)"] for e in curve if e["epoch"] == best), None)
+    return AdapterFacts(
+        name=exp.name, asset_key="/".join([task, exp.split, "adapter", exp.name]), task=task,
+        split=exp.split, method=exp.method, scorer=exp.scorer,
+        training_data="/".join([task, *exp.dataset]), training_rows=rows,
+        base_model=recorded_base_model(out), base_model_spec=spec,
+        hyperparameters={**settings_summary(exp.method, settings),
+                         "precision": record.get("precision", "")},
+        seed=settings["seed"], max_epochs=settings["epochs"], best_epoch=best,
+        validation_pass_at_1=kept,
+        validation_questions=len(validation_questions(profile, task)),
+        validation_curve=curve, weights_version=result["weights_version"],
+        versions=record.get("versions", {}))
 
 
 def _description(exp: Experiment) -> str:
@@ -201,7 +241,8 @@ def _adapter_asset(task: str, exp: Experiment, check_in_step: bool) -> dg.Assets
             data.write_parquet(data_path)  # a scratch copy for the child process
             context.log.info(f"adapter {exp.name} trains with: "
                              f"{settings_line(exp.method, planned)}")
-            spec = training_spec(profile, task, exp, settings, data_path, out, key)
+            spec = training_spec(profile, task, exp, settings, data_path, out, key,
+                                 experiment.output_dir)
             result = _train(context, inference, spec, work, profile.training.isolate)
             # the weights' hash: what a later cache hit must find (the child reports it)
             result["weights_version"] = (result.get("data_version")
@@ -242,6 +283,13 @@ def _adapter_asset(task: str, exp: Experiment, check_in_step: bool) -> dg.Assets
         # the child reports the weights' hash through Pipes; a cache hit or an in-process run
         # hashes the same file here
         version = result.get("data_version") or adapter_weights_version(out)
+        card = adapter_facts(profile, task, exp, out, record,
+                             {**result, "weights_version": version}, data.height,
+                             settings.model)
+        if write_training_card(out, card):
+            context.log.info(f"wrote the model card {out / CARD_FILE}")
+        metadata["model card"] = dg.MetadataValue.path(str(out / CARD_FILE))
+        metadata["base model (adapter_config.json)"] = card.base_model
         checks = [loads_and_generates(experiment, inference, task, exp)] if check_in_step else []
         return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version),
                                     check_results=checks)

@@ -1,4 +1,4 @@
-"""``<task>/difficulty_partitions``: saturated, hard and strict-saturated splits (App. A.1)."""
+"""``<task>/difficulty_partitions``: saturated, hard and strict_saturated splits (App. A.1)."""
 
 from pathlib import Path
 
@@ -11,7 +11,7 @@ from resources.parquet_io import schema_metadata
 from saturated_dag import partitions
 from saturated_dag.plots import pass_at_1_heatmap
 
-POOL_TITLES = {"D": "D (target)", "D_prime": "D' (strictly easier)"}
+POOL_TITLES = {"D": "D (target)", "D_prime": "D_prime (strictly easier)"}
 
 
 def difficulty_partitions_asset(task: str) -> dg.AssetsDefinition:
@@ -23,7 +23,7 @@ def difficulty_partitions_asset(task: str) -> dg.AssetsDefinition:
         kinds={"polars", "parquet"},
         metadata=schema_metadata("difficulty_partitions"),
         description=f"{task}: per-question p-hat and split (saturated p=1, hard p<=1/4, "
-        "strict-saturated from D', the middle excluded).",
+        "strict_saturated from D_prime, the middle excluded).",
     )
     def difficulty_partitions(
         context: dg.AssetExecutionContext,

@@ -14,8 +14,17 @@ intervals tighten. Earlier replicates are cache hits.
 Sampled in resumable shards keyed by the eval questions, the sampling settings, the answer
 check, the model's files, the adapter's files and this asset's code version
 (``assets/_stages.py``): an unchanged re-run is a cache hit that loads no model.
+
+A report says what it evaluated: each row names the adapter (one per training seed; null on
+the base model's report), its method, scorer and split, and the base model as the profile
+names it (``evaluation.ReportIdentity``). A cell's report's metadata names the configuration
+evaluated (the selection's choice) with its hyperparameters and links its adapters, the
+selection and the base model's report; and each adapter's model card (``README.md``) gets its
+eval part: that adapter's pass@1 and pass@k with 95% intervals on the eval set
+(``saturated_dag.model_card``, rewritten only when it changed).
 """
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +39,7 @@ from assets.selection import same_adapters, selection_key
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import latest_metadata, schema_metadata
 from saturated_dag.evaluation import (
+    ReportIdentity,
     ShardJob,
     adapter_backends,
     evaluate_samples,
@@ -38,10 +48,12 @@ from saturated_dag.evaluation import (
 )
 from saturated_dag.experiments import Experiment
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
+from saturated_dag.model_card import CARD_FILE, EvalFacts, StaleCard, write_eval_card
 from saturated_dag.result_tables import display_rows, eval_set_caption, results_table
 from saturated_dag.selection import chosen
 from saturated_dag.shards import ShardStore, questions_digest
 from saturated_dag.tasks import eval_questions, eval_set_name
+from saturated_dag.training.config import settings_summary
 
 EVAL_ASSET = {"io_manager_key": "parquet_io", "pool": "gpu",
               "kinds": {"eval", "polars", "parquet"},  # "eval": the graph node's badge
@@ -74,16 +86,20 @@ def _replicates(context: dg.AssetExecutionContext, configured: int) -> int:
     return count
 
 
-Target = tuple[Callable[[], GenerationBackend], Path | None]
-"""What one training replicate's report samples: a backend loader and the adapter folder
-(None: the base model)."""
+Target = tuple[Callable[[], GenerationBackend], Path | None, ReportIdentity]
+"""What one training replicate's report samples: a backend loader, the adapter folder
+(None: the base model) and what its rows say was evaluated."""
 
 
 def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
             inference: InferenceResource, task: str, targets: list[Target],
-            label: str, base: pl.DataFrame | None = None) -> dg.Output[pl.DataFrame]:
-    """Evaluate each target (training replicate r = its index) over every eval replicate;
-    ``base``: the base model's report, for the Δ (None: this is the base model's report).
+            label: str, base: pl.DataFrame | None = None,
+            evaluated: dict[str, object] | None = None
+            ) -> tuple[pl.DataFrame, dict[str, object]]:
+    """Evaluate each target (training replicate r = its index) over every eval replicate:
+    the report and its metadata. ``base``: the base model's report, for the Δ (None: this is
+    the base model's report); ``evaluated``: metadata saying what was evaluated, placed
+    right below the science.
 
     With ``evaluation.adapters_per_pass`` above 1 every missing shard of every (training,
     eval) replicate is first sampled in shared batched passes on the policy backend
@@ -110,7 +126,7 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     batched = _sample_together(context, experiment, inference, questions, plan)
     parts = []
     cache: dict[str, object] = {}
-    for seed, (backend, adapter) in enumerate(targets):
+    for seed, (backend, adapter, identity) in enumerate(targets):
         loaded: list[GenerationBackend] = []
 
         def backend_once(backend=backend, loaded=loaded) -> GenerationBackend:
@@ -125,7 +141,7 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                     log=context.log.info, store=store,
                     shard_size=profile.stages.shard_questions,
                     answer_check=profile.answer_check, replicate=replicate,
-                    training_replicate=seed))
+                    training_replicate=seed, identity=identity))
             if store is not None and store.last_stats is not None:
                 store.last_stats.computed_elsewhere(batched.get(str(store.root), 0))
             cache = cache_metadata(context, key, store)
@@ -136,8 +152,9 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     base_table = None if base is None else per_question_results(base)
     science = science_metadata(table, base_table, profile.sampling.n,
                                eval_set_name(profile, task, table["question_id"].n_unique()))
-    return frame_output(samples, {
+    return samples, {
         **science,
+        **(evaluated or {}),
         "temperature": profile.sampling.temperature,
         "top_p": profile.sampling.top_p,
         "max_new_tokens": profile.sampling.max_new_tokens,
@@ -155,7 +172,7 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
         "samples preview": markdown_table(
             samples.select("question_id", "sample_index", "answer", "gold", "correct",
                            "num_tokens"), max_rows=10),
-    })
+    }
 
 
 def _summary_row(table: pl.DataFrame, base: pl.DataFrame | None, k: int,
@@ -241,8 +258,13 @@ def base_eval_asset(task: str) -> dg.AssetsDefinition:
               description=f"Eval report: the base model on the {task} eval set.")
     def base_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                   inference: InferenceResource) -> dg.Output[pl.DataFrame]:
-        return _report(context, experiment, inference, task,
-                       [(lambda: inference.policy_backend(context.log), None)], "base model")
+        model = inference.policy_settings().model
+        samples, metadata = _report(
+            context, experiment, inference, task,
+            [(lambda: inference.policy_backend(context.log), None,
+              ReportIdentity(base_model=model))],
+            "base model", evaluated={"evaluated": "the base model", "base_model": model})
+        return frame_output(samples, metadata)
 
     return base_eval
 
@@ -279,6 +301,9 @@ def adapter_eval_asset(task: str, cell: Experiment,
         targets: list[Target] = []
         for seeded in by_name[name]:
             folder = adapter_dir(experiment.output_dir, task, seeded)
+            identity = ReportIdentity(base_model=settings.model, adapter=seeded.name,
+                                      method=seeded.method, scorer=seeded.scorer,
+                                      split=seeded.split)
             if not (folder / "adapter_config.json").is_file():
                 raise dg.Failure(f"adapter {folder} is missing: materialise "
                                  f"{task}/{seeded.split}/adapter/{seeded.name} first")
@@ -290,11 +315,95 @@ def adapter_eval_asset(task: str, cell: Experiment,
                                         dtype=settings.dtype,
                                         device=settings.device)[seeded.name]
 
-            targets.append((backend, folder))
-        return _report(context, experiment, inference, task, targets,
-                       f"{cell.split}/{cell.name} ({name})", base=base)
+            targets.append((backend, folder, identity))
+        seeds = by_name[name]
+        evaluated = configuration_metadata(task, cell, name, seeds, experiment.output_dir,
+                                           selected, settings.model)
+        samples, metadata = _report(context, experiment, inference, task, targets,
+                                    f"{cell.split}/{cell.name} ({name})", base=base,
+                                    evaluated=evaluated)
+        eval_set = eval_set_name(experiment.settings, task, samples["question_id"].n_unique())
+        metadata.update(update_model_cards(context, samples, base, seeds,
+                                           [t[1] for t in targets], key=[task, cell.split,
+                                                                         "eval", cell.name],
+                                           k=experiment.settings.sampling.n, eval_set=eval_set))
+        return frame_output(samples, metadata)
 
     return adapter_eval
+
+
+def _link(name: str, index: int, count: int) -> str:
+    """A metadata label, numbered by training replicate when the report has several."""
+    return name if count == 1 else f"{name} (training replicate {index})"
+
+
+def configuration_metadata(task: str, cell: Experiment, name: str, seeds: list[Experiment],
+                           output_dir: str, selected: bool, base_model: str
+                           ) -> dict[str, object]:
+    """What a cell's report evaluated: the configuration (the selection's choice when the
+    cell has a grid), its hyperparameters as training recorded them, and links to its
+    adapters (assets and folders), the selection and the base model's report."""
+    folders = [adapter_dir(output_dir, task, seeded) for seeded in seeds]
+    out: dict[str, object] = {
+        "configuration": name,
+        "chosen by": ("the selection (validation pass@1, App. B)" if selected
+                      else "the cell's only configuration"),
+        "base_model": base_model,
+    }
+    record = folders[0] / "training_config.json"
+    if record.is_file():
+        settings = json.loads(record.read_text()).get("settings")
+        if settings:
+            out["hyperparameters"] = dg.MetadataValue.json(
+                settings_summary(seeds[0].method, settings))
+    if selected:
+        out["selection"] = dg.MetadataValue.asset(selection_key(task, cell))
+    out["base eval report"] = dg.MetadataValue.asset(dg.AssetKey([task, "eval", "base"]))
+    for index, (seeded, folder) in enumerate(zip(seeds, folders, strict=True)):
+        out[_link("adapter", index, len(seeds))] = dg.MetadataValue.asset(
+            dg.AssetKey([task, seeded.split, "adapter", seeded.name]))
+        out[_link("adapter_dir", index, len(seeds))] = dg.MetadataValue.path(str(folder))
+    return out
+
+
+def adapter_eval_facts(samples: pl.DataFrame, base: pl.DataFrame, replicate: int, k: int,
+                       eval_set: str, report: str, weights_version: str) -> EvalFacts:
+    """The model card's eval part of training replicate ``replicate``'s adapter: its own
+    rows of the report against the base model's report (pass@1, pass@k, their Δ, each with
+    its 95% interval)."""
+    own = samples.filter(pl.col("training_replicate") == replicate)
+    frame = _summary_row(per_question_results(own), per_question_results(base), k, eval_set)
+    row = frame.row(frame.height - 1, named=True)
+    names = [c for c in frame.columns if c.startswith("pass@") and " " not in c]
+    metrics = {m: [float(row[f"{m}{end}"]) for end in ("", " low", " high")]
+               for m in [*names, *(f"Δ {n}" for n in names)]}
+    return EvalFacts(report=report, eval_set=eval_set, questions=int(row["questions"]),
+                     samples_per_question=k, eval_replicates=own["replicate"].n_unique(),
+                     samples=own.height, training_replicate=replicate, metrics=metrics,
+                     weights_version=weights_version)
+
+
+def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
+                       base: pl.DataFrame, seeds: list[Experiment], folders: list[Path | None],
+                       key: list[str], k: int, eval_set: str) -> dict[str, object]:
+    """Fill each evaluated adapter's model card with its eval part; the cards' paths as
+    metadata. A card that cannot be written (not the adapter's own yet, or about other
+    weights) is a warning, not a failure: the report is the product."""
+    out: dict[str, object] = {}
+    for index, folder in enumerate(folders):
+        if folder is None:
+            continue
+        label = _link("model card", index, len(folders))
+        facts = adapter_eval_facts(samples, base, index, k, eval_set, "/".join(key),
+                                   adapter_weights_version(folder))
+        try:
+            if write_eval_card(folder, facts):
+                context.log.info(f"model card {folder / CARD_FILE}: eval results written")
+            out[label] = dg.MetadataValue.path(str(folder / CARD_FILE))
+        except (StaleCard, OSError) as err:
+            context.log.warning(f"model card of {seeds[index].name} not updated: {err}")
+            out[label] = f"not updated: {err}"
+    return out
 
 
 def coverage_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:

@@ -28,7 +28,7 @@ def generation_pool_asset(task: str) -> dg.AssetsDefinition:
         kinds={"polars", "parquet"},
         deps=["base_model"],
         metadata=schema_metadata("generation_pool"),
-        description=f"{task}: n completions per question of D (and D'), with correctness, "
+        description=f"{task}: n completions per question of D (and D_prime), with correctness, "
         "token counts and mean token entropy.",
     )
     def generation_pool(

@@ -248,7 +248,7 @@ def finite_scores_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecks
     @dg.asset_check(asset=asset, name="scores_finite_for_every_selected_completion",
                     blocking=True, additional_ins=_ins(task),
                     description="Every scored completion (all correct completions of saturated "
-                    "and strict-saturated questions, and more) has a finite score.")
+                    "and strict_saturated questions, and more) has a finite score.")
     def check(experiment: ExperimentResource, generation_pool: pl.DataFrame,
               difficulty_partitions: pl.DataFrame, scores: pl.DataFrame
               ) -> dg.AssetCheckResult:

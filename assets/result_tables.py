@@ -3,32 +3,38 @@ eval reports, and ``<task>/{rank_weight_ablation,rrhf_variants,dpo_beta_sweep}``
 (Figure 6, Tables 8, 9). CSV and Markdown on disk and in the UI, with a figure each; each
 names its eval set (CSV column ``eval_set``, the Markdown file's first line, metadata
 ``eval_set``), since tables over different eval sets are not comparable.
+
+The metadata leads with the answer: ``summary`` (how many rows lie below and above the base
+model by their paired intervals, the best row, the sample; ``result_tables.summary``), then
+the figure (a forest plot of Δ with paired intervals; for λ, the values against λ with their
+intervals), then the tables, then their notes and files. The figure is one entry (a link the
+UI shows on one line), so it comes before the tables: it is then on the page's first screen.
 """
 
 import json
 from pathlib import Path
 
 import dagster as dg
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import polars as pl
 
 from assets._adapter_files import adapter_dir
-from assets._metadata import eval_report_ins, frame_output, image, save_figure, text_table
+from assets._metadata import eval_report_ins, frame_output, image, summary_entry, text_table
 from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_write_csv, atomic_write_text
 from saturated_dag.evaluation import per_question_results
 from saturated_dag.experiments import SWEEP_TITLES, Experiment, SweepRow
+from saturated_dag.plots import forest_plot, sweep_plot
 from saturated_dag.result_tables import (
+    NOT_APPLICABLE,
     display_rows,
     eval_set_caption,
     holm_column,
     results_table,
+    row_label,
     significant_after_holm,
+    summary,
     sweep_table,
     to_markdown,
 )
@@ -36,6 +42,11 @@ from saturated_dag.schemas import schema, sweep_schema_name
 from saturated_dag.scorers.judges import JUDGES_ARE_COPIES, judges_are_copies
 from saturated_dag.selection import chosen
 from saturated_dag.tasks import eval_set_name
+
+FIGURE_NOTE = ("Figure (the entry's link): Δ to the base model with its 95% paired interval, "
+               "one line per row; filled red or blue where the interval excludes 0, hollow grey "
+               "where it spans 0, † where it also holds after Holm's correction. An SVG for print "
+               "is beside the PNG (`figure (SVG)`).")
 
 
 def table_metadata(frame: pl.DataFrame, metric: str = "pass@1") -> dg.TableMetadataValue:
@@ -50,31 +61,29 @@ def table_metadata(frame: pl.DataFrame, metric: str = "pass@1") -> dg.TableMetad
     kept = [*(["epochs"] if "epochs" in headers else []), metric, f"Δ {metric}",
             *([holm_column(metric)] if holm_column(metric) in headers else [])]
     at = [headers.index(c) for c in kept]
-    shown = [[_label(named), *(row[i] for i in at)]
+    shown = [[row_label(named), *(row[i] for i in at)]
              for named, row in zip(frame.iter_rows(named=True), rows, strict=True)]
     notes = {"run": "split · method · scorer (a sweep: split · setting)",
              "epochs": "the epoch kept (best validation pass@1)",
              metric: "% with its 95% interval; ★ the best of its split",
              f"Δ {metric}": "points against the base model, with the paired 95% interval; * "
                             "when the interval excludes 0, † when it also holds after Holm's "
-                            "correction over the table's rows",
+                            f"correction over the table's rows; {NOT_APPLICABLE} on the base "
+                            "model (0 by construction)",
              holm_column(metric): "Holm-adjusted p of Δ = 0 over the table's rows "
                                   "(family-wise; docs/statistics.md)"}
     return text_table(["run", *kept], shown, notes)
 
 
+def _metrics(frame: pl.DataFrame) -> list[str]:
+    """The table's metric columns: pass@1 and pass@k."""
+    return [c for c in frame.columns if c.startswith("pass@") and " " not in c]
+
+
 def metric_tables(frame: pl.DataFrame) -> dict[str, dg.TableMetadataValue]:
     """``table`` (pass@1) and ``pass@k table``: the results as the UI shows them inline."""
-    metrics = [c for c in frame.columns if c.startswith("pass@") and " " not in c]
     return {("table" if m == "pass@1" else f"{m} table"): table_metadata(frame, m)
-            for m in metrics}
-
-
-def _label(row: dict) -> str:
-    """A row's ``run``: split · method · scorer, or split · setting (the base model's split
-    is ``-``, left out)."""
-    names = ("split", "run") if "run" in row else ("split", "method", "scorer")
-    return " · ".join(str(row[c]) for c in names if row[c] not in (None, "", "-"))
+            for m in _metrics(frame)}
 
 
 def headline(frame: pl.DataFrame) -> dict[str, object]:
@@ -89,31 +98,12 @@ def headline(frame: pl.DataFrame) -> dict[str, object]:
         top = runs.row(int(runs["Δ pass@1"].arg_max() or 0), named=True)
         out.update({f"best Δ pass@1{end}": round(top[f"Δ pass@1{end}"], 2)
                     for end in ("", " low", " high") if f"Δ pass@1{end}" in top})
-        out["best Δ pass@1 row"] = _label(top)
+        out["best Δ pass@1 row"] = row_label(top)
         if "Δ pass@1 excludes 0" in runs.columns:
             out["rows whose Δ pass@1 excludes 0"] = int(runs["Δ pass@1 excludes 0"].sum())
             out["rows whose Δ pass@1 holds after Holm"] = sum(
                 significant_after_holm(runs, "Δ pass@1"))
     return out
-
-
-def _plot(frame: pl.DataFrame, path: Path, title: str) -> Path:
-    labels = [f"{r['split']}: {r['method']} {r['scorer']}".strip() if r["split"] != "-"
-              else r["method"] for r in frame.iter_rows(named=True)]
-    fig, ax = plt.subplots(figsize=(9, 0.35 * frame.height + 1.5))
-    values = frame["pass@1"].to_list()
-    xerr = None
-    if "pass@1 low" in frame.columns:  # the 95% intervals (docs/statistics.md)
-        xerr = [[v - lo for v, lo in zip(values, frame["pass@1 low"], strict=True)],
-                [hi - v for v, hi in zip(values, frame["pass@1 high"], strict=True)]]
-    ax.barh(range(frame.height), values, xerr=xerr, capsize=2, color="tab:blue")
-    ax.set_yticks(range(frame.height), labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.axvline(frame["pass@1"][0], color="red", linestyle="--", label="base model")
-    ax.set_xlabel("pass@1 (%), with 95% intervals" if xerr else "pass@1 (%)")
-    ax.set_title(title)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)  # off the bars
-    return save_figure(fig, path)
 
 
 def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefinition:
@@ -138,20 +128,25 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
         markdown = to_markdown(frame)
         caption = eval_set_caption(frame)
         atomic_write_text(out / "results_table.md", f"{caption}\n\n{markdown}\n")
-        png = _plot(frame, out / "results_table.png", f"{task}: pass@1 by method and scorer")
+        png, svg = forest_plot(frame, _metrics(frame), out / "results_table.png",
+                               f"{task}: Δ to the base model by method and scorer")
         copies = judges_are_copies(profile.policy.model, profile.judges.strong.kind)
         if copies:
             caption += f" Self-judge and strong-judge rows: {JUDGES_ARE_COPIES}."
         context.log.info(f"{caption}\n{markdown}")
         return frame_output(frame, {
+            "summary": summary_entry(summary(frame, samples=k)),
+            "figure": image(png, "Δ pass@1 and Δ pass@k to the base model, 95% paired "
+                                 "intervals"),
             **metric_tables(frame),
             "about the table": dg.MetadataValue.md(caption),
+            "about the figure": dg.MetadataValue.md(FIGURE_NOTE),
             **headline(frame),
-            "figure": image(png, "pass@1 by method and scorer"),
             "eval_set": eval_set,
             "policy": profile.policy.model, "profile": profile.name,
             "csv": dg.MetadataValue.path(str(out / "results_table.csv")),
             "markdown": dg.MetadataValue.path(str(out / "results_table.md")),
+            "figure (SVG)": dg.MetadataValue.path(str(svg)),
         })
 
     return results
@@ -159,27 +154,6 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
 
 SWEEP_ASSETS = {"rank_weight": "rank_weight_ablation", "rrhf_variants": "rrhf_variants",
                 "dpo_beta": "dpo_beta_sweep"}
-
-
-def _plot_lambda(frame: pl.DataFrame, k: int, path: Path, title: str) -> Path:
-    """Figure 6: pass@1 and pass@k against λ on a log axis, λ=0 drawn at the left edge."""
-    rows = frame.filter(pl.col("split") != "-").sort("lambda", maintain_order=True)
-    lambdas = rows["lambda"].to_list()
-    positive = [v for v in lambdas if v > 0]
-    zero_at = min(positive) / 3 if positive else 1e-3
-    xs = [v if v > 0 else zero_at for v in lambdas]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, col, color in ((axes[0], "pass@1", "#2C7BB6"), (axes[1], f"pass@{k}", "#DD8452")):
-        ax.plot(xs, rows[col].to_list(), marker="o", color=color)
-        ax.axhline(frame[col][0], color="gray", linestyle="--", label="base model")
-        ax.set_xscale("log")
-        ax.set_xticks(xs, [f"{v:g}" for v in lambdas])
-        ax.minorticks_off()
-        ax.set_xlabel("rank loss weight λ")
-        ax.set_ylabel(f"{col} (%)")
-        ax.legend(loc="best", fontsize=8)
-    fig.suptitle(title)
-    return save_figure(fig, path)
 
 
 def _best_epoch(output_dir: str, task: str, exp: Experiment) -> int | None:
@@ -243,23 +217,28 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
         caption = eval_set_caption(frame)
         atomic_write_text(out / f"{name}.md", f"{title}\n{caption}\n\n{markdown}\n")
         context.log.info(f"{title}\n{caption}\n{markdown}")
+        if sweep == "rank_weight":  # Figure 6: the values against λ, with their intervals
+            png, svg = sweep_plot(frame, "lambda", _metrics(frame), out / f"{name}.png",
+                                  f"{task}: {title}", "rank loss weight λ")
+            note = ("Figure (the entry's link): pass@1 and pass@k against λ with their 95% "
+                    "intervals, the base model's as a dashed line and band; filled where the "
+                    "row's paired Δ interval excludes 0.")
+        else:
+            png, svg = forest_plot(frame, _metrics(frame), out / f"{name}.png",
+                                   f"{task}: {title}, Δ to the base model")
+            note = FIGURE_NOTE
         metadata: dict[str, object] = {
+            "summary": summary_entry(summary(frame, samples=k)),
+            "figure": image(png, title),
             **metric_tables(frame),
             "about the table": dg.MetadataValue.md(f"{title}. {caption}"),
+            "about the figure": dg.MetadataValue.md(note),
             **headline(frame),
+            "eval_set": eval_set,
+            "csv": dg.MetadataValue.path(str(out / f"{name}.csv")),
+            "markdown": dg.MetadataValue.path(str(out / f"{name}.md")),
+            "figure (SVG)": dg.MetadataValue.path(str(svg)),
         }
-        if sweep == "rank_weight":
-            png = _plot_lambda(frame, k, out / f"{name}.png", f"{task}: {title}")
-            metadata["figure"] = image(png, title)
-        else:
-            labels = [str(r) for r in frame["run"]]
-            relabelled = frame.with_columns(pl.Series("method", labels), scorer=pl.lit(""))
-            metadata["figure"] = image(
-                _plot(relabelled, out / f"{name}.png",
-                      f"{task}: {title}"), title)
-        metadata.update({"eval_set": eval_set,
-                         "csv": dg.MetadataValue.path(str(out / f"{name}.csv")),
-                         "markdown": dg.MetadataValue.path(str(out / f"{name}.md"))})
         return frame_output(frame, metadata)
 
     return table

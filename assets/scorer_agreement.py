@@ -3,6 +3,10 @@
 The paper's judge-agreement table (mean, median, % positive rho per split) as Markdown and CSV
 metadata, and the rho distributions as a PNG (its Figure 4). On chain sum the rubric joins as a
 scorer, so every scorer is also held against it, unless the strong judge is the rubric.
+
+The metadata leads with ``summary`` (the paper's pairs, each mean ρ with its 95% bootstrap
+interval over questions; ``findings.agreement_summary``), then the figure, then the table
+(every pair, its mean ρ with the same interval).
 """
 
 from pathlib import Path
@@ -10,13 +14,25 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets._metadata import frame_output, frame_table, image, markdown_table
+from assets._metadata import frame_output, frame_table, image, markdown_table, summary_entry
 from assets.quality_scores import selection_for
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_write_csv
+from saturated_dag.findings import agreement_rows, agreement_summary
 from saturated_dag.scorers import agreement
 from saturated_dag.scorers.judges import JUDGES_ARE_COPIES, judges_are_copies
+
+
+def display(rows: pl.DataFrame) -> dg.TableMetadataValue:
+    """``findings.agreement_rows`` as the UI shows it inline: the mean ρ with its interval in
+    one cell, ρ with two decimals and the % with two, ``n/a`` where no question had a defined
+    ρ."""
+    mean = [("n/a" if m is None else f"{m:.2f} [{lo:.2f}, {hi:.2f}]") for m, lo, hi in
+            rows.select("mean ρ", "mean ρ low", "mean ρ high").iter_rows()]
+    shown = rows.select("split", "scorers", "questions").with_columns(
+        pl.Series("mean ρ", mean, pl.String), rows["median ρ"], rows["% ρ > 0"])
+    return frame_table(shown, max_rows=200)  # floats: two decimals
 
 
 def scorer_agreement_asset(task: str, score_assets: dict[str, str]) -> dg.AssetsDefinition:
@@ -56,13 +72,14 @@ def scorer_agreement_asset(task: str, score_assets: dict[str, str]) -> dg.Assets
         png = agreement.rho_figure(per_question, out_dir / "scorer_agreement_rho.png", title)
         context.log.info("\n" + agreement.summary_markdown(summary, title))
         return frame_output(per_question, {
-            "agreement table": frame_table(agreement.summary_display(summary), max_rows=200,
-                                           decimals=3),
-            "about the table": dg.MetadataValue.md(
-                f"{title}: per split and scorer pair, the mean and median of the "
-                "within-question ρ over the questions where it is defined, and the % of them "
-                "with ρ > 0; the questions skipped are in the Markdown and CSV tables."),
+            "summary": summary_entry(agreement_summary(per_question)),
             "rho distributions": image(png, "within-question Spearman rho"),
+            "agreement table": display(agreement_rows(per_question, summary)),
+            "about the table": dg.MetadataValue.md(
+                f"{title}: per split and scorer pair, the mean within-question ρ over the "
+                "questions where it is defined, with its 95% bootstrap interval over them, the "
+                "median, and the % of them with ρ > 0; the questions skipped are in the "
+                "Markdown and CSV tables."),
             "scorers": list(scores),
             "strong judge": "the chain-sum rubric (so no separate rubric rows)" if rubric_judge
                             else f"{profile.judges.strong.model}",

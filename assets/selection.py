@@ -3,8 +3,10 @@
 A cell whose selection grid (``training.selection``) has more than one configuration trains
 each of them (each over ``training.replicates`` seeds); this asset reads their validation
 pass@1 and chooses the best (``saturated_dag.selection``). The cell's eval report evaluates
-the chosen configuration, so the main tables report it. The whole grid, with the winner
-marked, is the asset's table in the UI.
+the chosen configuration, so the main tables report it. The metadata leads with ``summary``
+(the choice and its margin; ``result_tables.selection_summary``), then the grid with the winner
+marked, narrowed to what tells the configurations apart (``shown``; every column is in the
+Parquet).
 """
 
 import json
@@ -14,16 +16,48 @@ import dagster as dg
 import polars as pl
 
 from assets._adapter_files import adapter_dir
-from assets._metadata import frame_output, frame_table
+from assets._metadata import frame_output, frame_table, summary_entry
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.config import Profile
 from saturated_dag.experiments import Experiment, cell_adapters
+from saturated_dag.result_tables import selection_summary
 from saturated_dag.selection import SETTINGS, Trained, chosen, selection_table
+
+SETTING_NAMES = {"learning_rate": "learning rate", "epochs": "max epochs",
+                 "batch_size": "batch size", "dpo_beta": "β", "rrhf_rank_weight": "λ"}
+"""The grid's settings as the inline table heads them."""
 
 
 def selection_key(task: str, cell: Experiment) -> dg.AssetKey:
     return dg.AssetKey([task, cell.split, "selection", cell.name])
+
+
+def short_name(configuration: str, cell: str) -> str:
+    """A configuration as the inline table names it: what its name adds to the cell's
+    (``dpo_self_judge_beta2`` of cell ``dpo_self_judge`` is ``beta2``), ``profile's own``
+    for the configuration that is the cell itself."""
+    if configuration == cell:
+        return "profile's own"
+    return configuration.removeprefix(cell).lstrip("_") or configuration
+
+
+def shown(table: pl.DataFrame, cell: str) -> dg.TableMetadataValue:
+    """The selection grid inline, narrow enough that every column shows at 1920 px: short
+    configuration names, the learning rate always (``2e-05``: two decimals would show 0),
+    other settings only where they differ between configurations, the validation pass@1 with
+    two decimals, the winner ticked. The full table is the asset's Parquet."""
+    varying = [s for s in SETTINGS if s != "learning_rate"
+               and table[s].drop_nulls().n_unique() > 1]
+    frame = table.select(
+        pl.col("configuration").map_elements(lambda c: short_name(c, cell),
+                                             return_dtype=pl.String),
+        pl.col("learning_rate").alias(SETTING_NAMES["learning_rate"]),
+        *(pl.col(s).alias(SETTING_NAMES[s]) for s in varying),
+        "seeds", pl.col("best epochs").alias("kept epochs"),
+        pl.col("validation pass@1").alias("validation pass@1 (%)"),
+        pl.when(pl.col("chosen")).then(pl.lit("✓")).otherwise(pl.lit("")).alias("chosen"))
+    return frame_table(frame, max_rows=500, formats={"learning rate": "g", "β": "g", "λ": "g"})
 
 
 def same_adapters(profile: Profile, cell: Experiment,
@@ -83,9 +117,10 @@ def selection_asset(task: str, cell: Experiment,
         context.log.info(f"{cell.split}/{cell.name}: chose {winner} of {table.height} "
                          "configurations by validation pass@1")
         return frame_output(table, {
+            "summary": summary_entry(selection_summary(table)),
+            "table": shown(table, cell.name),
             "chosen": winner,
             "configurations": table.height,
-            "table": frame_table(table, max_rows=500),
         })
 
     return selection

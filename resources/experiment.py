@@ -36,7 +36,7 @@ import dagster as dg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from saturated_dag import output_stamp
-from saturated_dag.config import Profile, load_profile, merge_settings
+from saturated_dag.config import Profile, ProfileError, load_profile, merge_settings
 from saturated_dag.lifeline import bind_to_parent, die_with
 from saturated_dag.parallel import limit_threads, step_layout
 
@@ -228,6 +228,55 @@ def overrides_config(overrides: dict[str, Any] | None) -> dict[str, Any] | None:
     return data
 
 
+def layered_profile(profile: str, layers: list[tuple[str, dict[str, Any]]]) -> Profile:
+    """The profile with each named layer of overrides merged in turn, validated after each.
+
+    Why layer by layer: a value out of range fails the merged profile, and the error must
+    name where the value came from. Checked this way, a bad launch override (``sampling.n:
+    0`` in the launchpad) is blamed on the run's overrides, with the value it set, and not on
+    the profile file, which is valid on its own."""
+    merged: dict[str, Any] = {}
+    for _, layer in layers:
+        merged = merge_settings(merged, layer)
+    try:
+        return load_profile(profile, merged)
+    except ProfileError:
+        pass
+    load_profile(profile)  # a bad file is the file's own error, as load_profile words it
+    merged = {}
+    for label, layer in layers:  # the first layer after which the profile fails
+        merged = merge_settings(merged, layer)
+        try:
+            load_profile(profile, merged)
+        except ProfileError as err:
+            raise ProfileError(_blame(str(err), label, profile, layer)) from None
+    raise AssertionError("unreachable: the merged profile failed but no layer did")
+
+
+def _blame(message: str, label: str, profile: str, layer: dict[str, Any]) -> str:
+    """``load_profile``'s message re-addressed to the overrides: the file's line replaced by
+    the layer's name, each failing setting shown with the value the layer gave it."""
+    lines = message.splitlines()[1:] or [message]
+    shown = []
+    for line in lines:
+        path, _, reason = line.strip().partition(": ")
+        value = _lookup(layer, path.split("."))
+        shown.append(f"  {path} = {value!r}: {reason}" if value is not _MISSING else line)
+    return (f"{label} make profile {profile!r} invalid (the profile alone is valid):\n"
+            + "\n".join(shown))
+
+
+_MISSING = object()
+
+
+def _lookup(data: Any, path: list[str]) -> Any:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return _MISSING
+        data = data[key]
+    return data
+
+
 PROFILE_TAG = "saturated_dag/profile"
 OUTPUT_DIR_TAG = "saturated_dag/output_dir"
 
@@ -285,8 +334,11 @@ class ExperimentResource(dg.ConfigurableResource):
     def settings(self) -> Profile:
         """The validated profile with the overrides merged in (a bad value names its field)."""
         # a launch override changes only what it names (nested sections merge)
-        return load_profile(self.profile, merge_settings(
-            overrides_dict(self.location.overrides), overrides_dict(self.overrides)))
+        return layered_profile(self.profile, [
+            ("the code location's overrides (ExperimentLocation.overrides)",
+             overrides_dict(self.location.overrides)),
+            ("this run's launch overrides (run config resources.experiment.config.overrides)",
+             overrides_dict(self.overrides))])
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Validate the settings, hold the step to its layout's torch threads

@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping
 import polars as pl
 
 from saturated_dag.evaluation import per_question_results
+from saturated_dag.result_tables import with_interval
 from saturated_dag.schemas import BEHAVIOUR_MEASURES as _MEASURES
-from saturated_dag.statistics import Interval, paired_delta, seed_matrix
+from saturated_dag.statistics import LEVEL, Interval, paired_delta, seed_matrix
 
 BASE = "base model"
-
 
 
 def _answered() -> pl.Expr:
@@ -117,3 +117,45 @@ def style_table(base: pl.DataFrame, runs: Mapping[str, pl.DataFrame],
                           .alias("_order"))
             .sort("_order", "cell", "style").drop("_order")
             .select("row", "cell", "style", "samples", "share", "accuracy", "Δ share"))
+
+
+def _signed(row: dict, measure: str = "Δ pass@1") -> str:
+    return with_interval(f"{row[measure]:+.2f}", row.get(f"{measure} low"),
+                         row.get(f"{measure} high"), signed=True)
+
+
+def summary(table: pl.DataFrame) -> str:
+    """``behaviour_table``'s answer in Markdown, for the top of its page: how many adapter ×
+    cell pairs lie below and above the base model on pass@1 (their 95% paired interval over
+    the cell's questions excludes 0), the largest drop and gain with their intervals, the
+    range of length changes, and the sample per cell.
+
+    Why it names the number of tests: the pairs are not corrected for multiplicity, so about
+    5% of them exclude 0 by chance when nothing changed; the count is read against that."""
+    runs = table.filter(pl.col("row") != BASE)
+    if runs.is_empty():
+        return "Only the base model: no adapter to compare."
+    pairs = runs.height
+    below = int((runs["Δ pass@1 high"] < 0).sum())
+    above = int((runs["Δ pass@1 low"] > 0).sum())
+    worst = runs.row(int(runs["Δ pass@1"].arg_min() or 0), named=True)
+    best = runs.row(int(runs["Δ pass@1"].arg_max() or 0), named=True)
+    extremes = []
+    if worst["Δ pass@1"] < 0:
+        extremes.append(f"largest drop {worst['row']} on {worst['cell']}, {_signed(worst)}")
+    if best["Δ pass@1"] > 0:
+        extremes.append(f"largest gain {best['row']} on {best['cell']}, {_signed(best)}")
+    tokens = runs["Δ mean_tokens"]
+    low, high = int(runs["samples"].min()), int(runs["samples"].max())
+    adapters, cells = runs["row"].n_unique(), runs["cell"].n_unique()
+    lines = [
+        f"**Δ pass@1: {below} of {pairs} adapter × cell pairs below the base model, {above} "
+        f"above** ({adapters} adapter{'s' if adapters != 1 else ''} × {cells} "
+        f"cell{'s' if cells != 1 else ''}; a pair "
+        "counts when its 95% paired interval over the cell's questions excludes 0; not "
+        f"corrected for the {pairs} tests, so about {(1 - LEVEL) * pairs:.1f} may by chance).",
+        ("; ".join(extremes) or "no pair changed its point estimate") + " (points).",
+        f"Δ mean tokens from {tokens.min():+.2f} to {tokens.max():+.2f} (no interval). "
+        f"Sample: {low if low == high else f'{low}-{high}'} samples per cell.",
+    ]
+    return "\n\n".join(lines)

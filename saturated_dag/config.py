@@ -171,7 +171,7 @@ nothing). None: every split ``training`` trains. The paper trains GSM8K on Q_eas
 
 
 class ChainSumSettings(_Strict):
-    """The target pool D, the strictly easier pool D' and the held-out eval set."""
+    """The target pool D, the strictly easier pool D_prime and the held-out eval set."""
 
     grid: Grid = "D"
     questions_per_cell: int = Field(3000, ge=1, le=_MAX_PER_CELL)
@@ -692,6 +692,45 @@ class StageSettings(_Strict):
     """False: shards are computed in memory only (same plan and seeds, nothing reused)."""
 
 
+TRACKING_STORE = "mlflow.db"
+"""The default MLflow store's file under the output folder (``TrackingSettings.uri``)."""
+
+
+class TrackingSettings(_Strict):
+    """Experiment tracking in MLflow (``docs/tracking.md``), off unless a profile asks for it.
+
+    Why opt-in: tracking needs the ``mlflow`` extra, and the runs table (each task's
+    ``runs_table`` asset) already holds every number; MLflow adds the comparison across
+    profiles, commits and nights in ``mlflow ui``. No server: the default store is a SQLite
+    file in the output folder.
+    """
+
+    mlflow: bool = False
+    """True: each task's ``runs_table`` logs one MLflow run per trained adapter (its
+    hyperparameters, validation and eval numbers, ``training_config.json``), and the trainers
+    report their per-step logs to MLflow (``report_to``)."""
+    tracking_uri: str | None = Field(None, min_length=1)
+    """Where the runs go: any MLflow tracking URI (``sqlite:///...``, a folder, a server's
+    ``http://...``). None: ``sqlite:///<output_dir>/mlflow.db``, beside the profile's outputs."""
+    experiment: str = Field("saturated-dag", min_length=1)
+    """The MLflow experiment every profile logs to, so one ``mlflow ui`` compares them; the
+    runs' tags say which profile, task and commit each is."""
+
+    @property
+    def report_to(self) -> str:
+        """TRL's / transformers' ``report_to``: ``"mlflow"`` when tracking is on, else
+        ``"none"`` (no integration is looked up, nothing is imported)."""
+        return "mlflow" if self.mlflow else "none"
+
+    def uri(self, output_dir: str | Path) -> str:
+        """The tracking URI: ``tracking_uri``, or the SQLite store in ``output_dir`` (made
+        absolute, so the trainer's child process and ``mlflow ui`` find the same file)."""
+        if self.tracking_uri is not None:
+            return self.tracking_uri
+        folder = Path(output_dir).expanduser().resolve()
+        return f"sqlite:///{folder / TRACKING_STORE}"
+
+
 class Profile(_Strict):
     name: str
     description: str = ""
@@ -715,6 +754,7 @@ class Profile(_Strict):
     stages: StageSettings = StageSettings()
     automation: AutomationSettings = AutomationSettings()
     execution: ExecutionSettings = ExecutionSettings()
+    tracking: TrackingSettings = TrackingSettings()
     testbed: TestbedSettings | None = None
     """The calibrated testbed's controls and dial (``docs/testbed.md``); None: not run."""
 

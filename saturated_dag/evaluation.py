@@ -3,6 +3,9 @@ estimator, answers checked with Math-Verify (the profile's ``answer_check``). A 
 every sample (``evaluate_samples``: completion, extracted answer, verdict, token count, mean
 entropy), so any table can be recomputed or re-analysed without sampling again; the
 per-question counts the tables use are ``per_question_results`` of it.
+
+Each row also says what was evaluated (``ReportIdentity``: adapter, method, scorer, split and
+base model), so a report's Parquet file read alone names its model.
 """
 
 from __future__ import annotations
@@ -28,6 +31,33 @@ from saturated_dag.schemas import schema
 from saturated_dag.shards import ShardStore, shard_seed
 from saturated_dag.tasks.base import Question
 from saturated_dag.verification import AnswerCheck
+
+
+@dataclass(frozen=True)
+class ReportIdentity:
+    """What an eval report evaluated, repeated on each of its rows (the ``eval_report``
+    schema's first columns).
+
+    ``base_model`` is the policy as the profile names it (a hub id, a path or a packaged
+    name); the rest name the adapter (``adapter``: its name, one per training seed) and how
+    it was trained. The base model's own report has no adapter: ``adapter``, ``method``,
+    ``scorer`` and ``split`` are null there (null, not ``"base"``, so no adapter name can be
+    mistaken for it and ``adapter.is_null()`` selects it); ``scorer`` is also null for an
+    adapter trained without a quality ranking (SFT)."""
+
+    base_model: str | None = None
+    adapter: str | None = None
+    method: str | None = None
+    scorer: str | None = None
+    split: str | None = None
+
+    def columns(self) -> dict[str, pl.Expr]:
+        """The identity as string columns, null where unset."""
+        return {name: pl.lit(getattr(self, name), pl.String) for name in IDENTITY_COLUMNS}
+
+
+IDENTITY_COLUMNS = ("adapter", "method", "scorer", "split", "base_model")
+"""``ReportIdentity``'s columns, in the ``eval_report`` schema's order."""
 
 
 def per_question_results(completions: pl.DataFrame) -> pl.DataFrame:
@@ -83,21 +113,24 @@ def evaluate_samples(
     answer_check: AnswerCheck = "math_verify",
     replicate: int = 0,
     training_replicate: int = 0,
+    identity: ReportIdentity | None = None,
 ) -> pl.DataFrame:
     """Sample and verify ``questions``: the eval report, one row per sample (its declared
     ``eval_report`` schema), in question then sample order, labelled ``replicate`` (eval seed)
-    and ``training_replicate`` (the adapter's training seed; 0 for the base model).
+    and ``training_replicate`` (the adapter's training seed; 0 for the base model), and with
+    ``identity`` (what was evaluated; all null when not given).
 
     ``answer_check`` is the profile's rule for reading answers; with ``store`` and
-    ``shard_size`` the completions are sampled in resumable, cached shards."""
+    ``shard_size`` the completions are sampled in resumable, cached shards (the identity is
+    added after: it is not part of a shard, so labelling a report never re-samples it)."""
     completions = generate_pool(questions, backend, params, verify_workers, log,
                                 store=store, shard_size=shard_size, answer_check=answer_check)
     if completions.is_empty():
         raise ValueError("no completions to evaluate")
     return completions.with_columns(
         replicate=pl.lit(replicate, pl.Int64),
-        training_replicate=pl.lit(training_replicate, pl.Int64)).select(
-        list(schema("eval_report")))
+        training_replicate=pl.lit(training_replicate, pl.Int64),
+        **(identity or ReportIdentity()).columns()).select(list(schema("eval_report")))
 
 
 @dataclass(frozen=True)
@@ -176,8 +209,22 @@ def evaluate(questions: Sequence[Question], backend: BackendSource, params: Samp
     return table, summarise(table, ks=sorted({1, params.n}))
 
 
+def recorded_base_model(adapter_dir: str | Path) -> str:
+    """The base model an adapter folder names (``adapter_config.json``'s
+    ``base_model_name_or_path``, read by PEFT), as a spec ``generation.models.resolve``
+    loads: a hub id, a path relative to the project (resolved against the project root from
+    any working folder), a packaged short name, or an absolute path."""
+    from peft import PeftConfig
+
+    name = PeftConfig.from_pretrained(str(adapter_dir)).base_model_name_or_path
+    if not name:
+        raise ValueError(f"adapter {adapter_dir} names no base model "
+                         "(adapter_config.json has no base_model_name_or_path)")
+    return name
+
+
 def adapter_backend(
-    base_model: str,
+    base_model: str | None,
     adapter_dir: str,
     batch_size: int = 64,
     chat_template: str = "auto",
@@ -187,14 +234,17 @@ def adapter_backend(
 ) -> GenerationBackend:
     """The base model with a LoRA adapter merged in, on the transformers backend.
 
-    ``chat_template`` and ``enable_thinking`` are the base backend's: an adapter is evaluated
-    on exactly the prompts the base model saw."""
+    ``base_model`` None: the one the adapter's folder names (``recorded_base_model``), so a
+    copied adapter folder loads with nothing but itself. ``chat_template`` and
+    ``enable_thinking`` are the base backend's: an adapter is evaluated on exactly the prompts
+    the base model saw."""
     from peft import PeftModel
 
     from saturated_dag.generation.models import load_model
     from saturated_dag.generation.transformers_backend import TransformersBackend
 
-    model, tokenizer = load_model(base_model, dtype, device)
+    spec = recorded_base_model(adapter_dir) if base_model is None else base_model
+    model, tokenizer = load_model(spec, dtype, device)
     merged = PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
     merged.eval()
     backend = TransformersBackend(merged, tokenizer, batch_size=batch_size,

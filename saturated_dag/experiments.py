@@ -242,7 +242,7 @@ def experiment_matrix(training: TrainingSettings) -> list[Experiment]:
 
 def task_cells(profile: Profile, task: str) -> list[Experiment]:
     """The cells ``task`` evaluates: every cell of the matrix whose split the task has (GSM8K
-    has no strictly easier pool D')."""
+    has no strictly easier pool D_prime)."""
     return [c for c in experiment_matrix(profile.training)
             if can_train_split(profile, task, c.split)]
 

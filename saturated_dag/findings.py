@@ -198,3 +198,52 @@ def agreement(per_question: pl.DataFrame, split: str = "strict_saturated",
         interval = bootstrap_mean(found) if found.size else None
         out.append(Agreement((a, b), paper, interval, int(found.size)))
     return out
+
+
+def agreement_rows(per_question: pl.DataFrame, summary: pl.DataFrame) -> pl.DataFrame:
+    """Per (split, scorer pair) of ``agreement.summarize``'s table, in its order: the
+    questions with a defined ρ, the mean ρ with its 95% bootstrap interval over them, the
+    median and the % with ρ > 0 (unrounded; null where no question had a defined ρ)."""
+    rows = []
+    defined = per_question.filter(pl.col("rho").is_not_null() & pl.col("rho").is_not_nan())
+    for split, a, b in summary.select("split", "scorer_a", "scorer_b").iter_rows():
+        pair = (((pl.col("scorer_a") == a) & (pl.col("scorer_b") == b))
+                | ((pl.col("scorer_a") == b) & (pl.col("scorer_b") == a)))
+        found = defined.filter((pl.col("split") == split) & pair)["rho"].to_numpy().astype(float)
+        mean = bootstrap_mean(found) if found.size else None
+        rows.append({"split": split, "scorers": f"{a} vs {b}", "questions": int(found.size),
+                     "mean ρ": None if mean is None else mean.estimate,
+                     "mean ρ low": None if mean is None else mean.low,
+                     "mean ρ high": None if mean is None else mean.high,
+                     "median ρ": float(np.median(found)) if found.size else None,
+                     "% ρ > 0": float(100 * np.mean(found > 0)) if found.size else None})
+    return pl.DataFrame(rows, schema={"split": pl.String, "scorers": pl.String,
+                                      "questions": pl.Int64, "mean ρ": pl.Float64,
+                                      "mean ρ low": pl.Float64, "mean ρ high": pl.Float64,
+                                      "median ρ": pl.Float64, "% ρ > 0": pl.Float64})
+
+
+def _rho(found: Agreement) -> str:
+    if found.mean is None:
+        return "n/a (no question with a defined ρ)"
+    return (f"{found.mean.estimate:.2f} [{found.mean.low:.2f}, {found.mean.high:.2f}] "
+            f"(paper {found.paper:.2f}; {found.questions} questions)")
+
+
+def agreement_summary(per_question: pl.DataFrame, split: str = "strict_saturated",
+                      pairs: Sequence[tuple[str, str, float]] = AGREEMENT_PAIRS) -> str:
+    """The scorer agreement's answer in Markdown: the paper's scorer pairs (Table 10) on
+    ``split`` (the first split present when that one is not), each mean within-question ρ
+    with its 95% bootstrap interval over questions beside the paper's value, and which pairs
+    agree beyond chance (interval above 0)."""
+    splits = per_question["split"].unique(maintain_order=True).to_list()
+    if not splits:
+        return "No question had scores from two scorers: nothing to compare."
+    split = split if split in splits else splits[0]
+    found = agreement(per_question, split, pairs)
+    above = [" vs ".join(f.pair) for f in found if f.mean is not None and f.mean.low > 0]
+    parts = "; ".join(f"{' vs '.join(f.pair)} {_rho(f)}" for f in found)
+    return (f"**Mean within-question Spearman ρ on {split}, 95% bootstrap interval over "
+            f"questions:** {parts}.\n\n"
+            f"Above 0 beyond chance: {', '.join(above) or 'none'}. Every pair and split is in "
+            "the table below (correct completions only).")

@@ -51,7 +51,8 @@ TABLE6_D_PRIME: tuple[tuple[int, ...], ...] = (
     (86, 81, 75, 68),
     (76, 70, 63, 56),
 )
-"""App. A.2, Table 6(a): the same for D' (terms and digits 3-6; the 6/6 cell is not in D')."""
+"""App. A.2, Table 6(a): the same for D_prime (terms and digits 3-6; the 6/6 cell is not in
+D_prime)."""
 GSM8K_SATURATED = 2302
 """Sec. 4.3: |Q_easy| = 2,302 GSM8K questions with p-hat = 1 (Qwen3-1.7B-Base)."""
 GSM8K_TEST = 1319
@@ -86,7 +87,7 @@ class Lengths:
 
 POPULATIONS = ("pool", "strict_pool", "saturated", "strict_saturated", "hard", "validation",
                "eval")
-"""The populations whose lengths a task states: D (or GSM8K train), D', the three training
+"""The populations whose lengths a task states: D (or GSM8K train), D_prime, the three training
 splits, the validation set and the eval set."""
 
 
@@ -180,7 +181,7 @@ def chain_sum_assumptions(per_cell: int = 3000, n: int = 8, rho: float = 0.0,
                           self_judge_output: float = 300,
                           strong_judge_output: float = 300) -> TaskAssumptions:
     """Chain-sum split sizes and lengths from Table 6's pass@1 per cell, for ``per_cell``
-    questions in each cell of D and D'.
+    questions in each cell of D and D_prime.
 
     The paper reports pass@1 per cell but not the size of any split, so the sizes are an
     ASSUMPTION: by default (``rho`` = 0) every question of a cell is solved with the cell's
@@ -455,7 +456,7 @@ def task_adapters(profile: Profile, task: str) -> list[Experiment]:
 
 
 def pool_sizes(profile: Profile, task: str, assumptions: Assumptions) -> dict[str, int]:
-    """Questions sampled per pool: D and D' of chain sum, GSM8K's train lines less the held-out
+    """Questions sampled per pool: D and D_prime of chain sum, GSM8K's train lines less the held-out
     validation questions (and ``train_limit``)."""
     if task == "chain_sum":
         cfg = profile.chain_sum
@@ -522,8 +523,8 @@ def _check_sizes(profile: Profile, task: str, pools: dict[str, int], data: TaskA
                          f"exceed the pool's {d}")
     strict_pool = pools.get("strict_pool", 0)
     if _trainable(profile, task, "strict_saturated") and data.strict_saturated > strict_pool:
-        raise ValueError(f"{task}: {data.strict_saturated} strict-saturated questions exceed "
-                         f"D' ({strict_pool})")
+        raise ValueError(f"{task}: {data.strict_saturated} strict_saturated questions exceed "
+                         f"D_prime ({strict_pool})")
     n = profile.sampling.n
     if not data.hard <= data.hard_correct <= data.hard * max(1, math.floor(n / 4)):
         raise ValueError(f"{task}: hard_correct ({data.hard_correct}) must lie between hard "
@@ -611,7 +612,7 @@ def stage_costs(profile: Profile, assumptions: Assumptions | None = None,
         data = data_all.task(task)
         pools = pool_sizes(profile, task, data_all)
         _check_sizes(profile, task, pools, data)
-        names = {"pool": "D" if task == "chain_sum" else "train", "strict_pool": "D'"}
+        names = {"pool": "D" if task == "chain_sum" else "train", "strict_pool": "D_prime"}
         for pool, questions in pools.items():
             lengths = data.length(pool)
             prompt, generated = questions * lengths.prompt, questions * n * lengths.completion

@@ -1,7 +1,7 @@
 """Difficulty partitions of App. A.1, from a generation pool's per-completion rows.
 
-On D: saturated (p=1) and hard (p<=1/4); the middle is excluded from training. On D'
-(strictly easier): strict-saturated (p=1). p is the empirical pass@1 over the n samples.
+On D: saturated (p=1) and hard (p<=1/4); the middle is excluded from training. On D_prime
+(strictly easier): strict_saturated (p=1). p is the empirical pass@1 over the n samples.
 Frames are polars; questions keep the pool's order of first appearance.
 """
 

@@ -1,8 +1,17 @@
-"""Figures attached to assets as PNG files (matplotlib, headless)."""
+"""Figures attached to assets (matplotlib, headless): each written as a PNG for the UI and,
+for the result figures, an SVG beside it for print (``save_figure``).
+
+The result figures show what the tables test: Δ to the base model with its 95% paired
+interval (forest plots), values with their intervals (the λ sweep), and per-cell numbers with
+a mark where the paired interval excludes 0 (the behaviour heatmap), so a figure never says
+more than the intervals do.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -13,6 +22,8 @@ import polars as pl
 
 from saturated_dag.atomic import atomic_save_figure
 from saturated_dag.partitions import GRID_INDEX
+from saturated_dag.result_tables import row_label
+from saturated_dag.statistics import LEVEL
 
 
 def pass_at_1_heatmap(grids: dict[str, pl.DataFrame], path: Path, title: str) -> Path:
@@ -68,3 +79,231 @@ def training_curves(
     atomic_save_figure(fig, path, dpi=110)  # never a half-written PNG
     plt.close(fig)
     return path
+
+
+DPI = 150
+"""PNG resolution of the result figures: readable when the UI scales them down, printable."""
+
+BELOW, ABOVE, NEITHER = "#C0392B", "#2471A3", "#7F8C8D"
+"""Marker colours: interval below 0, above 0, spanning 0 (with filled/hollow for print)."""
+
+
+def save_figure(fig: Any, path: Path) -> tuple[Path, Path]:
+    """Write ``fig`` as a ``DPI`` PNG at ``path`` and an SVG beside it, each atomically (never a
+    half-written file), then close it. The PNG is for the UI (a data URI), the SVG for print."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_save_figure(fig, path, dpi=DPI, bbox_inches="tight")
+    with plt.rc_context({"svg.fonttype": "none"}):  # text stays text: editable, searchable
+        svg = atomic_save_figure(fig, path.with_suffix(".svg"), bbox_inches="tight")
+    plt.close(fig)
+    return path, svg
+
+
+def direction(low: float | None, high: float | None) -> str:
+    """A row's marker colour from its interval: ``BELOW``/``ABOVE`` when the interval lies
+    below/above 0, ``NEITHER`` when it spans 0 or is missing."""
+    if low is None or high is None:
+        return NEITHER
+    return BELOW if high < 0 else ABOVE if low > 0 else NEITHER
+
+
+def _grouped(frame: pl.DataFrame) -> list[tuple[str, list[int]]]:
+    """The rows after the base model grouped by split, in order of first appearance."""
+    groups: dict[str, list[int]] = {}
+    for i, split in enumerate(frame["split"].to_list()[1:], start=1):
+        groups.setdefault(str(split), []).append(i)
+    return list(groups.items())
+
+
+def _layout(groups: list[tuple[str, list[int]]], headed: bool
+            ) -> tuple[list[float], list[tuple[float, str]]]:
+    """Each row's y (top to bottom) and each group heading's y: a gap between groups."""
+    ys: list[float] = []
+    headings = []
+    y = 0.0
+    for name, rows in groups:
+        if headed:
+            headings.append((y, name))
+            y += 1
+        for _ in rows:
+            ys.append(y)
+            y += 1
+        y += 0.4
+    return ys, headings
+
+
+def forest_plot(frame: pl.DataFrame, metrics: Sequence[str], path: Path, title: str,
+                label: Callable[[Mapping[str, Any]], str] = row_label) -> tuple[Path, Path]:
+    """One panel per metric: each row's Δ to the base model (the frame's first row) with its
+    95% paired interval, grouped by split, the zero line the base model; a filled, coloured
+    marker where the interval excludes 0 (red below, blue above), hollow grey where it spans
+    0; ``†`` where the Δ also holds after Holm's correction over the rows.
+
+    Why Δ and not the values: the paired interval cancels question difficulty, so a row can be
+    clearly below the base model while its own interval overlaps the base model's value."""
+    if frame.height < 2:
+        raise ValueError("a forest plot needs rows besides the base model")
+    groups = _grouped(frame)
+    headed = len(groups) > 1
+    ys, headings = _layout(groups, headed)
+    order = [i for _, rows in groups for i in rows]
+    records = frame.to_dicts()
+    height = 1.3 + 0.3 * (len(ys) + len(headings))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics) + 2.6, height),
+                             sharey=True, squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        delta = f"Δ {metric}"
+        holm = f"{delta} Holm p"
+        for y, i in zip(ys, order, strict=True):
+            row = records[i]
+            low, high = row.get(f"{delta} low"), row.get(f"{delta} high")
+            colour = direction(low, high)
+            if low is not None and high is not None:
+                ax.plot([low, high], [y, y], color=colour, linewidth=1.6,
+                        solid_capstyle="butt")
+            filled = colour != NEITHER
+            ax.plot(row[delta], y, "o", markersize=5.5, color=colour,
+                    markerfacecolor=colour if filled else "white", markeredgewidth=1.3)
+            if filled and row.get(holm) is not None and row[holm] < 1 - LEVEL:
+                ax.annotate("†", (high if colour == ABOVE else low, y), xytext=(
+                    4 if colour == ABOVE else -9, -3), textcoords="offset points", fontsize=9,
+                    color=colour)
+        ax.axvline(0, color="black", linewidth=0.9, linestyle="--", zorder=0)
+        ax.set_xlabel(f"{delta} (points), 95% paired interval")
+        ax.grid(axis="x", color="#DDDDDD", linewidth=0.6)
+        ax.set_axisbelow(True)
+        ax.margins(x=0.12)
+    ticks = ys + [y for y, _ in headings]
+    # under a split's heading a row's label leaves the split out
+    labels = [label({**records[i], "split": "-"} if headed else records[i]) for i in order]
+    labels += [name for _, name in headings]
+    axes[0][0].set_yticks(ticks, labels, fontsize=8)
+    for tick in axes[0][0].get_yticklabels()[len(ys):]:  # the split headings
+        tick.set_fontweight("bold")
+    axes[0][0].set_ylim(max(ticks) + 0.8, -0.8)  # the first row at the top
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color=c,
+                          markerfacecolor=f, label=t) for c, f, t in (
+        (BELOW, BELOW, "below the base model (interval < 0)"),
+        (ABOVE, ABOVE, "above the base model (interval > 0)"),
+        (NEITHER, "white", "interval spans 0"))]
+    handles.append(plt.Line2D([], [], color="black", linestyle="--", label="base model (Δ = 0)"))
+    handles.append(plt.Line2D([], [], linestyle="", marker="$†$", color="black",
+                              label="also after Holm's correction"))
+    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=7.5, frameon=False,
+               bbox_to_anchor=(0.5, -0.01))
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return save_figure(fig, path)
+
+
+def sweep_plot(frame: pl.DataFrame, setting: str, metrics: Sequence[str], path: Path,
+               title: str, axis_label: str) -> tuple[Path, Path]:
+    """Each metric against a numeric sweep setting (Figure 6's λ) on a log axis, every point
+    with its 95% interval, the base model's value and interval as a dashed line and band; a
+    filled marker where the row's paired Δ interval excludes 0 (hollow where it spans 0). A
+    setting of 0 is drawn at the left edge, a third of the smallest positive value."""
+    rows = frame.slice(1).sort(setting, maintain_order=True)
+    values = rows[setting].to_list()
+    positive = [v for v in values if v > 0]
+    zero_at = min(positive) / 3 if positive else 1e-3
+    xs = [v if v > 0 else zero_at for v in values]
+    base = frame.row(0, named=True)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.6), squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        ax.axhline(base[metric], color="gray", linestyle="--", linewidth=1,
+                   label="base model (95% interval shaded)")
+        if base.get(f"{metric} low") is not None:
+            ax.axhspan(base[f"{metric} low"], base[f"{metric} high"], color="gray", alpha=0.15,
+                       linewidth=0)
+        ax.plot(xs, rows[metric].to_list(), color="#2C7BB6", linewidth=1, zorder=1)
+        for x, row in zip(xs, rows.iter_rows(named=True), strict=True):
+            low, high = row.get(f"{metric} low"), row.get(f"{metric} high")
+            colour = direction(row.get(f"Δ {metric} low"), row.get(f"Δ {metric} high"))
+            if low is not None and high is not None:
+                ax.plot([x, x], [low, high], color="#2C7BB6", linewidth=1.4, zorder=1)
+            ax.plot(x, row[metric], "o", color=colour, zorder=2,
+                    markerfacecolor=colour if colour != NEITHER else "white")
+        ax.set_xscale("log")
+        ax.set_xticks(xs, [f"{v:g}" for v in values])
+        ax.minorticks_off()
+        ax.set_xlabel(axis_label)
+        ax.set_ylabel(f"{metric} (%), 95% interval")
+        ax.legend(loc="best", fontsize=7)
+    fig.suptitle(title + "\nfilled: paired Δ to the base model excludes 0", fontsize=9)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def _cell_text(value: float, low: float | None, high: float | None) -> str:
+    """A heatmap cell: the signed value, ``*`` when its paired interval excludes 0."""
+    mark = "*" if low is not None and high is not None and (low > 0 or high < 0) else ""
+    return f"{value:+.1f}{mark}"
+
+
+def behaviour_heatmaps(table: pl.DataFrame, path: Path, title: str) -> tuple[Path, Path]:
+    """Two heatmaps over adapter × eval cell, each cell's number written in it: Δ pass@1
+    (points) with ``*`` where its 95% paired interval over the cell's questions excludes 0,
+    and Δ mean tokens (no interval: the table has none for length). The base model's rows
+    are left out (their Δ is 0 by construction)."""
+    runs = table.filter(pl.col("row") != table["row"][0])
+    if runs.is_empty():
+        raise ValueError("no adapter rows to draw")
+    rows = runs["row"].unique(maintain_order=True).to_list()
+    cells = sorted(runs["cell"].unique().to_list())
+    lookup = {(r["row"], r["cell"]): r for r in runs.iter_rows(named=True)}
+    fig, axes = plt.subplots(1, 2, figsize=(5 + 1.5 * len(cells), 1.6 + 0.34 * len(rows)))
+    for ax, measure, unit in ((axes[0], "Δ pass@1", "points; * 95% paired interval excludes 0"),
+                              (axes[1], "Δ mean_tokens", "tokens; no interval")):
+        grid = np.array([[lookup[(r, c)][measure] for c in cells] for r in rows], dtype=float)
+        limit = max(1.0, float(np.nanmax(np.abs(grid))))  # no change: a scale of ±1
+        shown = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+        for i, r in enumerate(rows):
+            for j, c in enumerate(cells):
+                found = lookup[(r, c)]
+                text = (_cell_text(found[measure], found.get("Δ pass@1 low"),
+                                   found.get("Δ pass@1 high")) if measure == "Δ pass@1"
+                        else f"{found[measure]:+.1f}")
+                dark = abs(grid[i, j]) > 0.6 * limit
+                ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                        color="white" if dark else "black")
+        ax.set_xticks(range(len(cells)), cells, fontsize=8, rotation=45)
+        ax.set_yticks(range(len(rows)), rows if ax is axes[0] else [""] * len(rows),
+                      fontsize=7)
+        ax.set_title(f"{measure} ({unit})", fontsize=8)
+        fig.colorbar(shown, ax=ax, fraction=0.05)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def style_shift(styles: pl.DataFrame, path: Path, title: str) -> tuple[Path, Path]:
+    """One panel per eval cell: each adapter's change in style share from the base model
+    (points, colour), with the style's accuracy in that row written in the square."""
+    rows = styles["row"].unique(maintain_order=True).to_list()
+    cells = sorted(styles["cell"].unique().to_list())
+    kinds = sorted(styles["style"].unique().to_list())
+    fig, axes = plt.subplots(1, len(cells) + 1, squeeze=False,  # the last holds the scale
+                             gridspec_kw={"width_ratios": [1] * len(cells) + [0.06]},
+                             figsize=(1.6 + 0.55 * len(kinds) * len(cells),
+                                      1.6 + 0.28 * len(rows)))
+    limit = max(1e-9, float(styles["Δ share"].abs().max() or 0.0))
+    shown = None
+    for ax, cell in zip(axes[0][:-1], cells, strict=True):
+        part = styles.filter(pl.col("cell") == cell)
+        lookup = {(r["row"], r["style"]): r for r in part.iter_rows(named=True)}
+        grid = [[lookup[(r, k)]["Δ share"] if (r, k) in lookup else 0.0 for k in kinds]
+                for r in rows]
+        shown = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+        for i, r in enumerate(rows):
+            for j, k in enumerate(kinds):
+                found = lookup.get((r, k))
+                if found is not None and found["accuracy"] is not None and found["samples"]:
+                    ax.text(j, i, f"{found['accuracy']:.0f}", ha="center", va="center",
+                            fontsize=5)
+        ax.set_xticks(range(len(kinds)), kinds, fontsize=7, rotation=60)
+        ax.set_yticks(range(len(rows)), rows if ax is axes[0][0] else [""] * len(rows),
+                      fontsize=6)
+        ax.set_title(cell, fontsize=8)
+    fig.colorbar(shown, cax=axes[0][-1], label="Δ share (points)")
+    fig.suptitle(title, fontsize=9)
+    return save_figure(fig, path)  # no tight_layout: the scale's narrow axes refuse it

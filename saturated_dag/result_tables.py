@@ -26,11 +26,9 @@ from saturated_dag.evaluation import summarise
 from saturated_dag.statistics import LEVEL, bootstrap_mean, holm, paired_delta, seed_matrix
 
 METHOD_LABELS = {"sft": "SFT", "dpo": "DPO", "rrhf": "σ-RRHF", "raft": "RAFT"}
-SCORER_LABELS = {None: "", "self_judge": "self-judge", "strong_judge": "strong judge",
-                 "entropy": "inverse entropy", "random": "random", "oracle": "oracle",
-                 "oracle_shuffled": "oracle, shuffled", "oracle_rho75": "oracle dial ρ=0.75",
-                 "oracle_rho50": "oracle dial ρ=0.5", "oracle_rho25": "oracle dial ρ=0.25",
-                 "oracle_rho0": "oracle dial ρ=0"}
+SCORER_LABELS: dict[str | None, str] = {None: ""}
+"""A scorer prints as its name (``self_judge``, ``strong_judge``, ``entropy``, ...): one name
+per thing in files, tables, figures and docs (``docs/glossary.md``); no scorer is empty."""
 EVAL_SET = "eval_set"
 """The column naming the eval set: the same on every row, so a CSV alone says what it is."""
 
@@ -218,6 +216,9 @@ def eval_set_caption(frame: pl.DataFrame) -> str:
 INTERVALS = "replicates"
 """A column present only in tables that carry intervals."""
 
+NOT_APPLICABLE = "—"
+"""A cell that has no value by construction (the base model's Δ to itself)."""
+
 _HIDDEN = ("low", "high", "excludes 0", " p")
 
 
@@ -252,8 +253,9 @@ def display_rows(frame: pl.DataFrame, best: Callable[[str], str] = lambda text: 
     best value of each column (per split) passed through ``best`` (``★`` by default, bold in
     Markdown), a Δ whose interval excludes 0 marked ``*`` and ``†`` where it holds after
     Holm's correction, whose adjusted p is the column after it (``Holm p (Δ pass@k)``). The
-    eval set and the intervals' sample are the caption (``eval_set_caption``), not columns; a
-    null setting is empty.
+    base model's Δ is ``NOT_APPLICABLE`` (``—``), not ``+0.00``: it is 0 by construction, not a
+    measurement. The eval set and the intervals' sample are the caption
+    (``eval_set_caption``), not columns; a null setting is empty.
     """
     frame = frame.drop(EVAL_SET, strict=False)
     metric_cols = [c for c in frame.columns if c.startswith("pass@")
@@ -289,8 +291,9 @@ def display_rows(frame: pl.DataFrame, best: Callable[[str], str] = lambda text: 
                  else [False] * frame.height)
         family = significant_after_holm(frame, delta)
         shown[delta] = [
-            (f"{v:+.2f}" if s == "-" else with_interval(f"{v:+.2f}", lo, hi, True))
-            + ("*" if mark else "") + ("†" if holds else "")
+            NOT_APPLICABLE if s == "-" else  # the base model against itself: nothing to show
+            with_interval(f"{v:+.2f}", lo, hi, True) + ("*" if mark else "")
+            + ("†" if holds else "")
             for v, lo, hi, mark, holds, s in zip(frame[delta].to_list(), lows, highs, marks,
                                                  family, splits, strict=True)]
         if f"{delta} Holm p" in has:
@@ -312,3 +315,115 @@ def to_markdown(frame: pl.DataFrame) -> str:
     """``display_rows`` as a Markdown table, the best value of each column in bold."""
     headers, rows = display_rows(frame, best=lambda text: f"**{text}**")
     return tabulate(rows, headers=headers, tablefmt="pipe", disable_numparse=True)
+
+
+def row_label(row: Mapping[str, Any]) -> str:
+    """A row's name as the UI tables and figures write it: split · method · scorer, or split ·
+    setting for a sweep (the base model's split ``-`` and empty parts left out)."""
+    names = ("split", "run") if "run" in row else ("split", "method", "scorer")
+    return " · ".join(str(row[c]) for c in names if row.get(c) not in (None, "", "-"))
+
+
+SUMMARY_CHARS = 1000
+"""The Dagster UI shows a Markdown value inline only below this many characters (longer ones
+go behind a "[Show Markdown]" link), so a summary must stay under it to be read unclicked."""
+
+
+def _directions(frame: pl.DataFrame, metric: str) -> tuple[int, int, int, int]:
+    """Rows after the base model whose paired interval on Δ ``metric`` lies below 0, above 0,
+    and of each, how many also hold after Holm's correction over the rows (below, above,
+    below after Holm, above after Holm)."""
+    runs = frame.slice(1)
+    delta = f"Δ {metric}"
+    below = [hi is not None and hi < 0 for hi in runs[f"{delta} high"]]
+    above = [lo is not None and lo > 0 for lo in runs[f"{delta} low"]]
+    holds = significant_after_holm(runs, delta)
+    return (sum(below), sum(above), sum(b and h for b, h in zip(below, holds, strict=True)),
+            sum(a and h for a, h in zip(above, holds, strict=True)))
+
+
+def sample_text(frame: pl.DataFrame, samples: int | None = None) -> str:
+    """What a table's intervals rest on, in one line: questions × samples, eval replicates and
+    the adapters' training seeds (``samples``: completions per question, when known)."""
+    questions = int(frame["questions"].max())
+    text = f"{questions} eval questions" + (f" × {samples} samples" if samples else "")
+    replicates = int(frame[INTERVALS].min())
+    text += f", {replicates} eval replicate{'s' if replicates != 1 else ''}"
+    seeds = frame["training replicates"][1:] if "training replicates" in frame.columns else None
+    if seeds is not None and len(seeds):
+        low, high = int(seeds.min()), int(seeds.max())
+        count = f"{low}" if low == high else f"{low}-{high}"
+        text += f", {count} training seed{'s' if high != 1 else ''} per adapter"
+    if EVAL_SET in frame.columns and not frame.is_empty():
+        text += f"; eval set {frame[EVAL_SET][0]}"
+    return text
+
+
+def _value(row: Mapping[str, Any], column: str, signed: bool) -> str:
+    spec = "+.2f" if signed else ".2f"
+    return with_interval(f"{row[column]:{spec}}", row.get(f"{column} low"),
+                         row.get(f"{column} high"), signed)
+
+
+def summary(frame: pl.DataFrame, samples: int | None = None) -> str:
+    """The table's answer in three Markdown lines, for the top of its page: per metric, how
+    many rows lie below and above the base model (their 95% paired interval on Δ excludes 0;
+    and after Holm's correction), the best row by Δ pass@1 with its interval, and the sample.
+
+    Why counts of intervals and not of point estimates: a Δ of -0.3 whose interval spans 0 is
+    no evidence of harm; the counts say what the table can support.
+    """
+    metrics = [c for c in frame.columns if c.startswith("pass@") and " " not in c]
+    base = frame.row(0, named=True)
+    rows = frame.height - 1
+    if rows == 0 or f"Δ {metrics[0]} low" not in frame.columns:
+        return (f"Only the base model: {metrics[0]} {_value(base, metrics[0], False)}%. "
+                f"Sample: {sample_text(frame, samples)}.")
+    counts = []
+    for i, metric in enumerate(metrics):
+        below, above, below_holm, above_holm = _directions(frame, metric)
+        head = (f"{below} of {rows} rows below the base model, {above} above" if i == 0
+                else f"{below} below, {above} above")
+        counts.append((f"**{metric}: {head}**" if i == 0 else f"{metric}: {head}")
+                      + f" ({below_holm} and {above_holm} after Holm)")
+    runs = frame.slice(1)
+    best = runs.row(int(runs[f"Δ {metrics[0]}"].arg_max() or 0), named=True)
+    lines = [
+        "; ".join(counts) + f". A row counts when its 95% paired interval on Δ excludes 0; "
+        f"Holm's correction is over the table's {rows} rows.",
+        f"Best: **{row_label(best)}**, Δ {metrics[0]} {_value(best, f'Δ {metrics[0]}', True)}"
+        f" points (base model {_value(base, metrics[0], False)}%).",
+        f"Sample: {sample_text(frame, samples)}.",
+    ]
+    return "\n\n".join(lines)
+
+
+def selection_summary(table: pl.DataFrame) -> str:
+    """A selection table's answer (``selection.selection_table``) in Markdown: the chosen
+    configuration, its mean validation pass@1 over its seeds, and its margin over the next
+    best (or the tie it won by being listed first).
+
+    Why it says there is no interval: the table keeps one mean per configuration, so a margin
+    cannot be told from noise here; the chosen adapter's eval report (Δ with its paired
+    interval) is where it is judged."""
+    rows = table.to_dicts()
+    winner = next(r for r in rows if r["chosen"])
+    value = winner["validation pass@1"]
+    seeds = winner["seeds"]
+    head = (f"**Chosen: {winner['configuration']}**, validation pass@1 {value:.2f}% (mean of "
+            f"{seeds} training seed{'s' if seeds != 1 else ''})")
+    others = sorted((r for r in rows if not r["chosen"]),
+                    key=lambda r: -r["validation pass@1"])
+    if not others:
+        return head + ", the only configuration."
+    runner = others[0]
+    margin = value - runner["validation pass@1"]
+    if round(margin, 9) == 0:
+        head += (f", tied with {runner['configuration']}: a tie goes to the configuration "
+                 "listed first")
+    else:
+        head += (f", {margin:.2f} points above the next, {runner['configuration']} "
+                 f"({runner['validation pass@1']:.2f}%)")
+    return (f"{head}; {len(rows)} configurations.\n\nNo interval: the table keeps one mean per "
+            "configuration, on validation questions disjoint from the eval set; the chosen "
+            "adapter's eval report gives its Δ with a paired interval.")

@@ -161,6 +161,9 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
     FrameSchema("raft_set", _cols(*_SFT), "the scorer's argmax completion per question"),
     FrameSchema("sft_set", _cols(*_SFT), "every correct completion of the split's questions"),
     FrameSchema("eval_report", _cols(
+        # what was evaluated (evaluation.ReportIdentity), so a file read alone says it
+        ("adapter", pl.String), ("method", pl.String), ("scorer", pl.String),
+        ("split", pl.String), ("base_model", pl.String),
         ("question_id", pl.String), ("cell", pl.String), ("training_replicate", pl.Int64),
         ("replicate", pl.Int64), ("sample_index", pl.Int64), ("gold", pl.String),
         ("completion", pl.String), ("answer", pl.String),
@@ -169,7 +172,9 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         "one row per sampled completion of an eval question, training-seed replicate (the "
         "adapter trained with seed training.seed + r; 0 for the base model) and eval "
         "replicate, verified: every table is recomputed from these "
-        "(evaluation.per_question_results) without sampling again"),
+        "(evaluation.per_question_results) without sampling again. adapter (the adapter's "
+        "name), method, scorer and split are null on the base model's report; base_model is "
+        "the policy as the profile names it"),
     FrameSchema("behaviour", _cols(
         ("row", pl.String), ("cell", pl.String), ("samples", pl.Int64),
         *((m, pl.Float64) for m in BEHAVIOUR_MEASURES),
@@ -205,6 +210,30 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         f"the base model, then one row per {sweep} setting; k is the profile's sampling.n",
         {"k": 1})
       for sweep, settings in SWEEP_SETTINGS.items()),
+    FrameSchema("runs_table", _cols(
+        ("task", pl.String), ("adapter", pl.String), ("configuration", pl.String),
+        ("cells", pl.String), ("split", pl.String), ("method", pl.String),
+        ("scorer", pl.String), ("seed", pl.Int64),
+        # the trainer's settings as training_config.json records them (null: not the method's)
+        ("learning_rate", pl.Float64), ("epochs", pl.Int64), ("batch_size", pl.Int64),
+        ("per_device_batch_size", pl.Int64), ("warmup_ratio", pl.Float64),
+        ("weight_decay", pl.Float64), ("max_length", pl.Int64), ("dpo_beta", pl.Float64),
+        ("dpo_loss", pl.String), ("rrhf_rank_weight", pl.Float64),
+        ("rrhf_use_sft", pl.Boolean), ("rrhf_hinge", pl.Boolean),
+        ("rrhf_logistic_weight", pl.Boolean), ("rrhf_sft_token_mean", pl.Boolean),
+        ("lora_r", pl.Int64), ("lora_alpha", pl.Int64), ("lora_dropout", pl.Float64),
+        ("precision", pl.String),
+        ("epoch kept", pl.Int64), ("validation pass@1", pl.Float64), ("chosen", pl.Boolean),
+        # this adapter's share of its cell's eval report (null: no report evaluates it)
+        ("eval report", pl.String),
+        *((f"{m}{end}", pl.Float64) for m in ("pass@1", "pass@{k}", "Δ pass@1", "Δ pass@{k}")
+          for end in ("", " low", " high")),
+        ("questions", pl.Int64), ("replicates", pl.Int64), ("eval_set", pl.String),
+        ("adapter_path", pl.String)),
+        "one row per trained adapter (every configuration x training seed of every cell's "
+        "selection grid, sweeps included): its settings, kept epoch, validation pass@1, "
+        "whether its cell chose it, and its eval pass@1 / pass@k with the Δ to the base model "
+        "and paired 95% intervals; k is the profile's sampling.n", {"k": 1}),
 )
 
 

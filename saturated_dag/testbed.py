@@ -12,7 +12,7 @@ seeds) and training seeds, and reports each row's paired Δ pass@1 to the base m
 - **negative control**: σ-RRHF with the oracle's scores shuffled within each question; passes
   when its interval contains 0 and lies within ±``null_band``;
 - **dial**: Δ against the scorer's agreement ρ with the oracle (1, 0.75, 0.5, 0.25, 0), for
-  σ-RRHF and DPO; the real scorers (inverse entropy, the rubric strong judge, random) are
+  σ-RRHF and DPO; the real scorers (entropy, the rubric strong judge, random) are
   placed on the same axis by their measured ρ.
 
 Each method's recipe (learning rate, DPO's β; every run keeps its best epoch) is selected on
@@ -279,7 +279,7 @@ def saturated_ids(pool: pl.DataFrame) -> list[str]:
 def scores_for(pool: pl.DataFrame, data_seed: int, names: Iterable[str],
                epsilon: float = 1e-8) -> tuple[dict[str, pl.DataFrame], dict[str, dict]]:
     """Every testbed scorer over the saturated questions' correct completions of one pool:
-    the known-answer family (calibrated on these completions), random, inverse entropy (from
+    the known-answer family (calibrated on these completions), random, entropy (from
     the generation pass) and the rubric strong judge's round-robin win rates
     (``run_tournament``, as the graph's strong-judge asset scores them)."""
     from saturated_dag.scorers.judges import RubricJudge

@@ -119,7 +119,7 @@ def report(profile_name: str, rho: float = 0.0) -> str:
            _shares(rows), ""]
 
     out += ["Assumed split sizes (questions) and lengths (mean tokens):", "",
-            "| task | saturated | strict-saturated | hard with a correct answer | their correct "
+            "| task | saturated | strict_saturated | hard with a correct answer | their correct "
             "completions | basis |", "|---|---:|---:|---:|---:|---|"]
     for task in profile.tasks:
         a = assumptions.task(task)

@@ -1,10 +1,11 @@
-"""Write the demo's result tables into README.md, between the ``demo-results`` markers.
+"""Refresh README.md's demo snapshot (between the ``demo-results`` markers) from a demo run.
 
 Why a script: README's results must be the ones the demo command produced, not a hand copy.
-``scripts/run_demo.sh`` calls this after a successful run; it reads the tables the table
-assets wrote under ``<output dir>/<task>/``, each value and Δ with its 95% interval
-(``docs/statistics.md``), and the profile's rules (pairs, answer checking, eval set), so a
-re-run with the same seed leaves README byte-identical.
+It is the explicit refresh command, run by hand after ``scripts/run_demo.sh`` (the run itself
+never rewrites a tracked file); it reads the tables the table assets wrote under
+``<output dir>/<task>/``, each value and Δ with its 95% interval (``docs/statistics.md``), the
+profile's rules (pairs, answer checking, eval set), and the run's record (commit, machine,
+wall time: ``scripts/run_record.py``), so the same run leaves README byte-identical.
 
     python scripts/readme_results.py [--profile demo] [--output-dir outputs] [--readme README.md]
 """
@@ -18,6 +19,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from run_record import describe  # noqa: E402  (a script beside this one)
+
 START, END = "<!-- demo-results:start -->", "<!-- demo-results:end -->"
 TABLES = (
     ("results_table", "Table 1 / Table 7 shape (`{task}/results_table`)"),
@@ -61,16 +65,18 @@ def grid(training: object) -> str:
 
 
 def section(profile: object, output_dir: Path) -> str:
-    """The rules, then each task's tables (values and Δ with their intervals)."""
-    parts = [rules(profile), ""]
+    """What produced the snapshot, the rules, then each task's tables (values and Δ with
+    their intervals)."""
+    parts: list[str] = []
     for task in profile.tasks:  # type: ignore[attr-defined]
         tables = [(title, output_dir / task / f"{name}.md") for name, title in TABLES]
         tables = [(title, path) for title, path in tables if path.is_file()]
         for title, path in tables:
             body = path.read_text(encoding="utf-8").strip()
             parts += [title.format(task=task) + ":", "", body, ""]
-    if len(parts) == 2:
+    if not parts:
         raise SystemExit(f"no result tables under {output_dir}: run the demo job first")
+    parts = [describe(output_dir, "bash scripts/run_demo.sh"), "", rules(profile), "", *parts]
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Run the main job on the embedded default (demo profile), recorded in a local instance.
+# Results go to the output folder (default outputs/) and the UI; nothing tracked is rewritten.
+# README's "Demo results" is a snapshot: refresh it explicitly with
+# `.venv/bin/python scripts/readme_results.py` after this run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DAGSTER_HOME=${DAGSTER_HOME:-$PWD/.dagster_home}
 export SATURATED_DAG_PROFILE=${SATURATED_DAG_PROFILE:-demo}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
+out=${SATURATED_DAG_OUTPUT_DIR:-outputs}
 .venv/bin/python scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 job=${1:-demo}
+start=$(date +%s)
 .venv/bin/dagster job execute -f definitions.py -j "$job"
-# README's "Demo results" are the tables this run wrote (and the rules it used).
-if [ "$job" = demo ] && [ "$SATURATED_DAG_PROFILE" = demo ]; then
-  .venv/bin/python scripts/readme_results.py --profile demo
-fi
+wall=$(( $(date +%s) - start ))
+# what produced these tables (commit, machine, wall time), for a README snapshot
+.venv/bin/python scripts/run_record.py --output-dir "$out" --job "$job" \
+  --profile "$SATURATED_DAG_PROFILE" --wall-seconds "$wall"
+echo "tables in $out/<task>/ (results_table.md, runs_table.csv, ...); the web UI: dagster dev or dg dev"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The embedded study (docs/study.md): the `study` job on profile `study`, recorded in a local
-# instance, then README's study section regenerated from that run's outputs.
+# instance, then its report written to the output folder (outputs/study/study_report.md).
+# README's "Study results" is a snapshot: refresh it explicitly with
+# `.venv/bin/python scripts/study_report.py --readme README.md` after this run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DAGSTER_HOME=${DAGSTER_HOME:-$PWD/.dagster_home}
@@ -12,5 +14,6 @@ start=$(date +%s)
 .venv/bin/dagster job execute -f definitions.py -j study
 end=$(date +%s)
 echo "study job: $((end - start)) s"
-.venv/bin/python scripts/study_report.py --output-dir "$SATURATED_DAG_OUTPUT_DIR" \
-  --wall-seconds "$((end - start))"
+.venv/bin/python scripts/run_record.py --output-dir "$SATURATED_DAG_OUTPUT_DIR" --job study \
+  --profile study --wall-seconds "$((end - start))"
+.venv/bin/python scripts/study_report.py --output-dir "$SATURATED_DAG_OUTPUT_DIR"

@@ -1,9 +1,13 @@
-"""Write the embedded study's results into README.md, between the ``study-results`` markers.
+"""The embedded study's report: ``<output dir>/study_report.md``, and with ``--readme`` the
+snapshot between README.md's ``study-results`` markers.
 
-``scripts/run_study.sh`` calls this after the ``study`` job: every number in the section is
-read from that run's outputs (tables, eval reports, selection grids, scorer agreement), and
-each of the paper's findings gets its paired Δ, 95% interval and verdict
-(``saturated_dag.findings``, docs/study.md).
+``scripts/run_study.sh`` calls this after the ``study`` job (no ``--readme``: a run never
+rewrites a tracked file); refreshing README's snapshot is the explicit
+``python scripts/study_report.py --readme README.md``. Every number in the section is read
+from that run's outputs (tables, eval reports, selection grids, scorer agreement), and each
+of the paper's findings gets its paired Δ, 95% interval and verdict
+(``saturated_dag.findings``, docs/study.md); its first line names the commit and machine
+that produced them (``scripts/run_record.py``).
 
     python scripts/study_report.py [--output-dir outputs/study] [--readme README.md]
                                    [--wall-seconds S]
@@ -19,6 +23,9 @@ from pathlib import Path
 import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from run_record import describe  # noqa: E402  (a script beside this one)
+
 START, END = "<!-- study-results:start -->", "<!-- study-results:end -->"
 TASK = "chain_sum"
 TABLES = (
@@ -80,7 +87,7 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
              f"points. Read together, the {tested} findings are one family: Holm's correction "
              f"(docs/statistics.md) leaves {surviving} holding.", "", *lines]
     if agreement_rows is not None:
-        parts += ["", "Table 10 (scorer agreement on D', correct completions): mean "
+        parts += ["", "Table 10 (scorer agreement on D_prime, correct completions): mean "
                   "within-question Spearman ρ, 95% bootstrap interval over questions.", "",
                   "| scorers | ρ here | questions | paper (Qwen3, chain sum) | paper's value "
                   "inside the interval |", "|---|---|---|---|---|"]
@@ -189,16 +196,25 @@ def section(profile: object, output_dir: Path, wall_seconds: float | None) -> st
     return "\n".join(parts).rstrip() + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", default="outputs/study")
-    parser.add_argument("--readme", default=str(ROOT / "README.md"))
+    parser.add_argument("--readme", default=None,
+                        help="also splice the report into this README's study block")
     parser.add_argument("--wall-seconds", type=float, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from saturated_dag.config import load_profile
 
-    text = section(load_profile("study"), Path(args.output_dir), args.wall_seconds)
+    output_dir = Path(args.output_dir)
+    text = section(load_profile("study"), output_dir, args.wall_seconds)
+    text = describe(output_dir, "bash scripts/run_study.sh") + "\n\n" + text
+    (output_dir / "study_report.md").write_text(text, encoding="utf-8")
+    print(text)
+    if args.readme is None:
+        print(f"report in {output_dir / 'study_report.md'}; README's snapshot refreshes with "
+              f"--readme README.md")
+        return
     readme = Path(args.readme)
     current = readme.read_text(encoding="utf-8")
     pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
@@ -206,7 +222,6 @@ def main() -> None:
         raise SystemExit(f"{readme} has no {START} ... {END} block")
     readme.write_text(pattern.sub(lambda _: f"{START}\n{text}{END}", current),
                       encoding="utf-8")
-    print(text)
 
 
 if __name__ == "__main__":

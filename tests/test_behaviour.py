@@ -64,11 +64,37 @@ def test_style_table_shows_the_shift_between_styles_and_each_styles_accuracy() -
 
 
 def test_the_style_shift_figure_draws_every_cell(tmp_path) -> None:
-    from assets.behaviour import _style_shift
+    from saturated_dag.plots import style_shift
 
     table = style_table(BASE_REPORT, {"saturated/sft": RUN_REPORT}, detect_style)
-    png = _style_shift(table, tmp_path / "styles.png", "style shift")
+    png, svg = style_shift(table, tmp_path / "styles.png", "style shift")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert all(f">{cell}<" in svg.read_text() for cell in ("5x1", "5x2"))
+
+
+def test_summary_counts_cells_by_their_paired_interval_and_names_the_extremes() -> None:
+    from saturated_dag.behaviour import summary
+
+    def mixed(i: int) -> bool:  # on d: question 0 loses two samples, question 1 gains one
+        return False if i // 4 == 0 else i % 4 < 3 if i // 4 == 1 else i % 2 == 0
+
+    base = _samples({"c": [(STEP, i % 4 == 0, 10) for i in range(40)],  # 10 questions each
+                     "d": [(STEP, i % 2 == 0, 10) for i in range(40)]})
+    run = _samples({"c": [(STEP, True, 12) for _ in range(40)],  # a clear gain on c
+                    "d": [(STEP, mixed(i), 10) for i in range(40)]})
+    table = behaviour_table(base, {"saturated/sft": run})
+    text = summary(table)
+    assert text.startswith("**Δ pass@1: 0 of 2 adapter × cell pairs below the base model, 1 "
+                           "above** (1 adapter × 2 cells;"), text
+    assert "not corrected for the 2 tests, so about 0.1 may by chance" in text
+    gain = table.filter((pl.col("row") == "saturated/sft") & (pl.col("cell") == "c")).row(
+        0, named=True)
+    assert (f"largest gain saturated/sft on c, {gain['Δ pass@1']:+.2f} "
+            f"[{gain['Δ pass@1 low']:+.2f}, {gain['Δ pass@1 high']:+.2f}]") in text
+    assert "largest drop saturated/sft on d" in text  # a drop whose interval spans 0
+    assert "Δ mean tokens from +0.00 to +2.00 (no interval)" in text
+    assert "Sample: 40 samples per cell." in text
+    assert summary(table.filter(pl.col("row") == BASE)).startswith("Only the base model")
 
 
 def test_reports_over_other_cells_or_without_samples_are_errors() -> None:

@@ -12,6 +12,7 @@ from saturated_dag.config import load_profile
 from tests.conftest import REPO_ROOT
 
 DAGSTER = str(Path(sys.executable).parent / "dagster")
+DG = str(Path(sys.executable).parent / "dg")
 
 
 def _env(tmp_path: Path, profile: str) -> dict[str, str]:
@@ -39,21 +40,21 @@ def test_invalid_profile_fails_at_load(tmp_path: Path) -> None:
     assert "policy.backend" in out.stderr + out.stdout
 
 
-def test_job_execute_records_run_in_instance(tmp_path: Path, tiny_model_dir: Path) -> None:
+def _tiny_profile(tmp_path: Path, model: Path) -> Path:
     profile = {
         "name": "tiny", "tasks": ["chain_sum"],
         "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
                       "strict_grid": None},
-        "policy": {"model": str(tiny_model_dir), "batch_size": 8},
+        "policy": {"model": str(model), "batch_size": 8},
         "sampling": {"n": 2, "max_new_tokens": 6},
     }
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(profile))
-    env = _env(tmp_path, str(path))
-    out = subprocess.run([DAGSTER, "job", "execute", "-f", "definitions.py",
-                          "-j", "chain_sum_generation"], cwd=REPO_ROOT, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
+    return path
+
+
+def _one_successful_run(tmp_path: Path, env: dict[str, str]) -> None:
+    """The run landed in the instance, and the generation job's last file exists."""
     assert (tmp_path / "outputs" / "assets" / "chain_sum" / "difficulty_partitions.parquet"
             ).is_file()
     check = subprocess.run(
@@ -62,6 +63,32 @@ def test_job_execute_records_run_in_instance(tmp_path: Path, tiny_model_dir: Pat
          "runs = i.get_runs(); print(len(runs), runs[0].job_name, runs[0].status.value)"],
         env=env, capture_output=True, text=True, timeout=120)
     assert check.stdout.split() == ["1", "chain_sum_generation", "SUCCESS"], check.stderr
+
+
+def test_job_execute_records_run_in_instance(tmp_path: Path, tiny_model_dir: Path) -> None:
+    env = _env(tmp_path, str(_tiny_profile(tmp_path, tiny_model_dir)))
+    out = subprocess.run([DAGSTER, "job", "execute", "-f", "definitions.py",
+                          "-j", "chain_sum_generation"], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    _one_successful_run(tmp_path, env)
+
+
+def test_dg_cli_lists_and_launches_from_the_project_settings(tmp_path: Path,
+                                                             tiny_model_dir: Path) -> None:
+    """The current CLI, ``dg``, finds the code location through ``[tool.dg]`` in
+    pyproject.toml: ``dg list defs`` shows the jobs and ``dg launch --job`` runs one into the
+    instance, as ``dagster job execute`` does."""
+    env = _env(tmp_path, str(_tiny_profile(tmp_path, tiny_model_dir)))
+    env["VIRTUAL_ENV"] = str(Path(sys.executable).parent.parent)  # the venv dg runs in
+    listed = subprocess.run([DG, "list", "defs", "--json"], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    assert "chain_sum_generation" in listed.stdout
+    out = subprocess.run([DG, "launch", "--job", "chain_sum_generation"], cwd=REPO_ROOT,
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    _one_successful_run(tmp_path, env)
 
 
 def test_every_profile_loads_with_its_jobs_schedule_and_sensor(tmp_path: Path) -> None:

@@ -171,3 +171,36 @@ def test_remote_code_granted_by_the_file_holds_for_its_model_only(tmp_path: Path
     with pytest.raises(ProfileError) as err:
         load_profile(str(path), {"policy": {"model": "org/other"}})
     assert "policy.model" in str(err.value) and "org/custom" in str(err.value)
+
+
+# Issue 33, item 4: experiment tracking is opt-in, and its store sits beside the outputs.
+
+@pytest.mark.parametrize("name", available_profiles())
+def test_tracking_is_off_by_default(name: str, tmp_path: Path) -> None:
+    tracking = load_profile(name).tracking
+    assert tracking.mlflow is False and tracking.report_to == "none"
+    assert tracking.tracking_uri is None and tracking.experiment == "saturated-dag"
+    assert tracking.uri(tmp_path) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+
+
+def test_tracking_switched_on(tmp_path: Path) -> None:
+    on = load_profile("demo", {"tracking": {"mlflow": True}}).tracking
+    assert on.report_to == "mlflow"
+    relative = on.uri("out")  # made absolute: the trainer's child and `mlflow ui` agree
+    assert relative == f"sqlite:///{Path('out').resolve()}/mlflow.db"
+    given = load_profile("demo", {"tracking": {"mlflow": True,
+                                               "tracking_uri": "http://127.0.0.1:5000"}})
+    assert given.tracking.uri(tmp_path) == "http://127.0.0.1:5000"
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [({"tracking": {"mlflow": "maybe"}}, "tracking.mlflow"),
+     ({"tracking": {"tracking_uri": ""}}, "tracking.tracking_uri"),
+     ({"tracking": {"experiment": ""}}, "tracking.experiment"),
+     ({"tracking": {"mlfow": True}}, "tracking.mlfow")],
+)
+def test_bad_tracking_setting_is_named(override: dict, field: str) -> None:
+    with pytest.raises(ProfileError) as err:
+        load_profile("demo", override)
+    assert f"{field}:" in str(err.value)

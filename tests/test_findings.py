@@ -106,3 +106,51 @@ def test_findings_carry_their_claims_p_and_holms_correction_over_the_family() ->
         assert (r.p < 0.05) == (r.verdict == HOLDS) or abs(r.p - 0.05) < 0.01
     # the small gain holds on its own (p ≈ 0.01) but not among ten claims
     assert b.verdict == HOLDS and b.p < 0.05 and not b.holds_after_holm
+
+
+def _rhos() -> pl.DataFrame:
+    values = [0.9, 0.7, 0.8, 0.6, 0.95, 0.75, 0.85, 0.65]  # clearly above 0
+    rows = [{"question_id": f"q{i}", "split": "strict_saturated", "scorer_a": "self_judge",
+             "scorer_b": "strong_judge", "n": 8, "rho": v, "status": "ok"}
+            for i, v in enumerate(values)]
+    rows += [{"question_id": f"q{i}", "split": "strict_saturated", "scorer_a": "entropy",
+              "scorer_b": "strong_judge", "n": 8, "rho": v, "status": "ok"}
+             for i, v in enumerate([0.4, -0.5, 0.3, -0.2, float("nan")])]
+    rows.append({"question_id": "q9", "split": "saturated", "scorer_a": "entropy",
+                 "scorer_b": "self_judge", "n": 8, "rho": None, "status": "constant"})
+    return pl.DataFrame(rows)
+
+
+def test_agreement_rows_give_each_pairs_mean_rho_its_interval_and_unrounded_share() -> None:
+    from saturated_dag.findings import agreement_rows
+    from saturated_dag.scorers.agreement import summarize
+
+    per_question = _rhos()
+    summary = summarize(per_question, ["entropy", "self_judge", "strong_judge"],
+                        ["strict_saturated", "saturated"])
+    rows = agreement_rows(per_question, summary)
+    assert rows.select("split", "scorers").rows() == [
+        (s, f"{a} vs {b}") for s, a, b in summary.select("split", "scorer_a", "scorer_b").rows()]
+    by = {(r["split"], r["scorers"]): r for r in rows.iter_rows(named=True)}
+    judges = by[("strict_saturated", "self_judge vs strong_judge")]
+    assert judges["questions"] == 8 and judges["mean ρ"] == pytest.approx(0.775)
+    assert 0 < judges["mean ρ low"] < judges["mean ρ"] < judges["mean ρ high"]
+    mixed = by[("strict_saturated", "entropy vs strong_judge")]
+    assert mixed["questions"] == 4 and mixed["% ρ > 0"] == 50.0  # the NaN question left out
+    assert mixed["median ρ"] == pytest.approx(0.05)
+    empty = by[("saturated", "entropy vs self_judge")]
+    assert empty["questions"] == 0 and empty["mean ρ"] is None and empty["% ρ > 0"] is None
+
+
+def test_agreement_summary_sets_each_paper_pair_beside_the_paper_with_its_interval() -> None:
+    from saturated_dag.findings import agreement_summary
+
+    text = agreement_summary(_rhos())
+    assert text.startswith("**Mean within-question Spearman ρ on strict_saturated, 95% "
+                           "bootstrap interval over questions:** self_judge vs strong_judge "
+                           "0.78 [")
+    assert "(paper 0.15; 8 questions)" in text and "(paper 0.44; 4 questions)" in text
+    assert "entropy vs self_judge n/a (no question with a defined ρ)" in text
+    assert "Above 0 beyond chance: self_judge vs strong_judge." in text
+    only_saturated = agreement_summary(_rhos().filter(pl.col("split") == "saturated"))
+    assert "on saturated" in only_saturated and "Above 0 beyond chance: none." in only_saturated

@@ -124,7 +124,41 @@ def test_out_of_range_override_fails_the_resource_naming_the_field() -> None:
         with dg.build_resources(resources):
             pass
     assert isinstance(err.value.__cause__, ProfileError)
-    assert "sampling.n" in str(err.value.__cause__)
+    message = str(err.value.__cause__)
+    # blamed on the overrides that set it (here the location's), with the value, not on the
+    # (valid) profile file
+    assert "location's overrides" in message and "sampling.n = 0" in message, message
+    assert "demo.yaml" not in message
+
+
+def test_a_failing_override_is_blamed_on_it_in_the_run_log(tmp_path: Path) -> None:
+    """A run launched with ``sampling.n: 0`` fails before any step, and its run log's failure
+    names the launch override and its value, not the profile file."""
+    @dg.asset
+    def nothing(experiment: ExperimentResource) -> None:
+        pass
+
+    launch = {"resources": {"experiment": {"config": {
+        "overrides": overrides_config({"sampling": {"n": 0}})}}}}
+    result = dg.materialize([nothing], resources=make_resources("demo", str(tmp_path / "out")),
+                            run_config=launch, raise_on_error=False)
+    assert not result.success
+    failures = [e for e in result.all_events if e.is_failure]
+    text = "\n".join(str(e.event_specific_data) for e in failures)
+    assert "this run's launch overrides" in text and "sampling.n = 0" in text, text
+    assert "demo.yaml" not in text
+
+
+def test_the_location_overrides_are_blamed_for_their_own_values() -> None:
+    from resources.experiment import layered_profile
+
+    with pytest.raises(ProfileError, match="location") as err:
+        layered_profile("demo", [("the location", {"sampling": {"temperature": -1}}),
+                                 ("the launch", {"sampling": {"n": 2}})])
+    assert "sampling.temperature = -1" in str(err.value)
+    # a launch override that repairs the location's value is what the run uses
+    assert layered_profile("demo", [("the location", {"sampling": {"n": 0}}),
+                                    ("the launch", {"sampling": {"n": 2}})]).sampling.n == 2
 
 
 @pytest.fixture(autouse=True)

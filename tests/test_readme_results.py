@@ -37,13 +37,36 @@ def test_readme_block_is_replaced_from_the_table_files_and_names_the_rules(tmp_p
     (tmp_path / "chain_sum" / "results_table.md").write_text("eval set: X\n\n| a |\n|---|\n| 1 |\n")
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{mod.START}\nold numbers\n{mod.END}\nrest\n")
+    with pytest.raises(SystemExit, match=r"run_record\.json is missing"):  # origin unknown
+        mod.main(["--profile", "demo", "--output-dir", str(tmp_path), "--readme", str(readme)])
+    _module("run_record").record(tmp_path, "demo", "demo", 123.4)
     mod.main(["--profile", "demo", "--output-dir", str(tmp_path), "--readme", str(readme)])
     text = readme.read_text()
+    assert "Snapshot of `bash scripts/run_demo.sh` at commit " in text and "123.4 s" in text
     assert "old numbers" not in text and "| 1 |" in text and text.endswith("rest\n")
     assert "dpo_distinct_texts: true" in text and "answer_check: math_verify" in text
     once = text
     mod.main(["--profile", "demo", "--output-dir", str(tmp_path), "--readme", str(readme)])
     assert readme.read_text() == once  # same tables, same README
+
+
+def test_the_run_record_names_commit_machine_and_changes(tmp_path):
+    record = _module("run_record")
+    data = record.record(tmp_path, "demo", "demo", 10)
+    assert len(data["commit"]) == 40 and "cores)" in data["machine"]
+    line = record.describe(tmp_path, "bash scripts/run_demo.sh")
+    assert data["commit"][:7] in line and "10 s" in line
+    assert ("uncommitted changes" in line) == data["uncommitted_changes"]
+
+
+def test_the_run_scripts_never_rewrite_readme():
+    """README's first command (and the study's) leave the clone clean: the refresh of the
+    snapshots is a separate command, not a step of the run scripts."""
+    for script in ("run_demo.sh", "run_study.sh"):
+        text = (ROOT / "scripts" / script).read_text()
+        commands = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+        assert not any("readme_results" in line or "README" in line or "--readme" in line
+                       for line in commands), script
 
 
 def test_paper_rules_are_named_as_the_papers():
@@ -59,6 +82,7 @@ def test_missing_tables_or_markers_are_clear_errors(tmp_path):
         mod.main(["--output-dir", str(tmp_path), "--readme", str(readme)])
     (tmp_path / "chain_sum").mkdir()
     (tmp_path / "chain_sum" / "results_table.md").write_text("| a |\n")
+    _module("run_record").record(tmp_path, "demo", "demo", 1)
     with pytest.raises(SystemExit, match="no <!-- demo-results:start -->"):
         mod.main(["--output-dir", str(tmp_path), "--readme", str(readme)])
 

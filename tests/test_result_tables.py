@@ -6,8 +6,12 @@ import pytest
 from saturated_dag.metrics import pass_at_k
 from saturated_dag.result_tables import (
     EVAL_SET,
+    SUMMARY_CHARS,
     eval_set_caption,
     results_table,
+    row_label,
+    selection_summary,
+    summary,
     sweep_table,
     to_markdown,
 )
@@ -29,8 +33,9 @@ BETA_ROWS = [
      _report([0, 0, 8])),
 ]
 # The pandas version's Markdown (pandas.DataFrame.to_markdown), each value and Δ now followed by
-# its 95% interval (docs/statistics.md), a Δ whose interval excludes 0 marked "*", and each Δ's
-# Holm-adjusted p over the table's rows beside it.
+# its 95% interval (docs/statistics.md), a Δ whose interval excludes 0 marked "*", each Δ's
+# Holm-adjusted p over the table's rows beside it, and the base model's Δ "—" (issue 33: it is
+# 0 by construction, not a measurement; it read "+0.00").
 SWEEP_MARKDOWN = (
     '| split   | run            | beta   | lr    | epochs   | adapter   | pass@1 '
     '                   | pass@8                      | Δ pass@1               | '
@@ -39,8 +44,8 @@ SWEEP_MARKDOWN = (
     '-------------|:----------------------------|:-----------------------|:------'
     '--------------|:------------------------|:--------------------|\n| -       | '
     'Base model     |        |       |          |           | 50.00 [0.00, 100.00'
-    ']      | 66.67 [0.00, 100.00]        | +0.00                  |             '
-    '        | +0.00                   |                     |\n| hard    | β=0.1,'
+    ']      | 66.67 [0.00, 100.00]        | —                      |             '
+    '        | —                       |                     |\n| hard    | β=0.1,'
     ' η=1e-05 | 0.1    | 1e-05 | 2        | d1        | **70.83** [12.50, 100.00]'
     ' | **100.00** [100.00, 100.00] | +20.83 [+0.00, +50.00] | 0.200             '
     '  | +33.33 [+0.00, +100.00] | 1.000               |\n| hard    | β=2, η=5e-06'
@@ -51,21 +56,21 @@ SWEEP_MARKDOWN = (
     '00, 100.00]        | -16.67 [-50.00, +0.00] | 0.587               | -33.33 ['
     '-100.00, +0.00] | 1.000               |')
 RESULTS_MARKDOWN = (
-    '| split     | method     | scorer          | pass@1                    | pas'
-    's@8                      | Δ pass@1                | Holm p (Δ pass@1)   | Δ'
-    ' pass@8                | Holm p (Δ pass@8)   |\n|:----------|:-----------|:--'
-    '--------------|:--------------------------|:----------------------------|:--'
-    '----------------------|:--------------------|:------------------------|:----'
-    '----------------|\n| -         | Base model |                 | 50.00 [0.00, '
-    '100.00]      | 66.67 [0.00, 100.00]        | +0.00                   |      '
-    '               | +0.00                   |                     |\n| saturated'
-    ' | SFT        |                 | **70.83** [12.50, 100.00] | **100.00** [10'
-    '0.00, 100.00] | +20.83 [+0.00, +50.00]  | 0.200               | +33.33 [+0.0'
-    '0, +100.00] | 1.000               |\n| saturated | DPO        | self-judge   '
-    '   | **70.83** [12.50, 100.00] | **100.00** [100.00, 100.00] | +20.83 [+0.00'
-    ', +50.00]  | 0.200               | +33.33 [+0.00, +100.00] | 1.000          '
-    '     |\n| hard      | σ-RRHF     | inverse entropy | **12.50** [12.50, 12.50]'
-    '  | **100.00** [100.00, 100.00] | -37.50 [-87.50, +12.50] | 0.200           '
+    '| split     | method     | scorer     | pass@1                    | pass@8'
+    '                      | Δ pass@1                | Holm p (Δ pass@1)   | Δ '
+    'pass@8                | Holm p (Δ pass@8)   |\n|:----------|:-----------|:-'
+    '----------|:--------------------------|:----------------------------|:----'
+    '--------------------|:--------------------|:------------------------|:----'
+    '----------------|\n| -         | Base model |            | 50.00 [0.00, 100'
+    '.00]      | 66.67 [0.00, 100.00]        | —                       |       '
+    '              | —                       |                     |\n| saturate'
+    'd | SFT        |            | **70.83** [12.50, 100.00] | **100.00** [100.'
+    '00, 100.00] | +20.83 [+0.00, +50.00]  | 0.200               | +33.33 [+0.0'
+    '0, +100.00] | 1.000               |\n| saturated | DPO        | self_judge '
+    '| **70.83** [12.50, 100.00] | **100.00** [100.00, 100.00] | +20.83 [+0.00,'
+    ' +50.00]  | 0.200               | +33.33 [+0.00, +100.00] | 1.000         '
+    '      |\n| hard      | σ-RRHF     | entropy    | **12.50** [12.50, 12.50]  '
+    '| **100.00** [100.00, 100.00] | -37.50 [-87.50, +12.50] | 0.200           '
     '    | +33.33 [+0.00, +100.00] | 1.000               |')
 
 
@@ -76,7 +81,7 @@ def test_results_table_rows_columns_and_markdown_as_before() -> None:
                           eval_set="toy")
     assert frame.columns == list(schema("results_table", k=8))
     assert frame.schema["pass@1"] == pl.Float64 and frame.schema[EVAL_SET] == pl.String
-    assert frame["scorer"].to_list() == ["", "", "self-judge", "inverse entropy"]
+    assert frame["scorer"].to_list() == ["", "", "self_judge", "entropy"]
     assert to_markdown(frame) == RESULTS_MARKDOWN
     caption = eval_set_caption(frame)
     assert caption.startswith("Eval set: toy\nIn brackets: the 95% interval, a percentile "
@@ -143,3 +148,65 @@ def test_intervals_are_the_bootstrap_of_each_row_and_a_clear_gain_is_marked() ->
     assert row["Δ pass@1 excludes 0"] and (row["questions"], row["replicates"]) == (40, 1)
     assert frame.row(0, named=True)["Δ pass@1 excludes 0"] is False
     assert "+62.50 [+62.50, +62.50]*" in to_markdown(frame)
+
+
+def _questions(correct: list[int]) -> pl.DataFrame:
+    return pl.DataFrame({"question_id": [f"q{i:02d}" for i in range(len(correct))],
+                         "n": [8] * len(correct), "correct": correct})
+
+
+def test_summary_counts_rows_by_their_paired_interval_not_their_estimate() -> None:
+    base = _questions([i % 5 for i in range(30)])
+    worse = _questions([max(0, i % 5 - 3) for i in range(30)])  # clearly below
+    change = {1: -1, 2: -1, 3: +1}  # a net loss whose interval spans 0
+    slightly = _questions([i % 5 + change.get(i, 0) for i in range(30)])
+    frame = results_table(base, {("saturated", "sft", None): worse,
+                                 ("hard", "rrhf", "entropy"): slightly}, eval_set="toy")
+    assert frame["Δ pass@1"][2] < 0 < frame["Δ pass@1 high"][2]
+    text = summary(frame, samples=8)
+    first = text.split("\n\n")[0]
+    assert first.startswith("**pass@1: 1 of 2 rows below the base model, 0 above**"), first
+    assert "pass@8: " in first and "after Holm" in first
+    # the best row by Δ pass@1, with its paired interval as the table writes it
+    best = frame.row(2, named=True)
+    assert (f"Best: **hard · σ-RRHF · entropy**, Δ pass@1 {best['Δ pass@1']:+.2f} "
+            f"[{best['Δ pass@1 low']:+.2f}, {best['Δ pass@1 high']:+.2f}] points") in text
+    assert ("Sample: 30 eval questions × 8 samples, 1 eval replicate, 1 training seed per "
+            "adapter; eval set toy.") in text
+    assert len(text) < SUMMARY_CHARS
+
+
+def test_summary_of_a_clear_gain_and_of_the_base_model_alone() -> None:
+    base = _questions([i % 5 for i in range(30)])
+    better = _questions([min(8, i % 5 + 3) for i in range(30)])
+    text = summary(sweep_table(base, "hard", [("λ=0", {"lambda": 0.0}, better)]))
+    assert text.startswith("**pass@1: 0 of 1 rows below the base model, 1 above** (0 and 1 "
+                           "after Holm)")
+    assert "Best: **hard · λ=0**" in text and "× " not in text  # no samples given
+    alone = summary(results_table(base, {}, k=8))
+    assert alone.startswith("Only the base model: pass@1 ") and "Sample: 30 eval" in alone
+
+
+def test_row_label_leaves_out_empty_parts() -> None:
+    assert row_label({"split": "-", "method": "Base model", "scorer": ""}) == "Base model"
+    assert row_label({"split": "hard", "method": "SFT", "scorer": ""}) == "hard · SFT"
+    assert row_label({"split": "hard", "run": "β=2", "method": "x"}) == "hard · β=2"
+
+
+def _selection(values: dict[str, list[float]]) -> pl.DataFrame:
+    from saturated_dag.selection import Trained, selection_table
+
+    return selection_table([Trained(name, {"learning_rate": 1e-5}, seeds, [1] * len(seeds))
+                            for name, seeds in values.items()])
+
+
+def test_selection_summary_names_the_choice_its_margin_and_that_it_has_no_interval() -> None:
+    text = selection_summary(_selection({"a": [0.40, 0.50], "a_beta2": [0.60, 0.50],
+                                         "a_lr5e-06": [0.1, 0.2]}))
+    assert text.startswith("**Chosen: a_beta2**, validation pass@1 55.00% (mean of 2 training "
+                           "seeds), 10.00 points above the next, a (45.00%); 3 configurations.")
+    assert "No interval" in text
+    tie = selection_summary(_selection({"a": [0.5], "b": [0.5]}))
+    assert tie.startswith("**Chosen: a**, validation pass@1 50.00% (mean of 1 training seed), "
+                          "tied with b: a tie goes to the configuration listed first")
+    assert selection_summary(_selection({"a": [0.5]})).endswith("the only configuration.")

@@ -611,3 +611,48 @@ def test_an_adapter_equal_to_the_base_is_refused_naming_why(tmp_path: Path) -> N
               str(tmp_path / "adapter_model.safetensors"))
     check_trained(tmp_path, 1, [0.0], 1)  # moved: fine
 
+
+
+@pytest.mark.parametrize("method", ["sft", "dpo", "rrhf"])
+def test_report_to_defaults_to_none_and_is_passed_to_every_trainer(
+        method: str, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``report_to`` is one argument of ``train_adapter`` (default: no tracker) that reaches
+    each method's ``TrainingArguments``; a profile setting can be wired into it."""
+    import inspect
+
+    from saturated_dag.training.train import REPORT_TO_DEFAULT, _build_trainer
+
+    assert REPORT_TO_DEFAULT == "none"
+    assert inspect.signature(train_adapter).parameters["report_to"].default == "none"
+    settings = {"sft": SftSettings, "dpo": DpoSettings, "rrhf": RrhfSettings}[method](**FAST)
+    data = {"sft": pl.DataFrame({"prompt": [PROMPT] * 2, "completion": [GOOD, BAD]}),
+            "dpo": pl.DataFrame({"prompt": [PROMPT] * 2, "chosen": [GOOD] * 2,
+                                 "rejected": [BAD] * 2}),
+            "rrhf": _rrhf_data()}[method]
+    model, tokenizer = load_model(str(tiny_model_dir))
+    trainer = _build_trainer(method, model, tokenizer, data, settings, str(tmp_path / "a"),
+                             "float32")
+    assert trainer.args.report_to == []  # transformers' "none"
+    model, tokenizer = load_model(str(tiny_model_dir))
+    tracked = _build_trainer(method, model, tokenizer, data, settings, str(tmp_path / "b"),
+                             "float32", report_to=["mlflow"])
+    assert tracked.args.report_to == ["mlflow"]
+
+
+def test_train_adapter_hands_report_to_to_the_trainer(
+        tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from saturated_dag.training import train
+
+    seen: list[Any] = []
+
+    def spy(*args: Any, report_to: Any = "unset", **kwargs: Any) -> Any:
+        seen.append(args[-1] if report_to == "unset" else report_to)
+        raise RuntimeError("stop: the trainer is not needed")
+
+    monkeypatch.setattr(train, "_build_trainer", spy)
+    data = pl.DataFrame({"prompt": [PROMPT] * 2, "completion": [GOOD, BAD]})
+    for given in ({}, {"report_to": ["mlflow"]}):
+        with pytest.raises(RuntimeError, match="stop"):
+            train_adapter("sft", str(tiny_model_dir), data, SftSettings(**FAST),
+                          tmp_path / "sft", **given)
+    assert seen == ["none", ["mlflow"]]

@@ -119,7 +119,8 @@ def test_the_child_samples_validation_in_batches_of_its_own_size() -> None:
     paper = load_profile("paper")  # the rehearsal's structure, with paper's policy batch
     profile = load_profile("rehearsal").model_copy(update={"policy": paper.policy})
     exp = main_matrix(profile.training)[0]
-    spec = training_spec(profile, "chain_sum", exp, profile.policy, Path("d"), Path("o"), "k")
+    spec = training_spec(profile, "chain_sum", exp, profile.policy, Path("d"), Path("o"), "k",
+                         "out")
     assert profile.policy.batch_size == 1024
     assert spec["batch_size"] == profile.training.validation_batch_size == 64
     data = pl.DataFrame({"prompt": ["p"], "completion": ["c"]})

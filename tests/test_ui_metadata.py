@@ -11,17 +11,25 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict
+from pathlib import Path
 from types import SimpleNamespace
 
 import dagster as dg
 import polars as pl
 import pytest
 
-from assets._metadata import frame_table, text_table
+from assets._metadata import frame_table, summary_entry, text_table
 from assets.adapters import LOG_ROWS, training_log_table
 from assets.eval_reports import science_metadata
 from assets.result_tables import headline, metric_tables, table_metadata
-from saturated_dag.result_tables import display_rows, results_table, sweep_table, to_markdown
+from saturated_dag.atomic import atomic_write_parquet
+from saturated_dag.result_tables import (
+    SUMMARY_CHARS,
+    display_rows,
+    results_table,
+    sweep_table,
+    to_markdown,
+)
 from saturated_dag.training.config import (
     DpoSettings,
     RrhfSettings,
@@ -58,7 +66,7 @@ def test_display_rows_round_mark_the_best_and_keep_intervals() -> None:
     assert re.fullmatch(r"\d+\.\d\d ★ \[\d+\.\d\d, \d+\.\d\d\]", by["DPO"]["pass@1"]), by
     assert by["DPO"]["pass@1"].startswith(f"{_table()['pass@1'][1]:.2f} ★")  # best, marked
     assert "★" not in by["SFT"]["pass@1"] and "★" not in by["Base model"]["pass@1"]
-    assert by["Base model"]["Δ pass@1"] == "+0.00"  # no interval against itself
+    assert by["Base model"]["Δ pass@1"] == "—"  # 0 against itself by construction
     assert re.fullmatch(r"[+-]\d+\.\d\d \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\]\*?†?",
                         by["SFT"]["Δ pass@1"]), by["SFT"]
     assert re.fullmatch(r"<0\.001|[01]\.\d\d\d", by["SFT"]["Holm p (Δ pass@1)"]), by["SFT"]
@@ -77,7 +85,7 @@ def test_table_metadata_is_an_inline_table_with_described_columns() -> None:
     assert [c.name for c in value.schema.columns] == ["run", "pass@1", "Δ pass@1",
                                                       "Holm p (Δ pass@1)"]
     assert [r.data["run"] for r in value.records] == [
-        "Base model", "saturated · DPO · self-judge", "saturated · SFT"]
+        "Base model", "saturated · DPO · self_judge", "saturated · SFT"]
     columns = {c.name: c for c in value.schema.columns}
     assert "interval" in (columns["pass@1"].description or "")
     assert "excludes 0" in (columns["Δ pass@1"].description or "")
@@ -98,7 +106,7 @@ def test_headline_numbers_are_plain_rounded_floats() -> None:
     best = int(frame.slice(1)["Δ pass@1"].arg_max() or 0) + 1
     assert out["best Δ pass@1"] == round(frame["Δ pass@1"][best], 2)
     assert out["best Δ pass@1 low"] <= out["best Δ pass@1"] <= out["best Δ pass@1 high"]
-    assert out["best Δ pass@1 row"] == "saturated · DPO · self-judge"  # as the table says
+    assert out["best Δ pass@1 row"] == "saturated · DPO · self_judge"  # as the table says
     assert isinstance(out["rows whose Δ pass@1 excludes 0"], int)
     assert all(isinstance(v, float) for k, v in out.items() if "pass@1" in k and "row" not in k)
 
@@ -163,13 +171,33 @@ def test_training_log_table_is_thinned_and_keeps_the_last_step() -> None:
     assert training_log_table([{"train_runtime": 1.0}]) is None
 
 
-def test_frame_table_types_and_rounds() -> None:
+def test_frame_table_types_and_writes_every_float_with_the_same_decimals() -> None:
     value = frame_table(pl.DataFrame({"x": [1.23456, None], "n": [1, 2], "s": ["a", None],
                                       "b": [True, False]}))
     assert [c.type for c in value.schema.columns] == ["float", "int", "string", "bool"]
-    assert value.records[0].data == {"x": 1.23, "n": 1, "s": "a", "b": True}
+    assert value.records[0].data == {"x": "1.23", "n": 1, "s": "a", "b": True}
     assert value.records[1].data["x"] is None
     assert text_table(["a"], [[None]]).records[0].data == {"a": ""}
+    # the UI would print 91.8 and 2 beside 0.86: as text every one keeps two decimals
+    floats = frame_table(pl.DataFrame({"%": [91.8, 2.0, float("nan")], "ρ": [0.858, 1.0, 0.5]}))
+    assert [r.data["%"] for r in floats.records] == ["91.80", "2.00", "n/a"]
+    assert [r.data["ρ"] for r in floats.records] == ["0.86", "1.00", "0.50"]
+
+
+def test_frame_table_formats_a_column_by_its_own_spec() -> None:
+    value = frame_table(pl.DataFrame({"learning rate": [2e-05, 5e-06, 1e-2], "x": [0.5] * 3}),
+                        formats={"learning rate": "g", "x": lambda v: f"{v:+.1f}"})
+    assert [r.data["learning rate"] for r in value.records] == ["2e-05", "5e-06", "0.01"]
+    assert value.records[0].data["x"] == "+0.5"
+    assert [c.type for c in value.schema.columns] == ["float", "float"]  # the values' type
+
+
+def test_a_long_summary_is_cut_at_a_paragraph_so_its_answer_shows_inline() -> None:
+    short = summary_entry("**3 of 3 rows below**")
+    assert short.value == "**3 of 3 rows below**"
+    long = summary_entry("\n\n".join(["**answer**", "x" * 500, "y" * 600]))
+    assert len(long.value) < SUMMARY_CHARS and long.value.startswith("**answer**")
+    assert "x" * 500 in long.value and "y" not in long.value and long.value.endswith("…")
 
 
 def test_progress_logs_loss_every_few_steps() -> None:
@@ -184,3 +212,89 @@ def test_progress_logs_loss_every_few_steps() -> None:
     assert PROGRESS_LINES <= len(lines) <= PROGRESS_LINES + 2
     assert lines[-1].startswith(f"step {total}/{total}")  # the last step always
     assert "loss 0.5000, reward margin 0.2500" in lines[0]
+
+
+def test_report_assets_lead_with_their_summary_then_the_figure(tmp_path: Path) -> None:
+    """The results table, a sweep and the behaviour table, materialised on seeded eval
+    reports: ``summary`` is the first metadata entry and the figure the second (one line in
+    the UI: both on the page's first screen), the tables after them, the SVG on disk."""
+    from tests.pipeline import graph, resources
+    from tests.scoring_data import eval_report
+
+    overrides = {
+        "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
+                      "strict_grid": None, "eval_questions_per_cell": 3},
+        "sampling": {"n": 2, "max_new_tokens": 6},
+        "training": {"splits": ["saturated"], "scorers": ["entropy"], "methods": ["rrhf"],
+                     "isolate": False, "selection": {"learning_rates": None},
+                     "sweeps": {"rank_weight": {"split": "saturated", "scorer": "entropy",
+                                                "values": [0.0, 1.0]},
+                                "rrhf_variants": None, "dpo_beta": None}}}
+    everything, _ = graph("demo", overrides)
+    out = tmp_path / "out"
+    names = ("results_table", "rank_weight_ablation", "behaviour")
+    tables = [a.key for a in everything if a.key.path[0] == "chain_sum"
+              and a.key.path[-1] in names]
+    reports = [a.key.path for a in everything
+               if a.key.path[0] == "chain_sum" and "eval" in a.key.path]
+    for i, key in enumerate(reports):
+        report = eval_report({q: (2, (i + j) % 3) for j, q in enumerate(["q1", "q2", "q3"])},
+                             cell="2x1")
+        atomic_write_parquet(report, out.joinpath("assets", *key[:-1]) / f"{key[-1]}.parquet")
+    result = dg.materialize(everything, selection=tables,
+                            resources=resources(out, "demo", overrides))
+    events = {e.asset_key.path[-1]: e.materialization.metadata
+              for e in result.get_asset_materialization_events()}
+    assert set(events) == set(names)
+    for name, metadata in events.items():
+        keys = list(metadata)
+        assert keys[:3] == ["summary", "figure", "table"], (name, keys)
+        assert "below the base model" in metadata["summary"].value, name
+        assert len(metadata["summary"].value) < SUMMARY_CHARS
+        assert metadata["figure"].value.startswith("![")
+        svg = Path(metadata["figure (SVG)"].value)
+        assert svg.suffix == ".svg" and svg.with_suffix(".png").is_file(), name
+    assert "Sample: 3 eval questions × 2 samples" in events["results_table"]["summary"].value
+
+
+def test_behaviour_inline_table_shows_no_delta_on_the_base_models_rows() -> None:
+    from assets.behaviour import shown
+    from saturated_dag.behaviour import BASE as BASE_ROW
+    from saturated_dag.behaviour import behaviour_table
+    from tests.scoring_data import eval_report
+
+    base = eval_report({f"q{i}": (4, 1) for i in range(6)}, cell="3x1")
+    run = eval_report({f"q{i}": (4, 3) for i in range(6)}, cell="3x1")
+    table = shown(behaviour_table(base, {"saturated/sft": run}))
+    rows = {r["adapter"]: r for r in table.iter_rows(named=True)}
+    assert rows[BASE_ROW]["Δ pass@1"] == rows[BASE_ROW]["Δ mean_tokens"] == "—"
+    assert re.fullmatch(r"\+50\.00 \[\+50\.00, \+50\.00\]", rows["saturated / sft"]["Δ pass@1"])
+    assert frame_table(table).records[0].data["pass@1"] == "25.00"
+
+
+def _selection() -> pl.DataFrame:
+    from saturated_dag.selection import Trained, selection_table
+
+    settings = {"learning_rate": 2e-05, "epochs": 2, "batch_size": 8, "dpo_beta": 0.1,
+                "rrhf_rank_weight": 0.1}
+    return selection_table([
+        Trained("dpo_self_judge", settings, [0.50, 0.40], [1, 2]),
+        Trained("dpo_self_judge_beta2", {**settings, "dpo_beta": 2.0}, [0.55, 0.52], [2, 2]),
+        Trained("dpo_self_judge_lr5e-06", {**settings, "learning_rate": 5e-06}, [0.2, 0.3],
+                [1, 1])])
+
+
+def test_selection_table_inline_is_narrow_and_writes_learning_rates_in_full() -> None:
+    from assets.selection import shown
+
+    value = shown(_selection(), "dpo_self_judge")
+    names = [c.name for c in value.schema.columns]
+    # the settings that differ, the learning rate always; max epochs, batch size and λ are
+    # the same on every configuration, so they are left to the Parquet
+    assert names == ["configuration", "learning rate", "β", "seeds", "kept epochs",
+                     "validation pass@1 (%)", "chosen"]
+    rows = [r.data for r in value.records]
+    assert [r["configuration"] for r in rows] == ["profile's own", "beta2", "lr5e-06"]
+    assert [r["learning rate"] for r in rows] == ["2e-05", "2e-05", "5e-06"]
+    assert [r["validation pass@1 (%)"] for r in rows] == ["45.00", "53.50", "25.00"]
+    assert [r["chosen"] for r in rows] == ["", "✓", ""]

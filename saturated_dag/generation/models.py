@@ -23,6 +23,11 @@ from saturated_dag.atomic import OWNER_FILE, give_umask_modes, make_scratch, rem
 
 _LOG = logging.getLogger(__name__)
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = PACKAGE_DIR.parent
+"""What a relative model path is relative to when it is not found from the working folder:
+the project's checkout (or the ``site-packages`` of an installed copy, where the package's
+embedded models sit at the same relative path). Adapters name a base model inside it by such
+a path (``portable_model_name``), so they load on any machine."""
 
 
 def cache_dir() -> Path:
@@ -87,6 +92,8 @@ def resolve(spec: str) -> ModelSource:
             raise FileNotFoundError(f"packaged model {spec!r} is missing at {path}")
         return ModelSource(spec, "gguf" if path.suffix == ".gguf" else "folder", str(path))
     path = Path(spec).expanduser()
+    if not path.exists() and not path.is_absolute() and (PROJECT_ROOT / path).exists():
+        path = PROJECT_ROOT / path  # a project-relative path (an adapter's base model)
     if path.exists():
         if path.is_file() and path.suffix == ".gguf":
             return ModelSource(spec, "gguf", str(path.resolve()))
@@ -104,6 +111,26 @@ def resolve(spec: str) -> ModelSource:
         f"unknown model name {spec!r}: not one of {sorted(KNOWN_MODELS)}, "
         "not an existing path and not a hub id of the form owner/name"
     )
+
+
+def portable_model_name(spec: str) -> str:
+    """How an adapter names its base model ``spec`` so that it loads on another machine.
+
+    A hub id stays the hub id; a model inside the project (the embedded ``arith-base``) is
+    its path relative to ``PROJECT_ROOT`` (``saturated_dag/models/arith_base``), which
+    ``resolve`` finds from any working folder; another packaged short name (a rehearsal model
+    built into the cache, a GGUF converted there) stays the short name, which rebuilds or
+    finds it anywhere; any other folder keeps its absolute path: nothing names it portably.
+    Why: PEFT records the loaded folder's absolute path, which exists only where it trained.
+    """
+    source = resolve(spec)
+    if source.kind == "hub":
+        return source.location
+    location, root = Path(source.location), PROJECT_ROOT.resolve()
+    shipped = spec not in KNOWN_MODELS or location.is_relative_to(PACKAGE_DIR.resolve())
+    if shipped and location.is_relative_to(root):
+        return location.relative_to(root).as_posix()
+    return spec if spec in KNOWN_MODELS else source.location
 
 
 def _gguf_cache_folder(source: ModelSource) -> Path:

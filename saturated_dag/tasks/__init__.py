@@ -19,7 +19,7 @@ def _check_task(task: str) -> None:
 
 
 def training_questions(profile: Profile, task: str) -> list[Question]:
-    """The generation pool's questions: D (and D' for chain sum; GSM8K train for gsm8k)."""
+    """The generation pool's questions: D (and D_prime for chain sum; GSM8K train for gsm8k)."""
     _check_task(task)
     if task == "gsm8k":
         return _gsm8k_train_and_validation(profile)[0]
@@ -140,14 +140,14 @@ __all__ = ["TASKS", "Question", "eval_questions", "eval_set_name", "training_que
 
 
 def has_strict_pool(profile: Profile, task: str) -> bool:
-    """Whether the task has a strictly easier pool D' (only chain sum, when configured)."""
+    """Whether the task has a strictly easier pool D_prime (only chain sum, when configured)."""
     _check_task(task)
     return task == "chain_sum" and profile.chain_sum.strict_grid is not None
 
 
 def can_train_split(profile: Profile, task: str, split: str) -> bool:
-    """Whether the task trains on a split: it must have the questions (strict-saturated needs
-    D') and the task's ``train_splits``, where set, must list it. The one rule the asset graph,
+    """Whether the task trains on a split: it must have the questions (strict_saturated needs
+    D_prime) and the task's ``train_splits``, where set, must list it. The one rule the asset graph,
     the plan and the cost table read."""
     _check_task(task)
     chosen = getattr(profile, task).train_splits

@@ -53,7 +53,7 @@ def grid_cells(
     return cells
 
 
-# The paper's D (terms and digits 6-10) and D' (3-6, excluding 6/6), Sec. 4.1.
+# The paper's D (terms and digits 6-10) and D_prime (3-6, excluding 6/6), Sec. 4.1.
 PRESETS: dict[str, list[Cell]] = {
     "D": grid_cells((6, 10), (6, 10)),
     "D_prime": grid_cells((3, 6), (3, 6), exclude=[(6, 6)]),

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -52,10 +53,32 @@ def train_from_spec(spec: dict[str, Any], log: LogFn | None = None,
         table, _ = evaluate(questions, backend, params, answer_check=profile.answer_check)
         return summarise(table, ks=(1,))["pass@1"] / 100
 
-    return train_adapter(spec["method"], spec["base_model"], pl.read_parquet(spec["data"]),
-                         settings_for(spec["method"], training), spec["out_dir"],
-                         eval_fn=validation_pass_at_1, log=log, record=spec.get("record"),
-                         before_publish=before_publish)
+    with environment(spec.get("tracking_env", {})):  # the MLflow callback's store and tags
+        return train_adapter(spec["method"], spec["base_model"], pl.read_parquet(spec["data"]),
+                             settings_for(spec["method"], training), spec["out_dir"],
+                             eval_fn=validation_pass_at_1, log=log, record=spec.get("record"),
+                             before_publish=before_publish,
+                             report_to=profile.tracking.report_to)
+
+
+@contextmanager
+def environment(variables: dict[str, str]) -> Iterator[None]:
+    """``variables`` set in ``os.environ`` for the block, then the environment's tracking
+    variables restored: training in the run's own process (``training.isolate: false``) must
+    not leave one adapter's tags, or the experiment id MLflow itself exports, behind for the
+    next."""
+    def tracked() -> dict[str, str]:
+        return {k: v for k, v in os.environ.items() if k in variables or "MLFLOW" in k}
+
+    saved = tracked()
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name in tracked():
+            if name not in saved:
+                del os.environ[name]
+        os.environ.update(saved)
 
 
 def _main(spec_path: str) -> None:

@@ -13,6 +13,13 @@ reader never finds the adapter missing. A run killed part-way leaves its scratch
 ``.<name>-XXXXXXXX`` beside the adapter (and perhaps a half-swapped ``.<name>@<ns>`` folder
 or ``.<name>.link-<pid>`` link); the next start of the same adapter removes them
 (``remove_leftovers``), and only them: never another adapter's, never a live run's.
+
+The adapter travels: its ``adapter_config.json`` names the base model portably
+(``portable_model_name``: the hub id, or a path relative to the project for a model inside
+it), not the absolute path of the machine that trained it (``make_portable``).
+
+Experiment tracking: ``report_to`` (``train_adapter``'s argument, default ``"none"``) is the
+one place where the trainers' ``TrainingArguments.report_to`` is set.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from saturated_dag.atomic import (
     remove_dead_scratch,
     scratch_pattern,
 )
-from saturated_dag.generation.models import load_model
+from saturated_dag.generation.models import load_model, portable_model_name
 from saturated_dag.losses import RrhfLossConfig
 from saturated_dag.training.config import (
     LOG_NAMES,
@@ -59,6 +66,10 @@ METHODS = ("dpo", "rrhf", "sft", "raft")
 EvalFn = Callable[[Any, Any], float]
 """(model, tokenizer) -> validation pass@1; the model is the adapter-wrapped policy."""
 LogFn = Callable[[str], None]
+ReportTo = str | list[str]
+"""``TrainingArguments.report_to``: ``"none"``, an integration name (``"mlflow"``), or a list."""
+REPORT_TO_DEFAULT: ReportTo = "none"
+"""No experiment tracker unless the caller names one (``train_adapter(report_to=...)``)."""
 
 
 @dataclass
@@ -243,7 +254,6 @@ def _common_args(settings: TrainSettings, output_dir: str, precision: str,
         "logging_steps": settings.logging_steps,
         "logging_nan_inf_filter": False,  # the default replaces a NaN loss in the logs
         "save_strategy": "no",
-        "report_to": "none",
         "use_cpu": not _has_cuda(),
         "bf16": precision == "bfloat16",
         "fp16": False,
@@ -309,15 +319,21 @@ def _dataset(data: pl.DataFrame, columns: list[str]) -> Any:
 
 
 def _build_trainer(method: str, model: Any, tokenizer: Any, data: pl.DataFrame,
-                   settings: TrainSettings, workdir: str, precision: str) -> Any:
+                   settings: TrainSettings, workdir: str, precision: str,
+                   report_to: ReportTo = REPORT_TO_DEFAULT) -> Any:
     from datasets import Dataset
+
+    def common(per_device: int | None = None) -> dict[str, Any]:
+        # TRACKING: the one place report_to reaches the trainers (train_adapter's argument)
+        return {**_common_args(settings, workdir, precision, per_device),
+                "report_to": report_to}
 
     if method == "dpo":
         from trl import DPOConfig, DPOTrainer
 
         assert isinstance(settings, DpoSettings)
         _require(data, ["prompt", "chosen", "rejected"], method)
-        args = DPOConfig(**_common_args(settings, workdir, precision), beta=settings.beta,
+        args = DPOConfig(**common(), beta=settings.beta,
                          loss_type=[settings.loss_type], max_length=settings.max_length)
         return DPOTrainer(model=model, args=args, processing_class=tokenizer,
                           train_dataset=_dataset(data, ["prompt", "chosen", "rejected"]),
@@ -326,7 +342,7 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pl.DataFrame,
         from trl import SFTConfig, SFTTrainer
 
         _require(data, ["prompt", "completion"], method)
-        args = SFTConfig(**_common_args(settings, workdir, precision),
+        args = SFTConfig(**common(),
                          completion_only_loss=True, max_length=settings.max_length)
         return SFTTrainer(model=model, args=args, processing_class=tokenizer,
                           train_dataset=_dataset(data, ["prompt", "completion"]),
@@ -349,13 +365,41 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pl.DataFrame,
             # needed should reentrant checkpointing ever be configured.
             peft_model.enable_input_require_grads()
         return RrhfTrainer(model=peft_model,
-                           args=TrainingArguments(**_common_args(settings, workdir, precision,
-                                                                 per_device=questions)),
+                           args=TrainingArguments(**common(per_device=questions)),
                            train_dataset=Dataset.from_list(groups),
                            data_collator=GroupCollator(tokenizer, settings.max_length,
                                                        add_special_tokens=not has_template),
                            processing_class=tokenizer, loss_config=loss_config)
     raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
+
+
+def make_portable(folder: Path, base_model: str) -> str:
+    """Rewrite the adapter's ``adapter_config.json`` so that it names ``base_model`` (the
+    profile's spec) portably, through PEFT's own config class; returns the name written.
+
+    Why: PEFT records the folder it loaded the base from, an absolute path of this machine
+    (``.../saturated_dag/models/arith_base``), so the adapter did not load elsewhere with
+    ``AutoPeftModelForCausalLM``. The name is ``portable_model_name``'s, which
+    ``generation.models.resolve`` (and so every loader of the project) reads back."""
+    from peft import PeftConfig
+
+    config = PeftConfig.from_pretrained(str(folder))
+    config.base_model_name_or_path = portable_model_name(base_model)
+    config.save_pretrained(str(folder))
+    return config.base_model_name_or_path
+
+
+def framework_versions() -> dict[str, str]:
+    """The versions of the libraries an adapter was trained with (its record and model card)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str] = {}
+    for name in ("peft", "transformers", "trl", "torch"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
 
 
 def swap_in(folder: Path, out: Path, scratch: Path) -> None:
@@ -423,6 +467,7 @@ def train_adapter(
     record: dict[str, Any] | None = None,
     callbacks: list[TrainerCallback] | None = None,
     before_publish: Callable[[], None] | None = None,
+    report_to: ReportTo = REPORT_TO_DEFAULT,
 ) -> TrainResult:
     """Train ``method`` on ``data`` (a polars frame) and save the best epoch's adapter at
     ``out_dir``.
@@ -430,7 +475,9 @@ def train_adapter(
     ``record`` is added to the adapter's ``training_config.json`` (e.g. its cache key), with
     the settings and the precision actually used. ``callbacks`` are extra Trainer callbacks
     (progress or probes). ``before_publish`` runs right before the adapter is swapped in and
-    may raise to keep it unpublished (a training child whose run has died).
+    may raise to keep it unpublished (a training child whose run has died). ``report_to``
+    is where the trainers report their logs (``TrainingArguments.report_to``): ``"none"``
+    by default; the single place to wire an experiment tracker (a profile setting) into.
     """
     if method not in METHODS:
         raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
@@ -456,7 +503,7 @@ def train_adapter(
         # anything: seed here so an adapter's start does not depend on what ran before it.
         set_seed(settings.seed)
         trainer = _build_trainer(method, model, tokenizer, data, settings, str(work / "trainer"),
-                                 precision)
+                                 precision, report_to)
         selector = _EpochSelector(work / "epochs", tokenizer, eval_fn, say)
         rates = _LearningRates()
         warmup = warmup_guard(trainer, settings.warmup_ratio, steps_per_epoch(trainer),
@@ -480,9 +527,11 @@ def train_adapter(
         final = work / "adapter"
         shutil.copytree(work / "epochs" / f"epoch_{best}", final)
         tokenizer.save_pretrained(final)
+        portable = make_portable(final, base_model)
         written = {**(record or {}), "method": method, "base_model": base_model,
+                   "base_model_name_or_path": portable,
                    "best_epoch": best, "epochs": selector.epochs, "settings": asdict(settings),
-                   "precision": precision}
+                   "precision": precision, "versions": framework_versions()}
         (final / "training_config.json").write_text(json.dumps(written, indent=1))
         give_umask_modes(final)
         if before_publish is not None:

@@ -1,0 +1,105 @@
+"""``<task>/runs_table``: one row per trained adapter (``saturated_dag.runs_table``), and, with
+``tracking.mlflow`` on, each row as an MLflow run (``saturated_dag.tracking``).
+
+Its inputs are every eval report of the task (the base model's and each cell's) and every
+cell's selection, so it runs last, once the task's tables are due; each adapter's
+``training_config.json`` is read from its folder. Metadata: a short summary first, then the
+table inline (compact), then where the MLflow runs went.
+"""
+
+import dagster as dg
+import polars as pl
+
+from assets._adapter_files import adapter_dir
+from assets._metadata import frame_output, frame_table
+from assets.selection import same_adapters, selection_key
+from resources import ExperimentResource
+from resources.parquet_io import schema_metadata
+from saturated_dag.evaluation import per_question_results
+from saturated_dag.experiments import Experiment
+from saturated_dag.runs_table import (
+    cell_key,
+    chosen_configurations,
+    compact,
+    read_record,
+    runs_table,
+    summary,
+    task_adapters,
+)
+from saturated_dag.selection import chosen
+from saturated_dag.tasks import eval_set_name
+from saturated_dag.tracking import Logged, Source, TrackingError, git_state, log_rows
+
+
+def _track(context: dg.AssetExecutionContext, experiment: ExperimentResource,
+           frame: pl.DataFrame) -> Logged:
+    """Log the rows to MLflow; a failure to log fails the asset, naming the setting."""
+    profile = experiment.settings
+    uri = profile.tracking.uri(experiment.output_dir)
+    commit, dirty = git_state()
+    source = Source(profile.name, experiment.location.output_path, commit, dirty,
+                    {"saturated_dag.dagster_run": context.run_id})
+    try:
+        logged = log_rows(frame.to_dicts(), uri, profile.tracking.experiment, source)
+    except TrackingError as err:
+        raise dg.Failure(str(err)) from None
+    context.log.info(f"MLflow {uri} (experiment {profile.tracking.experiment!r}): "
+                     f"{logged.line()}")
+    return logged
+
+
+def runs_table_asset(task: str, cells: list[Experiment],
+                     trained: dict[Experiment, dict[Experiment, list[Experiment]]]
+                     ) -> dg.AssetsDefinition:
+    """``trained``: each cell's configurations and their seeds (``experiments.cell_adapters``),
+    the graph's own; a cell with several reads its selection."""
+    ins = {"base": dg.AssetIn(key=[task, "eval", "base"])}
+    ins.update({f"report_{i}": dg.AssetIn(key=[task, c.split, "eval", c.name])
+                for i, c in enumerate(cells)})
+    ins.update({f"selection_{i}": dg.AssetIn(key=selection_key(task, c))
+                for i, c in enumerate(cells) if len(trained[c]) > 1})
+
+    @dg.asset(key=[task, "runs_table"], group_name=task, ins=ins, io_manager_key="parquet_io",
+              kinds={"polars", "parquet"}, metadata=schema_metadata("runs_table"),
+              description=f"{task}: every trained adapter (each configuration x seed of every "
+              "selection grid and sweep) with its settings, validation pass@1, whether it was "
+              "chosen and its eval pass@1 / pass@k with Δ to the base model; logged to MLflow "
+              "when tracking.mlflow is on.")
+    def table(context: dg.AssetExecutionContext, experiment: ExperimentResource,
+              **inputs: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+        profile = experiment.settings
+        for cell in cells:
+            same_adapters(profile, cell, trained[cell])
+        adapters = task_adapters(profile, task)
+        folders = {a.adapter.name: adapter_dir(experiment.output_dir, task, a.adapter)
+                   for a in adapters}
+        records = {name: read_record(folder) for name, folder in folders.items()}
+        missing = sorted(name for name, record in records.items() if record is None)
+        if missing:
+            context.log.warning(f"{len(missing)} adapter(s) have no training_config.json "
+                                f"(their rows show the planned settings): {missing[:5]}")
+        selections = {cell_key(c): chosen(inputs[f"selection_{i}"])
+                      for i, c in enumerate(cells) if f"selection_{i}" in inputs}
+        reports = {cell_key(c): per_question_results(inputs[f"report_{i}"])
+                   for i, c in enumerate(cells)}
+        base = per_question_results(inputs["base"])
+        frame = runs_table(profile, task, adapters, records,
+                           {name: str(folder) for name, folder in folders.items()},
+                           chosen_configurations(profile, adapters, selections), reports, base,
+                           eval_set_name(profile, task, base["question_id"].n_unique()))
+        tracking = profile.tracking
+        logged = _track(context, experiment, frame) if tracking.mlflow else None
+        metadata: dict[str, object] = {
+            "summary": dg.MetadataValue.md(summary(frame, task, logged and logged.uri)),
+            "table": frame_table(compact(frame), max_rows=500),
+            "adapters": frame.height,
+            "chosen": int(frame["chosen"].sum()),
+            "evaluated": int(frame["pass@1"].is_not_null().sum()),
+        }
+        if logged is not None:
+            metadata.update({"mlflow_uri": logged.uri,
+                             "mlflow_experiment": tracking.experiment,
+                             "mlflow_runs": logged.line()})
+        return frame_output(frame, metadata)
+
+    return table

@@ -1,0 +1,240 @@
+"""One row per trained adapter of a task: the runs table (``<task>/runs_table``).
+
+The result tables report a cell's chosen configuration; this table keeps every adapter the
+selection grids and the sweeps trained (each configuration x training seed), so a reader
+sees what was tried, what won and by how much: the adapter's settings as its
+``training_config.json`` records them, its kept epoch and validation pass@1 (what selection
+read, App. B), whether its cell chose it, and, for a chosen configuration, its eval pass@1 /
+pass@k and Δ to the base model with paired 95% intervals.
+
+Why per adapter, not per configuration: a cell's eval report holds each training seed as
+``training_replicate`` r (seed ``training.seed + r``), so a row reads its own seed's share of
+the report; the intervals then rest on the eval questions (and eval replicates) alone,
+comparable across rows of one eval set. An adapter that several cells train (a sweep row
+equal to a main cell's configuration) is one row; ``cells`` names them all.
+
+Pure core: the Dagster layer (``assets/runs_table.py``) reads the files and frames and calls
+``runs_table``; ``saturated_dag.tracking`` logs its rows to MLflow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from saturated_dag.config import Profile
+from saturated_dag.experiments import Experiment, cell_adapters, task_cells
+from saturated_dag.result_tables import results_table
+from saturated_dag.schemas import schema
+from saturated_dag.training.config import settings_for
+
+TRAINER_COLUMNS = {
+    "learning_rate": "learning_rate", "epochs": "epochs", "batch_size": "batch_size",
+    "per_device_batch_size": "per_device_batch_size", "warmup_ratio": "warmup_ratio",
+    "weight_decay": "weight_decay", "max_length": "max_length", "beta": "dpo_beta",
+    "loss_type": "dpo_loss", "rank_weight": "rrhf_rank_weight", "use_sft": "rrhf_use_sft",
+    "hinge": "rrhf_hinge", "logistic_weight": "rrhf_logistic_weight",
+    "sft_token_mean": "rrhf_sft_token_mean", "seed": "seed"}
+"""Trainer config field (``training.config``'s dataclasses) -> runs-table column: the names
+the profile's ``training`` section uses, so a column reads like the setting that set it."""
+LORA_COLUMNS = {"r": "lora_r", "alpha": "lora_alpha", "dropout": "lora_dropout"}
+HYPERPARAMETERS = (*TRAINER_COLUMNS.values(), *LORA_COLUMNS.values(), "precision")
+"""The columns that say how an adapter was trained (MLflow params, ``tracking``)."""
+
+
+def cell_key(cell: Experiment) -> str:
+    """``<split>/<name>``: a cell's name is unique within its split only."""
+    return f"{cell.split}/{cell.name}"
+
+
+@dataclass(frozen=True)
+class TrainedAdapter:
+    """One adapter of a task and where it sits: its configuration (seed 0 of the grid point),
+    its training replicate r (the eval report's ``training_replicate``) and every cell whose
+    grid trains it."""
+
+    adapter: Experiment
+    configuration: Experiment
+    replicate: int
+    cells: tuple[Experiment, ...]
+
+
+def task_adapters(profile: Profile, task: str) -> list[TrainedAdapter]:
+    """Every adapter ``task`` trains, each once, in the graph's order (cells, grid, seeds)."""
+    found: dict[Experiment, TrainedAdapter] = {}
+    for cell in task_cells(profile, task):
+        trained = cell_adapters(profile.training, cell, profile.sampling.n)
+        for config, seeds in trained.items():
+            for replicate, seeded in enumerate(seeds):
+                known = found.get(seeded)
+                cells = (cell,) if known is None else (*known.cells, cell)
+                found[seeded] = TrainedAdapter(seeded, config, replicate, cells)
+    return list(found.values())
+
+
+@dataclass(frozen=True)
+class AdapterRecord:
+    """What an adapter's ``training_config.json`` says: its kept epoch, that epoch's validation
+    pass@1 (a fraction), the trainer settings and the precision it trained in."""
+
+    best_epoch: int | None
+    validation: float | None
+    settings: Mapping[str, Any]
+    precision: str | None
+
+
+def read_record(folder: Path) -> AdapterRecord | None:
+    """The adapter's record, or None when it has none yet (not trained)."""
+    path = Path(folder) / "training_config.json"
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    best = record.get("best_epoch")
+    values = [e.get("val_pass@1") for e in record.get("epochs", []) if e.get("epoch") == best]
+    return AdapterRecord(None if best is None else int(best),
+                         None if not values or values[0] is None else float(values[0]),
+                         record.get("settings", {}), record.get("precision"))
+
+
+def _hyperparameters(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The trainer settings as runs-table columns (a key the method lacks stays null)."""
+    out = {column: settings[key] for key, column in TRAINER_COLUMNS.items() if key in settings}
+    lora = settings.get("lora") or {}
+    out.update({column: lora[key] for key, column in LORA_COLUMNS.items() if key in lora})
+    return out
+
+
+def chosen_configurations(profile: Profile, adapters: Sequence[TrainedAdapter],
+                          selections: Mapping[str, str]) -> dict[str, str]:
+    """Each cell's chosen configuration (``cell_key`` -> adapter name): its selection's
+    choice (``selections``), or its one configuration when its grid has one point.
+
+    A cell with several configurations and no selection is an error naming it: which of its
+    adapters the eval report evaluated would otherwise be a guess."""
+    out: dict[str, str] = {}
+    cells = {cell_key(c): c for a in adapters for c in a.cells}
+    for key, cell in cells.items():
+        configs = list(cell_adapters(profile.training, cell, profile.sampling.n))
+        if len(configs) == 1:
+            out[key] = configs[0].name
+        elif key in selections:
+            out[key] = selections[key]
+        else:
+            raise ValueError(f"cell {key} selects among {len(configs)} configurations but no "
+                             "selection was given for it: materialise its selection first")
+    return out
+
+
+def _eval_rows(adapters: Sequence[TrainedAdapter], chosen: Mapping[str, str],
+               reports: Mapping[str, pl.DataFrame], base: pl.DataFrame | None, k: int,
+               eval_set: str | None) -> dict[Experiment, dict[str, Any]]:
+    """Each evaluated adapter's eval numbers: its own training seed's share of the report of
+    a cell that chose its configuration, against the base model's report."""
+    picked: dict[Experiment, tuple[str, pl.DataFrame]] = {}
+    for a in adapters:
+        for cell in a.cells:
+            key = cell_key(cell)
+            if chosen.get(key) != a.configuration.name or key not in reports:
+                continue
+            report = reports[key]
+            if "training_replicate" in report.columns:
+                report = report.filter(pl.col("training_replicate") == a.replicate)
+            elif a.replicate:
+                continue  # a one-seed report holds no replicate r > 0
+            if not report.is_empty():
+                picked[a.adapter] = (key, report)
+                break
+    if base is None or not picked:
+        return {}
+    runs = {(a.split, a.name, None): report for a, (_, report) in picked.items()}
+    table = results_table(base, runs, k=k, eval_set=eval_set)
+    rows = list(table.iter_rows(named=True))[1:]  # row 0 is the base model's
+    return {adapter: {"eval report": key, **row}
+            for (adapter, (key, _)), row in zip(picked.items(), rows, strict=True)}
+
+
+def runs_table(profile: Profile, task: str, adapters: Sequence[TrainedAdapter],
+               records: Mapping[str, AdapterRecord | None], paths: Mapping[str, str],
+               chosen: Mapping[str, str], reports: Mapping[str, pl.DataFrame],
+               base: pl.DataFrame | None, eval_set: str | None = None) -> pl.DataFrame:
+    """The runs table of ``task``: one row per adapter, in ``adapters``' order.
+
+    ``records``: each adapter's ``read_record`` (None: not trained yet; its settings are then
+    the planned ones and its kept epoch and validation are null). ``paths``: each adapter's
+    folder. ``chosen``: ``chosen_configurations``. ``reports`` and ``base``: per-question eval
+    results (``evaluation.per_question_results``) by ``cell_key`` and of the base model; an
+    adapter no report evaluates has null eval columns. Percentages, as in the other tables.
+    """
+    k = profile.sampling.n
+    declared = schema("runs_table", k=k)
+    evaluated = _eval_rows(adapters, chosen, reports, base, k, eval_set)
+    rows = []
+    for a in adapters:
+        exp = a.adapter
+        record = records.get(exp.name)
+        planned = asdict(settings_for(exp.method, exp.training(profile.training)))
+        settings = record.settings if record is not None and record.settings else planned
+        validation = None if record is None or record.validation is None else (
+            100 * record.validation)
+        row: dict[str, Any] = {
+            "task": task, "adapter": exp.name, "configuration": a.configuration.name,
+            "cells": ", ".join(c.name for c in a.cells), "split": exp.split,
+            "method": exp.method, "scorer": exp.scorer, **_hyperparameters(settings),
+            "precision": None if record is None else record.precision,
+            "epoch kept": None if record is None else record.best_epoch,
+            "validation pass@1": validation,
+            "chosen": any(chosen.get(cell_key(c)) == a.configuration.name for c in a.cells),
+            "adapter_path": paths.get(exp.name)}
+        # the results table's own split/method/scorer name its rows, not this adapter
+        row.update({c: v for c, v in evaluated.get(exp, {}).items()
+                    if c not in ("split", "method", "scorer")})
+        rows.append({c: row.get(c) for c in declared})
+    return pl.DataFrame(rows, schema=declared, orient="row") if rows else pl.DataFrame(
+        schema=declared)
+
+
+def scientific(value: float | None) -> str | None:
+    """``3e-4``, ``1.5e-5``: a learning rate short and exact to three digits."""
+    if value is None:
+        return None
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+COMPACT = {"adapter": "adapter", "split": "split", "seed": "seed", "learning_rate": "η",
+           "dpo_beta": "β", "rrhf_rank_weight": "λ", "epochs": "epochs", "batch_size": "batch",
+           "epoch kept": "kept", "chosen": "chosen", "validation pass@1": "val pass@1",
+           "pass@1": "pass@1", "Δ pass@1": "Δ pass@1"}
+"""The inline table's columns (the UI gives a table about 500 pixels): the rest is in the
+Parquet file."""
+
+
+def compact(frame: pl.DataFrame) -> pl.DataFrame:
+    """The runs table as the UI shows it inline: the settings that vary, learning rates in
+    scientific notation, eval numbers without their intervals."""
+    view = frame.select(list(COMPACT)).rename(COMPACT)
+    return view.with_columns(pl.col("η").map_elements(scientific, return_dtype=pl.String))
+
+
+def summary(frame: pl.DataFrame, task: str, tracking: str | None = None) -> str:
+    """A few lines of Markdown: how many adapters, how many chosen and evaluated, the best
+    eval pass@1 with its Δ, and where the rows were tracked (``tracking``, None: off)."""
+    chosen = int(frame["chosen"].sum()) if frame.height else 0
+    evaluated = frame.filter(pl.col("pass@1").is_not_null())
+    configs = frame["configuration"].n_unique() if frame.height else 0
+    lines = [f"**{frame.height} adapters** of {task} ({configs} configurations x training "
+             f"seeds): {chosen} chosen by their cells' selection, {evaluated.height} with an "
+             "eval report."]
+    if evaluated.height:
+        best = evaluated.sort("pass@1", descending=True, maintain_order=True).row(0, named=True)
+        lines.append(f"Best eval pass@1: **{best['adapter']}** ({best['split']}) "
+                     f"{best['pass@1']:.2f}%, Δ {best['Δ pass@1']:+.2f} "
+                     f"[{best['Δ pass@1 low']:+.2f}, {best['Δ pass@1 high']:+.2f}] points "
+                     "against the base model (paired 95% interval).")
+    lines.append(f"MLflow: {'off (tracking.mlflow)' if tracking is None else f'`{tracking}`'}.")
+    return "\n\n".join(lines)

@@ -1,0 +1,144 @@
+"""The result figures (saturated_dag.plots): what they draw is what the tables test.
+
+Each figure is read back from its SVG (text kept as text) for the labels, numbers and marks it
+writes, and from its PNG for the resolution the UI and print get.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from saturated_dag.behaviour import behaviour_table
+from saturated_dag.plots import (
+    ABOVE,
+    BELOW,
+    DPI,
+    NEITHER,
+    behaviour_heatmaps,
+    direction,
+    forest_plot,
+    style_shift,
+    sweep_plot,
+)
+from saturated_dag.result_tables import results_table, significant_after_holm, sweep_table
+from tests.scoring_data import eval_report
+
+
+def _counts(correct: list[int], n: int = 8) -> pl.DataFrame:
+    return pl.DataFrame({"question_id": [f"q{i:02d}" for i in range(len(correct))],
+                         "replicate": [0] * len(correct),
+                         "training_replicate": [0] * len(correct),
+                         "n": [n] * len(correct), "correct": correct})
+
+
+BASE = _counts([i % 5 for i in range(30)])
+CLEARLY_WORSE = _counts([max(0, i % 5 - 3) for i in range(30)])
+CLEARLY_BETTER = _counts([min(8, i % 5 + 3) for i in range(30)])
+SAME = BASE
+
+
+def _table() -> pl.DataFrame:
+    return results_table(BASE, {("saturated", "sft", None): CLEARLY_WORSE,
+                                ("saturated", "dpo", "self_judge"): SAME,
+                                ("hard", "rrhf", "entropy"): CLEARLY_BETTER}, k=8)
+
+
+def _png_dpi(path: Path) -> float:
+    """The PNG's resolution from its pHYs chunk (pixels per metre)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    at = data.index(b"pHYs")
+    per_metre, _, unit = struct.unpack(">IIB", data[at + 4:at + 13])
+    assert unit == 1  # metres
+    return per_metre * 0.0254
+
+
+@pytest.mark.parametrize(("low", "high", "expected"), [
+    (-3.0, -0.5, BELOW), (0.5, 3.0, ABOVE), (-1.0, 1.0, NEITHER), (0.0, 2.0, NEITHER),
+    (None, None, NEITHER)])
+def test_a_rows_colour_is_read_off_its_interval(low: float | None, high: float | None,
+                                                expected: str) -> None:
+    assert direction(low, high) == expected
+
+
+def test_forest_plot_draws_every_row_grouped_by_split_with_print_and_ui_files(
+        tmp_path: Path) -> None:
+    frame = _table()
+    png, svg = forest_plot(frame, ["pass@1", "pass@8"], tmp_path / "results.png", "title")
+    assert png == tmp_path / "results.png" and svg == tmp_path / "results.svg"
+    assert _png_dpi(png) == pytest.approx(DPI, abs=1) and DPI >= 150
+    text = svg.read_text()
+    # one line per row, labelled without its split under the split's heading
+    for label in ("saturated", "hard", "SFT", "DPO · self_judge", "σ-RRHF · entropy"):
+        assert f">{label}<" in text, label
+    assert ">Base model<" not in text  # the base model is the zero line, not a row
+    assert "Δ pass@1 (points), 95% paired interval" in text and "Δ pass@8" in text
+    assert "base model (Δ = 0)" in text
+    # a † per metric and row that holds after Holm's correction, and no more
+    holds = sum(sum(significant_after_holm(frame.slice(1), f"Δ {m}"))
+                for m in ("pass@1", "pass@8"))
+    assert holds >= 2  # the clear loss and the clear gain on pass@1
+    assert text.count(">†<") == holds  # (the legend draws its † as a marker, not text)
+
+
+def test_forest_plot_marks_direction_by_interval_not_by_estimate(tmp_path: Path) -> None:
+    frame = _table()
+    rows = {r["method"]: r for r in frame.iter_rows(named=True)}
+    assert direction(rows["SFT"]["Δ pass@1 low"], rows["SFT"]["Δ pass@1 high"]) == BELOW
+    assert direction(rows["σ-RRHF"]["Δ pass@1 low"], rows["σ-RRHF"]["Δ pass@1 high"]) == ABOVE
+    assert direction(rows["DPO"]["Δ pass@1 low"], rows["DPO"]["Δ pass@1 high"]) == NEITHER
+    _, svg = forest_plot(frame, ["pass@1"], tmp_path / "f.png", "t")
+    text = svg.read_text().lower()
+    assert BELOW.lower() in text and ABOVE.lower() in text and NEITHER.lower() in text
+
+
+def test_forest_plot_refuses_a_table_with_only_the_base_model(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="rows besides the base model"):
+        forest_plot(results_table(BASE, {}, k=8), ["pass@1"], tmp_path / "f.png", "t")
+
+
+def test_sweep_plot_puts_lambda_zero_at_the_left_and_draws_intervals(tmp_path: Path) -> None:
+    frame = sweep_table(BASE, "hard", [("λ=1", {"lambda": 1.0}, CLEARLY_BETTER),
+                                        ("λ=0", {"lambda": 0.0}, SAME),
+                                        ("λ=0.1", {"lambda": 0.1}, CLEARLY_WORSE)], k=8)
+    png, svg = sweep_plot(frame, "lambda", ["pass@1", "pass@8"], tmp_path / "l.png", "λ",
+                          "rank loss weight λ")
+    assert _png_dpi(png) == pytest.approx(DPI, abs=1)
+    text = svg.read_text()
+    ticks = [t for t in ("0", "0.1", "1") if f">{t}<" in text]
+    assert ticks == ["0", "0.1", "1"]
+    assert "pass@1 (%), 95% interval" in text and "base model (95% interval shaded)" in text
+    # the wide interval of every row is drawn: its ends lie outside the point's marker
+    assert frame["pass@1 low"][1] < frame["pass@1"][1] < frame["pass@1 high"][1]
+
+
+def test_behaviour_heatmap_writes_each_cells_number_and_marks_a_clear_change(
+        tmp_path: Path) -> None:
+    ids = [f"q{i}" for i in range(12)]
+    base = eval_report({q: (4, 1) for q in ids}, cell="3x1")
+    better = eval_report({q: (4, 4) for q in ids}, cell="3x1")  # +75 points on every question
+    same = eval_report({q: (4, 1) for q in ids}, cell="3x1")
+    table = behaviour_table(base, {"saturated/dpo": better, "hard/sft": same})
+    png, svg = behaviour_heatmaps(table, tmp_path / "b.png", "behaviour")
+    assert _png_dpi(png) == pytest.approx(DPI, abs=1)
+    text = svg.read_text()
+    assert ">+75.0*<" in text  # the clear gain, marked: its paired interval excludes 0
+    assert ">+0.0<" in text  # no change, no mark
+    assert ">saturated/dpo<" in text and ">hard/sft<" in text
+    assert ">base model<" not in text  # its Δ is 0 by construction: not a row
+    assert "no interval" in text  # the length panel says it has none
+
+
+def test_the_style_shift_figure_has_its_print_version(tmp_path: Path) -> None:
+    from saturated_dag.behaviour import style_table
+    from saturated_dag.pretrain.styles import detect_style
+
+    ids = [f"q{i}" for i in range(3)]
+    base = eval_report({q: (4, 2) for q in ids}, cell="3x1")
+    run = eval_report({q: (4, 4) for q in ids}, cell="3x1")
+    png, svg = style_shift(style_table(base, {"r": run}, detect_style), tmp_path / "s.png", "s")
+    assert _png_dpi(png) == pytest.approx(DPI, abs=1) and svg.stat().st_size > 1000

@@ -1,0 +1,230 @@
+"""Issue 33, item 3: one runs table per task, one row per trained adapter.
+
+A small hand-built world: DPO and SFT on the saturated split, each selecting between two
+learning rates over two training seeds, and a Table 9 row (β = 0.1, η = 1e-3) that pins the
+profile's own learning rate, so it trains the main cell's ``dpo_entropy`` adapters again
+(one adapter, two cells). The main DPO cell's selection chooses η = 3e-4.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from saturated_dag.config import load_profile
+from saturated_dag.experiments import Experiment
+from saturated_dag.runs_table import (
+    chosen_configurations,
+    compact,
+    read_record,
+    runs_table,
+    scientific,
+    summary,
+    task_adapters,
+)
+from saturated_dag.schemas import check_frame, schema
+from saturated_dag.selection import Trained, selection_table
+from saturated_dag.training.config import settings_for
+from tests.pipeline import asset_path, by_name, graph, resources
+from tests.scoring_data import eval_report
+
+OVERRIDES = {
+    "sampling": {"n": 2},
+    "training": {"splits": ["saturated"], "methods": ["dpo", "sft"], "scorers": ["entropy"],
+                 "learning_rate": 1e-3, "dpo_beta": 0.1, "replicates": 2,
+                 "selection": {"learning_rates": [1e-3, 3e-4], "dpo_betas": None},
+                 "sweeps": {"rank_weight": None, "rrhf_variants": None,
+                            "dpo_beta": {"split": "saturated", "scorer": "entropy",
+                                         "betas": [0.1], "learning_rates": [1e-3]}}},
+}
+TASK = "chain_sum"
+BASE = {"q0": (2, 1), "q1": (2, 1), "q2": (2, 0), "q3": (2, 2)}  # pass@1 50%
+ALL_RIGHT = {q: (2, 2) for q in BASE}  # pass@1 100%
+HALF = dict(BASE)
+ADAPTERS = {"dpo_entropy", "dpo_entropy_seed1", "dpo_entropy_lr0.0003",
+            "dpo_entropy_lr0.0003_seed1", "sft", "sft_seed1", "sft_lr0.0003",
+            "sft_lr0.0003_seed1"}
+
+
+def _profile():
+    return load_profile("demo", OVERRIDES)
+
+
+def _per_question(counts: dict[str, tuple[int, int]], replicate: int = 0) -> pl.DataFrame:
+    return pl.DataFrame({"question_id": list(counts), "cell": ["3x1"] * len(counts),
+                         "training_replicate": [replicate] * len(counts),
+                         "replicate": [0] * len(counts),
+                         "n": [n for n, _ in counts.values()],
+                         "correct": [c for _, c in counts.values()]})
+
+
+def _report(*seeds: dict[str, tuple[int, int]]) -> pl.DataFrame:
+    return pl.concat([_per_question(counts, r) for r, counts in enumerate(seeds)])
+
+
+def _write_record(folder: Path, exp: Experiment, profile, best: int, val: float) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = asdict(settings_for(exp.method, exp.training(profile.training)))
+    (folder / "training_config.json").write_text(json.dumps({
+        "method": exp.method, "best_epoch": best, "precision": "float32", "settings": settings,
+        "epochs": [{"epoch": 1, "step": 1, "val_pass@1": 0.25},
+                   {"epoch": 2, "step": 2, "val_pass@1": val}]}))
+
+
+def _frame(tmp_path: Path) -> pl.DataFrame:
+    profile = _profile()
+    adapters = task_adapters(profile, TASK)
+    folders = {a.adapter.name: tmp_path / a.adapter.name for a in adapters}
+    for a in adapters:
+        if a.adapter.name != "sft_seed1":  # one adapter not trained yet
+            _write_record(folders[a.adapter.name], a.adapter, profile, 2, 0.75)
+    chosen = chosen_configurations(profile, adapters, {
+        "saturated/dpo_entropy": "dpo_entropy_lr0.0003", "saturated/sft": "sft"})
+    reports = {"saturated/dpo_entropy": _report(ALL_RIGHT, HALF),
+               "saturated/dpo_entropy_lr0.001": _report(HALF, HALF),
+               "saturated/sft": _report(HALF, ALL_RIGHT)}
+    return runs_table(profile, TASK, adapters,
+                      {name: read_record(folder) for name, folder in folders.items()},
+                      {name: str(folder) for name, folder in folders.items()}, chosen,
+                      reports, _per_question(BASE), "toy eval set")
+
+
+def test_enumerates_every_configuration_and_seed_once() -> None:
+    adapters = task_adapters(_profile(), TASK)
+    assert {a.adapter.name for a in adapters} == ADAPTERS and len(adapters) == len(ADAPTERS)
+    shared = next(a for a in adapters if a.adapter.name == "dpo_entropy_seed1")
+    assert [c.name for c in shared.cells] == ["dpo_entropy", "dpo_entropy_lr0.001"]
+    assert shared.replicate == 1 and shared.configuration.name == "dpo_entropy"
+
+
+def test_rows_settings_choice_and_eval(tmp_path: Path) -> None:
+    frame = _frame(tmp_path)
+    check_frame(frame, "runs_table")
+    assert frame.columns == list(schema("runs_table", k=2))
+    assert frame.height == len(ADAPTERS) and set(frame["adapter"]) == ADAPTERS
+    rows = {r["adapter"]: r for r in frame.iter_rows(named=True)}
+
+    won = rows["dpo_entropy_lr0.0003"]  # chosen by the main cell's selection, seed 0
+    assert won["chosen"] and won["eval report"] == "saturated/dpo_entropy"
+    assert (won["split"], won["method"], won["scorer"]) == ("saturated", "dpo", "entropy")
+    assert won["configuration"] == "dpo_entropy_lr0.0003" and won["task"] == TASK
+    assert won["learning_rate"] == 3e-4 and won["dpo_beta"] == 0.1 and won["seed"] == 0
+    assert won["pass@1"] == pytest.approx(100.0) and won["Δ pass@1"] == pytest.approx(50.0)
+    assert won["Δ pass@1 low"] <= won["Δ pass@1"] <= won["Δ pass@1 high"]
+    assert won["pass@2"] is not None and won["questions"] == 4 and won["eval_set"]
+    assert rows["dpo_entropy_lr0.0003_seed1"]["pass@1"] == pytest.approx(50.0)  # its own seed
+    assert rows["dpo_entropy_lr0.0003_seed1"]["seed"] == 1
+
+    both = rows["dpo_entropy"]  # lost the main cell, the Table 9 row's only configuration
+    assert both["cells"] == "dpo_entropy, dpo_entropy_lr0.001" and both["chosen"]
+    assert both["eval report"] == "saturated/dpo_entropy_lr0.001"
+    assert both["learning_rate"] == 1e-3
+
+    lost = rows["sft_lr0.0003"]
+    assert not lost["chosen"] and lost["eval report"] is None
+    assert lost["pass@1"] is None and lost["Δ pass@1"] is None
+    assert (lost["method"], lost["scorer"]) == ("sft", None)
+    assert lost["dpo_beta"] is None and lost["rrhf_rank_weight"] is None  # not SFT's settings
+    assert lost["validation pass@1"] == pytest.approx(75.0) and lost["epoch kept"] == 2
+    assert lost["precision"] == "float32" and lost["adapter_path"].endswith("sft_lr0.0003")
+    assert rows["sft_seed1"]["pass@1"] == pytest.approx(100.0)
+
+    untrained = rows["sft_seed1"]  # no training_config.json: planned settings, no record
+    assert untrained["epoch kept"] is None and untrained["validation pass@1"] is None
+    assert untrained["learning_rate"] == 1e-3 and untrained["precision"] is None
+    assert int(frame["chosen"].sum()) == 6
+
+
+def test_a_selection_is_needed_where_the_grid_has_several_points() -> None:
+    profile = _profile()
+    with pytest.raises(ValueError, match="saturated/sft selects among 2 configurations"):
+        chosen_configurations(profile, task_adapters(profile, TASK),
+                              {"saturated/dpo_entropy": "dpo_entropy"})
+
+
+def test_compact_view_and_summary(tmp_path: Path) -> None:
+    frame = _frame(tmp_path)
+    view = compact(frame)
+    assert view.columns[:4] == ["adapter", "split", "seed", "η"]
+    assert "cells" not in view.columns and "pass@1 low" not in view.columns
+    assert set(view["η"]) == {"1e-3", "3e-4"}
+    assert [scientific(v) for v in (1.5e-5, 5e-6, 2e-3, None)] == ["1.5e-5", "5e-6", "2e-3",
+                                                                   None]
+    text = summary(frame, TASK)
+    assert text.startswith(f"**{len(ADAPTERS)} adapters** of {TASK}")
+    assert "6 chosen" in text and "6 with an eval report" in text
+    assert "**dpo_entropy_lr0.0003** (saturated) 100.00%" in text
+    assert "MLflow: off" in text
+    assert "`sqlite:///x.db`" in summary(frame, TASK, "sqlite:///x.db")
+
+
+# The asset: inputs, metadata, and tracking off without importing MLflow.
+
+def _seed_inputs(out: Path) -> None:
+    """The base and cell eval reports and the selections, as the IO manager stores them."""
+    def report(*seeds: dict[str, tuple[int, int]]) -> pl.DataFrame:
+        return pl.concat([eval_report(counts, cell="3x1", training_replicate=r)
+                          for r, counts in enumerate(seeds)])
+
+    frames = {("eval", "base"): report(BASE),
+              ("saturated", "eval", "dpo_entropy"): report(ALL_RIGHT, HALF),
+              ("saturated", "eval", "dpo_entropy_lr0.001"): report(HALF, HALF),
+              ("saturated", "eval", "sft"): report(HALF, ALL_RIGHT)}
+    settings = {"learning_rate": 1e-3, "epochs": 2, "batch_size": 8}
+    for cell, winner in (("dpo_entropy", "dpo_entropy_lr0.0003"), ("sft", "sft")):
+        frames[("saturated", "selection", cell)] = selection_table([
+            Trained(cell, settings, [0.5, 0.5], [1, 1]),
+            Trained(f"{cell}_lr0.0003", {**settings, "learning_rate": 3e-4},
+                    [0.9 if winner != cell else 0.1] * 2, [1, 1])])
+    for key, frame in frames.items():
+        path = asset_path(out, TASK, *key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.write_parquet(path)
+
+
+def _materialise(out: Path, overrides: dict) -> dg.ExecuteInProcessResult:
+    everything, _ = graph("demo", overrides)
+    (table,) = by_name(everything, TASK, "runs_table")
+    return dg.materialize(everything, selection=[table.key],
+                          resources=resources(out, "demo", overrides),
+                          instance=dg.DagsterInstance.ephemeral())
+
+
+def test_the_asset_reads_every_report_and_selection() -> None:
+    everything, _ = graph("demo", OVERRIDES)
+    (table,) = by_name(everything, TASK, "runs_table")
+    upstream = {"/".join(k.path) for k in table.dependency_keys}
+    assert upstream == {"chain_sum/eval/base", "chain_sum/saturated/eval/dpo_entropy",
+                        "chain_sum/saturated/eval/dpo_entropy_lr0.001",
+                        "chain_sum/saturated/eval/sft",
+                        "chain_sum/saturated/selection/dpo_entropy",
+                        "chain_sum/saturated/selection/sft"}
+    assert table.group_names_by_key[table.key] == TASK
+
+
+def test_materialises_with_tracking_off_and_no_mlflow(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    _seed_inputs(out)
+    for name in [m for m in sys.modules if m.startswith("mlflow.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # any `import mlflow` now fails
+    result = _materialise(out, OVERRIDES)
+    assert result.success
+    (event,) = result.get_asset_materialization_events()
+    metadata = event.materialization.metadata
+    assert next(iter(metadata)) == "summary" and "MLflow: off" in metadata["summary"].value
+    assert metadata["adapters"].value == len(ADAPTERS) and metadata["chosen"].value == 6
+    assert metadata["evaluated"].value == 6
+    assert "mlflow_uri" not in metadata and not (out / "mlflow.db").exists()
+    records = metadata["table"].value.records
+    assert len(records) == len(ADAPTERS) and {r.data["η"] for r in records} == {"1e-3", "3e-4"}
+    stored = pl.read_parquet(asset_path(out, TASK, "runs_table"))
+    check_frame(stored, "runs_table")
+    assert stored.height == len(ADAPTERS)
