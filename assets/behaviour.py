@@ -65,7 +65,7 @@ def behaviour_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefini
     ins = eval_report_ins(task, experiments)
 
     @dg.asset(key=[task, "behaviour"], group_name=task, ins=ins, io_manager_key="parquet_io",
-              kinds={"polars", "parquet"}, metadata=schema_metadata("behaviour"),
+              kinds={"polars", "parquet"}, metadata=schema_metadata("behaviour", report=True),
               description=f"{task}: per eval cell, how each adapter's answers differ from the "
               "base model's (accuracy, length, entropy, answer format; styles on the "
               "embedded model).")

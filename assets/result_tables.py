@@ -36,6 +36,7 @@ from saturated_dag.result_tables import (
     significant_after_holm,
     summary,
     sweep_table,
+    text_forest,
     to_markdown,
 )
 from saturated_dag.schemas import schema, sweep_schema_name
@@ -75,6 +76,17 @@ def table_metadata(frame: pl.DataFrame, metric: str = "pass@1") -> dg.TableMetad
     return text_table(["run", *kept], shown, notes)
 
 
+def forest_entry(frame: pl.DataFrame) -> dict[str, dg.TableMetadataValue]:
+    """``forest plot``: Δ pass@1 per row against the base model drawn in characters
+    (``result_tables.text_forest``), the one figure the UI shows inline on the first screen;
+    the PNG/SVG forest plot of Δ pass@1 and Δ pass@k is the ``figure`` entry's link."""
+    caption, bars = text_forest(frame)
+    if not bars:
+        return {}
+    header = "Δ pass@1, 95% paired interval (│ = 0)"
+    return {"forest plot": text_table(["run", header], bars, {header: caption})}
+
+
 def _metrics(frame: pl.DataFrame) -> list[str]:
     """The table's metric columns: pass@1 and pass@k."""
     return [c for c in frame.columns if c.startswith("pass@") and " " not in c]
@@ -111,7 +123,7 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
 
     @dg.asset(key=[task, "results_table"], group_name=task, ins=ins,
               io_manager_key="parquet_io", kinds={"polars", "parquet"},
-              metadata=schema_metadata("results_table"),
+              metadata=schema_metadata("results_table", report=True),
               description=f"{task}: pass@1 / pass@8 of every adapter against the base model.")
     def results(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                 **reports: pl.DataFrame) -> dg.Output[pl.DataFrame]:
@@ -136,6 +148,7 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
         context.log.info(f"{caption}\n{markdown}")
         return frame_output(frame, {
             "summary": summary_entry(summary(frame, samples=k)),
+            **forest_entry(frame),
             "figure": image(png, "Δ pass@1 and Δ pass@k to the base model, 95% paired "
                                  "intervals"),
             **metric_tables(frame),
@@ -186,7 +199,7 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
 
     @dg.asset(key=[task, name], group_name=task, ins=ins, io_manager_key="parquet_io",
               kinds={"polars", "parquet"},
-              metadata=schema_metadata(sweep_schema_name(sweep)),
+              metadata=schema_metadata(sweep_schema_name(sweep), report=True),
               description=f"{task}: {title}, on the {rows[0].experiment.split} split.")
     def table(context: dg.AssetExecutionContext, experiment: ExperimentResource,
               **reports: pl.DataFrame) -> dg.Output[pl.DataFrame]:
@@ -229,6 +242,7 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
             note = FIGURE_NOTE
         metadata: dict[str, object] = {
             "summary": summary_entry(summary(frame, samples=k)),
+            **forest_entry(frame),
             "figure": image(png, title),
             **metric_tables(frame),
             "about the table": dg.MetadataValue.md(f"{title}. {caption}"),

@@ -4,8 +4,11 @@
 Its inputs are every eval report of the task (the base model's and each cell's) and every
 cell's selection, so it runs last, once the task's tables are due; each adapter's
 ``training_config.json`` is read from its folder. Metadata: a short summary first, then the
-table inline (compact), then where the MLflow runs went.
+table inline (compact), then where the MLflow runs went. The whole frame is also
+``<output dir>/<task>/runs_table.csv``, beside the other tables.
 """
+
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
@@ -15,6 +18,7 @@ from assets._metadata import frame_output, frame_table
 from assets.selection import same_adapters, selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
+from saturated_dag.atomic import atomic_write_csv
 from saturated_dag.evaluation import per_question_results
 from saturated_dag.experiments import Experiment
 from saturated_dag.runs_table import (
@@ -60,7 +64,7 @@ def runs_table_asset(task: str, cells: list[Experiment],
                 for i, c in enumerate(cells) if len(trained[c]) > 1})
 
     @dg.asset(key=[task, "runs_table"], group_name=task, ins=ins, io_manager_key="parquet_io",
-              kinds={"polars", "parquet"}, metadata=schema_metadata("runs_table"),
+              kinds={"polars", "parquet"}, metadata=schema_metadata("runs_table", report=True),
               description=f"{task}: every trained adapter (each configuration x seed of every "
               "selection grid and sweep) with its settings, validation pass@1, whether it was "
               "chosen and its eval pass@1 / pass@k with Δ to the base model; logged to MLflow "
@@ -87,6 +91,9 @@ def runs_table_asset(task: str, cells: list[Experiment],
                            {name: str(folder) for name, folder in folders.items()},
                            chosen_configurations(profile, adapters, selections), reports, base,
                            eval_set_name(profile, task, base["question_id"].n_unique()))
+        tables = Path(experiment.output_dir) / task
+        tables.mkdir(parents=True, exist_ok=True)
+        csv = atomic_write_csv(frame, tables / "runs_table.csv")
         tracking = profile.tracking
         logged = _track(context, experiment, frame) if tracking.mlflow else None
         metadata: dict[str, object] = {
@@ -95,6 +102,7 @@ def runs_table_asset(task: str, cells: list[Experiment],
             "adapters": frame.height,
             "chosen": int(frame["chosen"].sum()),
             "evaluated": int(frame["pass@1"].is_not_null().sum()),
+            "csv": dg.MetadataValue.path(str(csv)),
         }
         if logged is not None:
             metadata.update({"mlflow_uri": logged.uri,

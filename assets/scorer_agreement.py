@@ -44,7 +44,8 @@ def scorer_agreement_asset(task: str, score_assets: dict[str, str]) -> dg.Assets
 
     @dg.asset(
         key=[task, "scorer_agreement"], group_name=task, io_manager_key="parquet_io",
-        ins=ins, kinds={"polars", "parquet"}, metadata=schema_metadata("scorer_agreement"),
+        ins=ins, kinds={"polars", "parquet"},
+        metadata=schema_metadata("scorer_agreement", report=True),
         description=f"{task}: within-question Spearman rho between scorers (mean, median, "
         "% positive per split), with the rho distributions as a figure.",
     )

@@ -96,7 +96,7 @@ def selection_asset(task: str, cell: Experiment,
 
     @dg.asset(key=selection_key(task, cell), group_name=f"{task}_{cell.split}",
               io_manager_key="parquet_io", kinds={"selection", "polars", "parquet"},
-              metadata=schema_metadata("selection"),
+              metadata=schema_metadata("selection", report=True),
               deps=[dg.AssetKey([task, cell.split, "adapter", seeded.name])
                     for seeds in trained.values() for seeded in seeds],
               description=f"Selection grid of {cell.name} ({cell.split}): each configuration's "

@@ -45,7 +45,7 @@ def testbed_asset() -> dg.AssetsDefinition:
     @dg.asset(
         key=TESTBED_KEY, group_name="testbed", io_manager_key="parquet_io",
         deps=["base_model"], kinds={"polars", "parquet"},
-        metadata=schema_metadata("testbed_validation"),
+        metadata=schema_metadata("testbed_validation", report=True),
         description="The calibrated testbed: σ-RRHF and DPO with the oracle (positive "
         "control), its shuffled scores (negative control), the reliability dial and the real "
         "scorers, each a paired Δ pass@1 to the base model with its 95% interval over data "

@@ -62,11 +62,14 @@ from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.schemas import check_frame, get_schema
 from saturated_dag.shards import frame_digest
 
-__all__ = ["SCHEMA_KEY", "SUFFIX", "ParquetIOManager", "asset_file", "atomic_write_parquet",
+__all__ = ["REPORT_KEY", "SCHEMA_KEY", "SUFFIX", "ParquetIOManager",
+           "asset_file", "atomic_write_parquet",
            "frame_data_version", "latest_metadata", "schema_metadata", "table_schema"]
 
 SUFFIX = ".parquet"
 SCHEMA_KEY = "saturated_dag/schema"
+REPORT_KEY = "saturated_dag/report"
+"""Definition metadata of a report asset: its columns are not drawn above its answer."""
 """Definition metadata key naming an asset's frame schema (``saturated_dag.schemas``)."""
 CONTENT_KEY = "saturated_dag/content_hash"
 """Materialisation metadata: the written frame's content hash, checked on every read."""
@@ -119,13 +122,21 @@ def table_schema(columns: Mapping[str, Any]) -> dg.TableSchema:
                                    for name, dtype in columns.items()])
 
 
-def schema_metadata(name: str) -> dict[str, Any]:
+def schema_metadata(name: str, report: bool = False) -> dict[str, Any]:
     """Definition metadata declaring an asset's frame schema: ``@dg.asset(metadata=...)``.
 
     The IO manager checks every write against it; the UI shows the declared columns (a
     parameter such as ``pass@{k}`` as written in the declaration).
+
+    ``report``: a table a researcher reads for its answer (results, sweeps, behaviour,
+    agreement, selection, runs table). Dagster's asset page draws a canonical
+    ``dagster/column_schema`` as a "Columns" section above all metadata, which pushed the
+    answer about 1,400 pixels down; a report's columns are recorded instead as its last
+    materialisation entry, ``columns`` (``REPORT_KEY``), below its summary, figure and tables.
     """
     declared = get_schema(name)
+    if report:
+        return {SCHEMA_KEY: name, REPORT_KEY: True}
     return {SCHEMA_KEY: name,
             "dagster/column_schema": dg.MetadataValue.table_schema(
                 table_schema(dict(declared.columns)))}
@@ -232,10 +243,13 @@ class PolarsParquetStore(dg.UPathIOManager):
         atomic_write_parquet(obj, Path(path))
 
     def get_metadata(self, context: dg.OutputContext, obj: Any) -> dict[str, dg.MetadataValue]:
+        columns = dg.MetadataValue.table_schema(table_schema(obj.schema))
+        report = bool(context.definition_metadata.get(REPORT_KEY))
         return {"dagster/row_count": dg.MetadataValue.int(obj.height),
-                "dagster/column_schema": dg.MetadataValue.table_schema(table_schema(obj.schema)),
+                **({} if report else {"dagster/column_schema": columns}),
                 CONTENT_KEY: dg.MetadataValue.text(frame_digest(obj)),
-                **{k: dg.MetadataValue.text(v) for k, v in self.run_metadata.items()}}
+                **{k: dg.MetadataValue.text(v) for k, v in self.run_metadata.items()},
+                **({"columns": columns} if report else {})}  # a report's answer comes first
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> pl.DataFrame:
         file = Path(path)

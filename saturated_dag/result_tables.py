@@ -427,3 +427,41 @@ def selection_summary(table: pl.DataFrame) -> str:
     return (f"{head}; {len(rows)} configurations.\n\nNo interval: the table keeps one mean per "
             "configuration, on validation questions disjoint from the eval set; the chosen "
             "adapter's eval report gives its Δ with a paired interval.")
+
+
+FOREST_WIDTH = 41
+"""Characters of a text forest plot's axis (``text_forest``)."""
+_BLANK, _ZERO, _LINE, _POINT = "\u2007", "│", "─", "●"  # a figure space: HTML keeps it
+
+
+def text_forest(frame: pl.DataFrame, metric: str = "pass@1",
+                width: int = FOREST_WIDTH) -> tuple[str, list[tuple[str, str]]]:
+    """Each row's Δ ``metric`` and its 95% paired interval drawn in characters on one axis,
+    ``│`` at 0, ``●`` the estimate, ``─`` the interval: a forest plot that a UI table shows
+    inline (Dagster shows a figure only behind a link), so the comparison with the base model
+    is on a report's first screen. Returns the axis caption and ``(row, bar)`` per row, the
+    base model left out (its Δ is 0 by construction)."""
+    delta = f"Δ {metric}"
+    runs = frame.filter(pl.col("split") != "-")
+    if runs.is_empty() or f"{delta} low" not in runs.columns:
+        return "", []
+    lows, highs = runs[f"{delta} low"].to_list(), runs[f"{delta} high"].to_list()
+    left, right = min(0.0, *lows), max(0.0, *highs)
+    span = (right - left) or 1.0
+
+    def at(x: float) -> int:
+        return round((x - left) / span * (width - 1))
+
+    bars = []
+    for row, value, low, high in zip(runs.iter_rows(named=True), runs[delta].to_list(), lows,
+                                     highs, strict=True):
+        cells = [_BLANK] * width
+        for i in range(at(low), at(high) + 1):
+            cells[i] = _LINE
+        cells[at(0.0)] = _ZERO
+        cells[at(value)] = _POINT
+        bars.append((row_label(row), "".join(cells)))
+    caption = (f"{delta}, points: {left:+.2f} at the left edge, {right:+.2f} at the right; "
+               f"{_ZERO} is 0 (the base model), {_POINT} the estimate, {_LINE} its 95% paired "
+               "interval")
+    return caption, bars

@@ -293,6 +293,29 @@ def test_schema_metadata_declares_the_kind_and_its_columns() -> None:
     with pytest.raises(ValueError, match=r"no frame schema is declared for 'dpo_pair'; "
                                          r"declared: generation_pool, "):
         schema_metadata("dpo_pair")
+
+
+def test_a_report_records_its_columns_after_its_answer(tmp_path: Path) -> None:
+    """A report asset declares no canonical column schema (the UI would draw it above the
+    answer); its materialisation lists the written columns last, as ``columns``."""
+    from resources.parquet_io import REPORT_KEY
+
+    declared = schema_metadata("results_table", report=True)
+    assert declared == {SCHEMA_KEY: "results_table", REPORT_KEY: True}
+    key = ["t", "eval", "x"]
+    report = eval_report({"a": (8, 8)}, cell="1x1")
+
+    @dg.asset(key=key, io_manager_key="io", metadata=schema_metadata("eval_report", report=True))
+    def table() -> dg.Output[pl.DataFrame]:
+        return dg.Output(report, metadata={"summary": "the answer"})
+
+    result = dg.materialize([table], resources={"io": ParquetIOManager(
+        location=ExperimentLocation(profile="demo", output_dir=str(tmp_path)))})
+    meta = _metadata(result, key)
+    assert "dagster/column_schema" not in meta
+    keys = list(meta)
+    assert keys[0] == "summary" and keys[-1] == "columns", keys
+    assert [c.name for c in meta["columns"].schema.columns] == list(schema("eval_report"))
     assert table_schema(pl.Schema({"a": pl.Int64})) == dg.TableSchema(
         columns=[dg.TableColumn("a", "Int64")])
 

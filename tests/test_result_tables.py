@@ -210,3 +210,19 @@ def test_selection_summary_names_the_choice_its_margin_and_that_it_has_no_interv
     assert tie.startswith("**Chosen: a**, validation pass@1 50.00% (mean of 1 training seed), "
                           "tied with b: a tie goes to the configuration listed first")
     assert selection_summary(_selection({"a": [0.5]})).endswith("the only configuration.")
+
+
+def test_text_forest_draws_each_interval_against_zero_on_one_axis() -> None:
+    """The inline forest plot: one axis from the lowest interval end (or 0) to the highest,
+    ``│`` at 0, ``●`` at the estimate, ``─`` over the interval; the base row left out."""
+    from saturated_dag.result_tables import text_forest
+
+    frame = pl.DataFrame({"split": ["-", "a", "b"], "method": ["Base model", "SFT", "DPO"],
+                          "scorer": ["", "", "random"], "Δ pass@1": [0.0, -5.0, 2.5],
+                          "Δ pass@1 low": [0.0, -10.0, 0.0], "Δ pass@1 high": [0.0, 0.0, 5.0]})
+    caption, bars = text_forest(frame, width=7)  # axis -10 .. +5: 2.5 points a character
+    assert [label for label, _ in bars] == ["a · SFT", "b · DPO · random"]
+    blank = "\u2007"
+    assert bars[0][1] == "──●─│" + blank * 2  # -10 .. 0, estimate -5
+    assert bars[1][1] == blank * 4 + "│●─"    # 0 .. +5, estimate +2.5 (0 drawn under │)
+    assert "-10.00 at the left edge, +5.00 at the right" in caption

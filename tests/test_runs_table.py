@@ -228,3 +228,6 @@ def test_materialises_with_tracking_off_and_no_mlflow(tmp_path: Path,
     stored = pl.read_parquet(asset_path(out, TASK, "runs_table"))
     check_frame(stored, "runs_table")
     assert stored.height == len(ADAPTERS)
+    # the same rows as a CSV beside the task's other tables
+    assert pl.read_csv(out / TASK / "runs_table.csv").height == stored.height
+    assert metadata["csv"].value == str(out / TASK / "runs_table.csv")

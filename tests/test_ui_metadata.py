@@ -247,8 +247,12 @@ def test_report_assets_lead_with_their_summary_then_the_figure(tmp_path: Path) -
               for e in result.get_asset_materialization_events()}
     assert set(events) == set(names)
     for name, metadata in events.items():
-        keys = list(metadata)
+        keys = [k for k in metadata if k != "forest plot"]  # tables with Δ intervals only
         assert keys[:3] == ["summary", "figure", "table"], (name, keys)
+        if name != "behaviour":  # the inline forest plot comes second, before the figure
+            assert list(metadata)[:3] == ["summary", "forest plot", "figure"], (name, keys)
+            bars = [list(r.data.values())[1] for r in metadata["forest plot"].value.records]
+            assert bars and all("●" in bar for bar in bars), bars
         assert "below the base model" in metadata["summary"].value, name
         assert len(metadata["summary"].value) < SUMMARY_CHARS
         assert metadata["figure"].value.startswith("![")
