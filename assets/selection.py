@@ -22,6 +22,7 @@ from resources.parquet_io import schema_metadata
 from saturated_dag.config import Profile
 from saturated_dag.experiments import Experiment, cell_adapters
 from saturated_dag.result_tables import selection_summary
+from saturated_dag.runs_table import scientific
 from saturated_dag.selection import SETTINGS, Trained, chosen, selection_table
 
 SETTING_NAMES = {"learning_rate": "learning rate", "epochs": "max epochs",
@@ -57,7 +58,8 @@ def shown(table: pl.DataFrame, cell: str) -> dg.TableMetadataValue:
         "seeds", pl.col("best epochs").alias("kept epochs"),
         pl.col("validation pass@1").alias("validation pass@1 (%)"),
         pl.when(pl.col("chosen")).then(pl.lit("✓")).otherwise(pl.lit("")).alias("chosen"))
-    return frame_table(frame, max_rows=500, formats={"learning rate": "g", "β": "g", "λ": "g"})
+    return frame_table(frame, max_rows=500,
+                       formats={"learning rate": scientific, "β": "g", "λ": "g"})
 
 
 def same_adapters(profile: Profile, cell: Experiment,

@@ -299,6 +299,6 @@ def test_selection_table_inline_is_narrow_and_writes_learning_rates_in_full() ->
                      "validation pass@1 (%)", "chosen"]
     rows = [r.data for r in value.records]
     assert [r["configuration"] for r in rows] == ["profile's own", "beta2", "lr5e-06"]
-    assert [r["learning rate"] for r in rows] == ["2e-05", "2e-05", "5e-06"]
+    assert [r["learning rate"] for r in rows] == ["2e-5", "2e-5", "5e-6"]  # never 0
     assert [r["validation pass@1 (%)"] for r in rows] == ["45.00", "53.50", "25.00"]
     assert [r["chosen"] for r in rows] == ["", "✓", ""]
