@@ -68,9 +68,9 @@ __all__ = ["REPORT_KEY", "SCHEMA_KEY", "SUFFIX", "ParquetIOManager",
 
 SUFFIX = ".parquet"
 SCHEMA_KEY = "saturated_dag/schema"
+"""Definition metadata key naming an asset's frame schema (``saturated_dag.schemas``)."""
 REPORT_KEY = "saturated_dag/report"
 """Definition metadata of a report asset: its columns are not drawn above its answer."""
-"""Definition metadata key naming an asset's frame schema (``saturated_dag.schemas``)."""
 CONTENT_KEY = "saturated_dag/content_hash"
 """Materialisation metadata: the written frame's content hash, checked on every read."""
 

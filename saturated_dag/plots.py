@@ -84,6 +84,17 @@ def training_curves(
 DPI = 150
 """PNG resolution of the result figures: readable when the UI scales them down, printable."""
 
+UI_WIDTH = 9.6
+"""Inches a result figure may be wide: the UI's figure dialog is 80% of the window (1,536 px at
+1920 px, less its padding) and shows a PNG at its natural size, so at ``DPI`` a wider figure is
+cut off on the right (seen in Chromium: the 11-inch forest plot lost its pass@k panel's right
+half)."""
+
+
+def _width(inches: float) -> float:
+    return min(inches, UI_WIDTH)
+
+
 BELOW, ABOVE, NEITHER = "#C0392B", "#2471A3", "#7F8C8D"
 """Marker colours: interval below 0, above 0, spanning 0 (with filled/hollow for print)."""
 
@@ -149,7 +160,7 @@ def forest_plot(frame: pl.DataFrame, metrics: Sequence[str], path: Path, title: 
     order = [i for _, rows in groups for i in rows]
     records = frame.to_dicts()
     height = 1.3 + 0.3 * (len(ys) + len(headings))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics) + 2.6, height),
+    fig, axes = plt.subplots(1, len(metrics), figsize=(_width(3.4 * len(metrics) + 2.6), height),
                              sharey=True, squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         delta = f"Δ {metric}"
@@ -208,7 +219,8 @@ def sweep_plot(frame: pl.DataFrame, setting: str, metrics: Sequence[str], path: 
     zero_at = min(positive) / 3 if positive else 1e-3
     xs = [v if v > 0 else zero_at for v in values]
     base = frame.row(0, named=True)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(_width(4.6 * len(metrics)), 3.6),
+                             squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         ax.axhline(base[metric], color="gray", linestyle="--", linewidth=1,
                    label="base model (95% interval shaded)")
@@ -251,7 +263,8 @@ def behaviour_heatmaps(table: pl.DataFrame, path: Path, title: str) -> tuple[Pat
     rows = runs["row"].unique(maintain_order=True).to_list()
     cells = sorted(runs["cell"].unique().to_list())
     lookup = {(r["row"], r["cell"]): r for r in runs.iter_rows(named=True)}
-    fig, axes = plt.subplots(1, 2, figsize=(5 + 1.5 * len(cells), 1.6 + 0.34 * len(rows)))
+    fig, axes = plt.subplots(1, 2, figsize=(_width(5 + 1.5 * len(cells)),
+                                            1.6 + 0.34 * len(rows)))
     for ax, measure, unit in ((axes[0], "Δ pass@1", "points; * 95% paired interval excludes 0"),
                               (axes[1], "Δ mean_tokens", "tokens; no interval")):
         grid = np.array([[lookup[(r, c)][measure] for c in cells] for r in rows], dtype=float)
@@ -284,7 +297,7 @@ def style_shift(styles: pl.DataFrame, path: Path, title: str) -> tuple[Path, Pat
     kinds = sorted(styles["style"].unique().to_list())
     fig, axes = plt.subplots(1, len(cells) + 1, squeeze=False,  # the last holds the scale
                              gridspec_kw={"width_ratios": [1] * len(cells) + [0.06]},
-                             figsize=(1.6 + 0.55 * len(kinds) * len(cells),
+                             figsize=(_width(1.6 + 0.55 * len(kinds) * len(cells)),
                                       1.6 + 0.28 * len(rows)))
     limit = max(1e-9, float(styles["Δ share"].abs().max() or 0.0))
     shown = None

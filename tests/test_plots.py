@@ -142,3 +142,24 @@ def test_the_style_shift_figure_has_its_print_version(tmp_path: Path) -> None:
     run = eval_report({q: (4, 4) for q in ids}, cell="3x1")
     png, svg = style_shift(style_table(base, {"r": run}, detect_style), tmp_path / "s.png", "s")
     assert _png_dpi(png) == pytest.approx(DPI, abs=1) and svg.stat().st_size > 1000
+
+
+def _png_width(path: Path) -> int:
+    return struct.unpack(">I", path.read_bytes()[16:20])[0]
+
+
+def test_every_result_figure_fits_the_uis_figure_dialog(tmp_path: Path) -> None:
+    """The UI shows a figure's PNG at its natural size in a dialog 80% of the window wide
+    (1,536 px at 1920 px, less 40 px padding): wider, it is cut off on the right."""
+    fits = 1536 - 40
+    frame = _table()
+    forest, _ = forest_plot(frame, ["pass@1", "pass@8"], tmp_path / "f.png", "t")
+    sweep = sweep_table(BASE, "hard", [("λ=0", {"lambda": 0.0}, SAME),
+                                       ("λ=1", {"lambda": 1.0}, CLEARLY_BETTER)], k=8)
+    curve, _ = sweep_plot(sweep, "lambda", ["pass@1", "pass@8"], tmp_path / "l.png", "λ", "λ")
+    ids = [f"q{i}" for i in range(3)]
+    base = pl.concat([eval_report({q: (4, 1) for q in ids}, cell=f"{t}x{d}")
+                      for t in range(2, 5) for d in (1, 2)])  # six cells
+    heat, _ = behaviour_heatmaps(behaviour_table(base, {"r": base}), tmp_path / "b.png", "b")
+    for png in (forest, curve, heat):
+        assert _png_width(png) <= fits, (png.name, _png_width(png))

@@ -270,6 +270,12 @@ class Browser:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         path = SCREENSHOTS / f"{name}.png"
         self.page.get_by_role("dialog").first.screenshot(path=str(path))
+        # the whole figure in view: the dialog shows a PNG at its natural size and cuts off
+        # what is wider than itself (issue 33: an 11-inch figure at 150 dpi lost its right
+        # panel)
+        cut = image.evaluate("i => i.naturalWidth - i.parentElement.closest('[role=dialog]')"
+                             ".getBoundingClientRect().width")
+        assert cut <= 0, f"{name}: the figure is {cut:.0f} px wider than its dialog"
         return path
 
     def metadata_value(self, key: str) -> str:
