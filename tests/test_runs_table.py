@@ -151,7 +151,7 @@ def test_a_selection_is_needed_where_the_grid_has_several_points() -> None:
 def test_compact_view_and_summary(tmp_path: Path) -> None:
     frame = _frame(tmp_path)
     view = compact(frame)
-    assert view.columns[:4] == ["adapter", "split", "seed", "η"]
+    assert view.columns[:3] == ["adapter", "split", "η"]
     assert "cells" not in view.columns and "pass@1 low" not in view.columns
     assert set(view["η"]) == {"1e-3", "3e-4"}
     assert [scientific(v) for v in (1.5e-5, 5e-6, 2e-3, None)] == ["1.5e-5", "5e-6", "2e-3",
