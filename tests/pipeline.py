@@ -48,3 +48,17 @@ def checks_of(checks: list[dg.AssetChecksDefinition], task: str,
 def asset_path(out: Path, *key: str) -> Path:
     """Where the IO manager stores an unpartitioned asset under ``out``."""
     return out.joinpath("assets", *key[:-1], key[-1] + ".parquet")
+
+
+ONE_SFT_ADAPTER = {
+    "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
+                  "strict_grid": None, "eval_questions_per_cell": 3},
+    "sampling": {"n": 2, "max_new_tokens": 6},
+    "training": {"splits": ["saturated"], "methods": ["sft"], "epochs": 1, "batch_size": 2,
+                 "per_device_batch_size": 2, "learning_rate": 1e-2, "max_length": 128,
+                 "lora_r": 4, "lora_alpha": 8, "validation_questions_per_cell": 2,
+                 "isolate": False, "selection": {"dpo_betas": None, "learning_rates": None},
+                 "sweeps": {"rank_weight": None, "rrhf_variants": None, "dpo_beta": None}},
+}
+"""A chain-sum profile that trains and evaluates one SFT adapter on two saturated questions
+(lay ``policy`` over it): the smallest graph that reaches an eval report."""

@@ -8,26 +8,15 @@ from pathlib import Path
 
 import dagster as dg
 
-from tests.pipeline import by_name, graph, resources
+from tests.pipeline import ONE_SFT_ADAPTER, by_name, graph, resources
 from tests.scoring_data import store_pool_and_partitions
-
-OVERRIDES = {
-    "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
-                  "strict_grid": None, "eval_questions_per_cell": 3},
-    "sampling": {"n": 2, "max_new_tokens": 6},
-    "training": {"splits": ["saturated"], "methods": ["sft"], "epochs": 1, "batch_size": 2,
-                 "per_device_batch_size": 2, "learning_rate": 1e-2, "max_length": 128,
-                 "lora_r": 4, "lora_alpha": 8, "validation_questions_per_cell": 2,
-                 "isolate": False, "selection": {"dpo_betas": None, "learning_rates": None},
-                 "sweeps": {"rank_weight": None, "rrhf_variants": None, "dpo_beta": None}},
-}
 
 
 def test_a_missing_or_changed_weights_file_is_trained_again(tmp_path: Path,
                                                              tiny_model_dir: Path) -> None:
     out = tmp_path / "out"
     store_pool_and_partitions(out)
-    overrides = {**OVERRIDES, "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
+    overrides = {**ONE_SFT_ADAPTER, "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
     everything, _ = graph("demo", overrides)
     wanted = [*by_name(everything, "chain_sum", "sft_set"),
               *by_name(everything, "chain_sum", "sft")]

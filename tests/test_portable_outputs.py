@@ -16,7 +16,7 @@ import torch
 
 from saturated_dag.generation import models
 from saturated_dag.generation.models import portable_model_name, resolve
-from tests.pipeline import asset_path, by_name, graph, resources
+from tests.pipeline import ONE_SFT_ADAPTER, asset_path, by_name, graph, resources
 from tests.scoring_data import store_pool_and_partitions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -91,16 +91,6 @@ def test_an_adapter_copied_to_another_machine_loads_its_base_from_the_project(
                               atol=1e-5)
 
 
-OVERRIDES = {
-    "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
-                  "strict_grid": None, "eval_questions_per_cell": 3},
-    "sampling": {"n": 2, "max_new_tokens": 6},
-    "training": {"splits": ["saturated"], "methods": ["sft"], "epochs": 1, "batch_size": 2,
-                 "per_device_batch_size": 2, "learning_rate": 1e-2, "max_length": 128,
-                 "lora_r": 4, "lora_alpha": 8, "validation_questions_per_cell": 2,
-                 "isolate": False, "selection": {"dpo_betas": None, "learning_rates": None},
-                 "sweeps": {"rank_weight": None, "rrhf_variants": None, "dpo_beta": None}},
-}
 
 
 def test_reports_and_cards_say_what_they_are(tmp_path: Path, tiny_model_dir: Path) -> None:
@@ -111,7 +101,7 @@ def test_reports_and_cards_say_what_they_are(tmp_path: Path, tiny_model_dir: Pat
 
     out = tmp_path / "out"
     store_pool_and_partitions(out)
-    overrides = {**OVERRIDES, "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
+    overrides = {**ONE_SFT_ADAPTER, "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
     everything, _ = graph("demo", overrides)
     wanted = [a for a in [*by_name(everything, "chain_sum", "sft_set", "sft", "base")]
               if a.key.path[1] in ("saturated", "eval")]
