@@ -20,7 +20,7 @@ from assets import profile_assets
 from assets.automation import automation_sensors
 from jobs import (
     demo_job,
-    eval_keys,
+    eval_targets,
     generation_jobs,
     nightly_evaluation_job,
     nightly_evaluation_schedule,
@@ -40,8 +40,8 @@ OUTPUT_DIR = os.environ.get("SATURATED_DAG_OUTPUT_DIR", "outputs")
 _profile = load_profile(PROFILE)
 check_local_policy(_profile)  # prompts that cannot fit the model's context fail here, by cell
 _assets, _checks = profile_assets(_profile)
-_evals = eval_keys(_assets)
-_nightly = nightly_evaluation_job(_evals, _profile)
+_evals = eval_targets(_profile)
+_nightly = nightly_evaluation_job([target.key for target in _evals], _profile)
 
 defs = dg.Definitions(
     assets=_assets,

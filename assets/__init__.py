@@ -22,47 +22,36 @@ from assets.scorer_agreement import scorer_agreement_asset
 from assets.selection import selection_asset
 from assets.testbed import testbed_asset
 from saturated_dag.config import Profile
-from saturated_dag.experiments import (
-    SweepRow,
-    cell_adapters,
-    main_matrix,
-    sweeps,
-    task_cells,
-)
+from saturated_dag.experiments import SweepRow, TaskPlan, experiment_plan
 from saturated_dag.parallel import step_layout
-from saturated_dag.tasks import can_train_split as _trainable
 
 
 def task_sweeps(profile: Profile, task: str) -> dict[str, list[SweepRow]]:
-    return {name: rows for name, rows in sweeps(profile.training).items()
-            if _trainable(profile, task, rows[0].experiment.split)}
+    """``task``'s configured sweeps and their rows (the plan's)."""
+    return experiment_plan(profile)[task].sweeps
 
 
 def task_assets(profile: Profile, task: str
                 ) -> tuple[list[dg.AssetsDefinition], list[dg.AssetChecksDefinition]]:
-    """Every asset of one task (pool to tables) and the checks beside them."""
+    """Every asset of one task (pool to tables) and the checks beside them, as the task's
+    plan (``saturated_dag.experiments.TaskPlan``) lays them out."""
+    plan: TaskPlan = experiment_plan(profile)[task]
     pool = generation_pool_asset(task)
     parts = difficulty_partitions_asset(task)
     # a process per step: an adapter's check runs in its own step, not in a process of its own
     in_step = step_layout(profile).processes == "per_step"
     scores = score_assets(profile, task)
-    cells = task_cells(profile, task)
-    trained = {cell: cell_adapters(profile.training, cell, profile.sampling.n)
-               for cell in cells}
-    adapters = list(dict.fromkeys(seeded for by_config in trained.values()
-                                  for seeds in by_config.values() for seeded in seeds))
-    selections = [selection_asset(task, cell, by_config)
-                  for cell, by_config in trained.items() if len(by_config) > 1]
+    trained = plan.trained
+    adapters = plan.adapters
+    selections = [selection_asset(task, cell, trained[cell]) for cell in plan.selections]
     scorer_assets = score_asset_names(profile, task)
-    datasets = preference_dataset_assets(task, cells, scorer_assets)
+    datasets = preference_dataset_assets(task, list(plan.cells), scorer_assets)
     evals = [base_eval_asset(task),
-             *(adapter_eval_asset(task, cell, trained[cell]) for cell in cells)]
-    main = [c for c in main_matrix(profile.training) if _trainable(profile, task, c.split)]
-    tables = [results_table_asset(task, main), behaviour_asset(task, main),
-              *(sweep_table_asset(task, sweep, rows,
-                                  {r.experiment: list(trained[r.experiment]) for r in rows})
-                for sweep, rows in task_sweeps(profile, task).items()),
-              runs_table_asset(task, cells, trained)]
+             *(adapter_eval_asset(task, cell, trained[cell]) for cell in plan.cells)]
+    tables = [results_table_asset(task, list(plan.main)), behaviour_asset(task, list(plan.main)),
+              *(sweep_table_asset(task, sweep, rows, plan.sweep_configurations(sweep))
+                for sweep, rows in plan.sweeps.items()),
+              runs_table_asset(task, list(plan.cells), trained)]
     built = [pool, parts, *scores.values(), scorer_agreement_asset(task, scorer_assets),
              *datasets,
              *adapter_assets(task, adapters, check_in_step=in_step),
@@ -94,4 +83,4 @@ def profile_assets(profile: Profile
     return with_lineage(built, profile), checks
 
 
-__all__ = ["profile_assets", "task_assets", "task_cells", "task_sweeps"]
+__all__ = ["profile_assets", "task_assets", "task_sweeps"]

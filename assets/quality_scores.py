@@ -1,5 +1,6 @@
-"""``<task>/{entropy,self_judge,strong_judge,random}_scores``: one asset per quality scorer
-(and, on chain sum, ``<name>_scores`` per known-answer scorer the profile lists).
+"""``<task>/<scorer>_scores``: one asset per registered quality scorer the task scores
+(``saturated_dag.scorers.registry``): the paper's four always, and each other scorer the
+profile names (on chain sum, the known-answer scorers ``scoring.known_answer_scorers`` lists).
 
 Each scorer is its own asset over the same completions (``saturated_dag.scorers.selection``),
 so the lineage graph shows which scores fed which dataset and one scorer re-runs alone. The
@@ -8,6 +9,7 @@ and the judge (``assets/_stages.py``): a killed run resumes, an unchanged re-run
 that loads no model.
 """
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
@@ -20,14 +22,13 @@ from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import Profile
-from saturated_dag.scorers import oracle as known
 from saturated_dag.scorers.entropy_scores import (
     TeacherForcedEntropy,
     entropy_scores,
     missing_entropies,
 )
 from saturated_dag.scorers.judges import Judge, JudgeRequest, LlmJudge, LogFn, Verdict
-from saturated_dag.scorers.random_scores import random_scores
+from saturated_dag.scorers.registry import ScorerInputs, ScorerSpec, registered, scorer
 from saturated_dag.scorers.selection import Selection, missing_or_nonfinite, select_completions
 from saturated_dag.scorers.tournament import TournamentResult, run_tournament
 from saturated_dag.shards import model_fingerprint
@@ -226,22 +227,28 @@ def strong_judge_scores_asset(task: str) -> dg.AssetsDefinition:
     return strong_judge_scores
 
 
-def random_scores_asset(task: str) -> dg.AssetsDefinition:
-    @_score_asset(task, "random_scores",
-                  f"{task}: uniform random scores, seeded per question (the baseline).",
-                  gpu=False)
-    def random_scores_asset(
+def computed_scores_asset(task: str, spec: ScorerSpec) -> dg.AssetsDefinition:
+    """A registered scorer that is a pure function of the selected completions and the pool
+    (the random baseline, the known-answer scorers, a project's own: ``docs/extending.md``)."""
+    compute = spec.compute
+    if compute is None:
+        raise ValueError(f"scorer {spec.name!r} needs a model: it has an asset factory of its "
+                         "own in MODEL_SCORER_ASSETS, not a compute function")
+
+    @_score_asset(task, spec.asset_name, f"{task}: {spec.description}", gpu=spec.gpu)
+    def computed_scores(
         experiment: ExperimentResource, generation_pool: pl.DataFrame,
         difficulty_partitions: pl.DataFrame,
     ) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
         selection = selection_for(profile, generation_pool, difficulty_partitions)
-        scores = random_scores(selection, profile.scoring.random_seed)
-        meta = _common_metadata(selection, scores)
-        meta["seed"] = profile.scoring.random_seed
-        return frame_output(scores, meta)
+        scored = compute(ScorerInputs(selection, generation_pool, profile.scoring.random_seed))
+        meta = _common_metadata(selection, scored.scores)
+        meta.update({k: dg.MetadataValue.json(dict(v)) if isinstance(v, Mapping) else v
+                     for k, v in scored.facts.items()})
+        return frame_output(scored.scores, meta)
 
-    return random_scores_asset
+    return computed_scores
 
 
 def finite_scores_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
@@ -260,53 +267,35 @@ def finite_scores_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecks
     return check
 
 
-def known_answer_scores_asset(task: str, name: str) -> dg.AssetsDefinition:
-    """One known-answer scorer (``scorers/oracle.py``): the oracle reads each completion's
-    solution style, its accuracy measured on this generation pool."""
-    what = ("the oracle: correctness first, then the solution style measured most accurate "
-            "on the pool" if name == "oracle" else
-            "the oracle's scores shuffled within each question (the negative control)"
-            if name == known.SHUFFLED else
-            f"the oracle mixed with noise to a within-question ρ of {known.DIAL[name]:g} with it")
-
-    @_score_asset(task, f"{name}_scores", f"{task}: {what} (docs/testbed.md).", gpu=False)
-    def known_answer_asset(
-        experiment: ExperimentResource, generation_pool: pl.DataFrame,
-        difficulty_partitions: pl.DataFrame,
-    ) -> dg.Output[pl.DataFrame]:
-        profile = experiment.settings
-        selection = selection_for(profile, generation_pool, difficulty_partitions)
-        accuracy = known.style_accuracy(generation_pool)
-        (scores, facts), = known.known_answer_scores(
-            selection, accuracy, profile.scoring.random_seed, [name]).values()
-        meta = _common_metadata(selection, scores)
-        meta["style accuracy on the pool"] = dg.MetadataValue.json(accuracy)
-        meta.update({k: float(v) for k, v in facts.items()})
-        meta["seed"] = profile.scoring.random_seed
-        return frame_output(scores, meta)
-
-    return known_answer_asset
+MODEL_SCORER_ASSETS = {"entropy": entropy_scores_asset,
+                       "self_judge": self_judge_scores_asset,
+                       "strong_judge": strong_judge_scores_asset}
+"""The registered scorers that need a model (``ScorerSpec.compute`` is None): their assets."""
 
 
-SCORE_ASSET_FACTORIES = {"entropy_scores": entropy_scores_asset,
-                         "self_judge_scores": self_judge_scores_asset,
-                         "strong_judge_scores": strong_judge_scores_asset,
-                         "random_scores": random_scores_asset}
+def task_scorers(profile: Profile, task: str) -> list[ScorerSpec]:
+    """The registered scorers this task scores: every one scored by default, then each one
+    the profile names that applies to the task (``scoring.known_answer_scorers`` in its
+    order, then the training rows' and sweeps' scorers)."""
+    t = profile.training
+    named = [*profile.scoring.known_answer_scorers, *t.scorers,
+             *(sweep.scorer for sweep in (t.sweeps.rank_weight, t.sweeps.rrhf_variants,
+                                          t.sweeps.dpo_beta) if sweep is not None)]
+    specs = [spec for spec in registered() if spec.scored_by_default]
+    for name in dict.fromkeys(named):
+        spec = scorer(name)
+        if spec not in specs and spec.applies_to(task):
+            specs.append(spec)
+    return specs
 
 
 def score_asset_names(profile: Profile, task: str) -> dict[str, str]:
-    """Scorer name -> its asset's name, for the scorers this task scores: the four, and on
-    chain sum the profile's known-answer scorers."""
-    names = {asset.removesuffix("_scores"): asset for asset in SCORE_ASSET_FACTORIES}
-    if task == "chain_sum":
-        names.update({n: f"{n}_scores" for n in profile.scoring.known_answer_scorers})
-    return names
+    """Scorer name -> its asset's name, for the scorers this task scores."""
+    return {spec.name: spec.asset_name for spec in task_scorers(profile, task)}
 
 
 def score_assets(profile: Profile, task: str) -> dict[str, dg.AssetsDefinition]:
     """Asset name -> asset of every scorer this task scores."""
-    built = {name: factory(task) for name, factory in SCORE_ASSET_FACTORIES.items()}
-    if task == "chain_sum":
-        built.update({f"{n}_scores": known_answer_scores_asset(task, n)
-                      for n in profile.scoring.known_answer_scorers})
-    return built
+    return {spec.asset_name: (MODEL_SCORER_ASSETS[spec.name](task) if spec.compute is None
+                              else computed_scores_asset(task, spec))
+            for spec in task_scorers(profile, task)}

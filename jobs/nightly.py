@@ -1,6 +1,7 @@
 """``nightly_evaluation``: add one eval replicate to every materialised adapter's report.
 
-The schedule looks up which adapters exist in the instance and requests their eval reports
+The schedule reads the profile's plan (``eval_targets``), looks up which adapters exist in the
+instance and requests their eval reports
 (plus each task's base-model report, so deltas compare like with like), tagged
 ``saturated_dag/nightly``: each report then evaluates one replicate more than it holds, with a
 fresh sampling seed (``assets/eval_reports.py``), and the automation sensor refreshes the
@@ -9,21 +10,40 @@ exists.
 """
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import dagster as dg
 
 from jobs.executor import step_executor
 from saturated_dag.config import Profile
+from saturated_dag.experiments import experiment_plan
 
 
-def eval_key_of(adapter_key: dg.AssetKey) -> dg.AssetKey:
-    """``<task>/<split>/adapter/<name>`` -> ``<task>/<split>/eval/<name>``."""
-    task, split, _, name = adapter_key.path
-    return dg.AssetKey([task, split, "eval", name])
+@dataclass(frozen=True)
+class EvalTarget:
+    """An eval report of the plan, its task, and what must be materialised before it is
+    worth re-evaluating (empty for a task's base report, requested beside its cells')."""
+
+    task: str
+    key: dg.AssetKey
+    upstream: tuple[dg.AssetKey, ...] = ()
 
 
-def eval_keys(assets: Sequence[dg.AssetsDefinition]) -> list[dg.AssetKey]:
-    return [k for a in assets for k in a.keys if len(k.path) >= 2 and k.path[-2] == "eval"]
+def eval_targets(profile: Profile) -> list[EvalTarget]:
+    """Every eval report of the profile's plan: each task's base report, then each cell's,
+    waiting on the cell's selection (a grid of several configurations) or its adapters."""
+    targets = []
+    for task, plan in experiment_plan(profile).items():
+        targets.append(EvalTarget(task, dg.AssetKey([task, "eval", "base"])))
+        selected = set(plan.selections)
+        for cell in plan.cells:
+            upstream = ([dg.AssetKey([task, cell.split, "selection", cell.name])]
+                        if cell in selected else
+                        [dg.AssetKey([task, cell.split, "adapter", a.name])
+                         for a in plan.upstream_of_eval(cell)])
+            targets.append(EvalTarget(task, dg.AssetKey([task, cell.split, "eval", cell.name]),
+                                      tuple(upstream)))
+    return targets
 
 
 def nightly_evaluation_job(eval_report_keys: Sequence[dg.AssetKey], profile: Profile):
@@ -36,27 +56,20 @@ def nightly_evaluation_job(eval_report_keys: Sequence[dg.AssetKey], profile: Pro
 
 
 def requested_evals(instance: dg.DagsterInstance,
-                    eval_report_keys: Sequence[dg.AssetKey]) -> list[dg.AssetKey]:
-    """Eval reports of adapters materialised in ``instance``, with their tasks' base report."""
-    known = set(eval_report_keys)
-    wanted: list[dg.AssetKey] = []
-    tasks: set[str] = set()
-    for key in eval_report_keys:
-        if key.path[1:3] == ["eval", "base"] or len(key.path) != 4:
-            continue
-        # a cell's adapter, or, for a cell with a selection grid, its selection
-        upstream = [dg.AssetKey([key.path[0], key.path[1], kind, key.path[3]])
-                    for kind in ("adapter", "selection")]
-        if any(instance.get_latest_materialization_event(k) is not None for k in upstream):
-            wanted.append(key)
-            tasks.add(key.path[0])
-    base = [dg.AssetKey([t, "eval", "base"]) for t in sorted(tasks)]
-    return [k for k in base if k in known] + wanted
+                    targets: Sequence[EvalTarget]) -> list[dg.AssetKey]:
+    """Eval reports whose adapters (or selection) are materialised in ``instance``, with
+    their tasks' base reports first."""
+    wanted = [t for t in targets if t.upstream and any(
+        instance.get_latest_materialization_event(k) is not None for k in t.upstream)]
+    tasks = {t.task for t in wanted}
+    return [t.key for t in targets if not t.upstream and t.task in tasks] + [
+        t.key for t in wanted]
 
 
-def nightly_evaluation_schedule(job, eval_report_keys: Sequence[dg.AssetKey],
+def nightly_evaluation_schedule(job, targets: Sequence[EvalTarget],
                                 cron: str = "0 2 * * *") -> dg.ScheduleDefinition:
-    keys = list(eval_report_keys)
+    """``targets``: ``eval_targets(profile)``."""
+    keys = list(targets)
 
     @dg.schedule(name="nightly_evaluation", job=job, cron_schedule=cron,
                  default_status=dg.DefaultScheduleStatus.RUNNING,

@@ -30,7 +30,7 @@ import os
 import types
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import dagster as dg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -66,6 +66,8 @@ def _config_type(tp: Any, where: str) -> Any:
     """The Dagster-expressible type for a core annotation (without ``None``); ``where`` is
     ``Model.field``, for the names of generated enums and for errors."""
     origin = get_origin(tp)
+    if origin is Annotated:  # a validated type (a registered scorer's name): its base type
+        return _config_type(get_args(tp)[0], where)
     if origin is Literal:
         values = get_args(tp)
         if all(isinstance(v, str) for v in values):

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import types
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -335,10 +336,27 @@ KnownAnswerScorer = Literal["oracle", "oracle_rho75", "oracle_rho50", "oracle_rh
                             "oracle_rho0", "oracle_shuffled"]
 """The embedded world's known-answer scorers (``scorers/oracle.py``): the oracle, its
 reliability dial (ρ 0.75 ... 0 with the oracle) and its within-question shuffle."""
-Scorer = Literal["self_judge", "strong_judge", "entropy", "random", "oracle", "oracle_rho75",
-                 "oracle_rho50", "oracle_rho25", "oracle_rho0", "oracle_shuffled"]
-"""Every scorer a training row can rank by; the known-answer ones need
-``scoring.known_answer_scorers`` (chain sum on the embedded model only)."""
+def _registered_scorer(name: str) -> str:
+    """A scorer name must be in the scorer registry (``saturated_dag.scorers.registry``)."""
+    from saturated_dag.scorers.registry import scorer
+
+    return scorer(name).name
+
+
+def _scorer_applies(name: str, field: str, tasks: list[str]) -> None:
+    """A scorer registered for some tasks only cannot rank rows of a profile with others."""
+    from saturated_dag.scorers.registry import scorer
+
+    spec = scorer(name)
+    if not all(spec.applies_to(task) for task in tasks):
+        raise ValueError(f"{field}: scorer {name!r} scores {', '.join(spec.tasks or ())} "
+                         f"only; the profile's tasks are {tasks}")
+
+
+Scorer = Annotated[str, AfterValidator(_registered_scorer)]
+"""Every scorer a training row can rank by: a name in the scorer registry (the paper's four,
+the known-answer ones, and any a project registers, ``docs/extending.md``); the known-answer
+ones need ``scoring.known_answer_scorers`` (chain sum on the embedded model only)."""
 
 
 class ScoringSettings(_Strict):
@@ -778,6 +796,7 @@ class Profile(_Strict):
                 named.add((sweep.scorer, f"training.sweeps.{name}.scorer"))
         for scorer, field in sorted(named):
             if scorer not in get_args(KnownAnswerScorer):
+                _scorer_applies(scorer, field, self.tasks)
                 continue
             if scorer not in listed:
                 raise ValueError(f"{field}: {scorer!r} is a known-answer scorer; list it in "

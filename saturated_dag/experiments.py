@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from saturated_dag.config import Profile, TrainingSettings
+from saturated_dag.methods import METHODS, methods_reading
 from saturated_dag.tasks import can_train_split
 
-DATASET_OF_METHOD = {"dpo": "dpo_pairs", "rrhf": "rrhf_groups", "sft": "sft_set",
-                     "raft": "raft_set"}
+DATASET_OF_METHOD = {m.name: m.dataset for m in METHODS.values()}
 RRHF_VARIANTS: dict[str, dict[str, Any]] = {
     "full": {},
     "no_sft": {"rrhf_use_sft": False},
@@ -40,7 +40,7 @@ ORDER = (*SWITCHES, "rrhf_rank_weight", "dpo_beta", "learning_rate", "epochs", "
 GRID = {"learning_rates": "learning_rate", "epochs": "epochs", "batch_sizes": "batch_size",
         "dpo_betas": "dpo_beta", "rrhf_rank_weights": "rrhf_rank_weight"}
 """Selection-grid list -> the training setting it varies."""
-GRID_METHODS = {"dpo_betas": {"dpo"}, "rrhf_rank_weights": {"rrhf"}}
+GRID_METHODS = {grid: methods_reading(setting) for grid, setting in GRID.items()}
 """Grid lists that apply only to some methods (the others vary every method's setting)."""
 
 
@@ -344,3 +344,76 @@ def trained_adapters(training: TrainingSettings, cells: list[Experiment],
     adapters = [seeded for cell in cells
                 for seeds in cell_adapters(training, cell, n).values() for seeded in seeds]
     return list(dict.fromkeys(adapters))
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Everything one task of a profile runs: the one enumeration the graph
+    (``assets.task_assets``), the cost table (``paper_cost``), the runs table, the nightly
+    schedule and the printed plan (``saturated_dag.plan``) read.
+
+    ``cells``: what the tables report (main matrix, then sweeps), each once. ``trained``: each
+    cell's grid configurations with their training-seed replicates (``cell_adapters``).
+    ``main``: the main matrix's cells. ``sweeps``: each configured sweep's rows.
+    """
+
+    task: str
+    cells: tuple[Experiment, ...]
+    trained: dict[Experiment, dict[Experiment, list[Experiment]]] = field(hash=False)
+    main: tuple[Experiment, ...]
+    sweeps: dict[str, list[SweepRow]] = field(hash=False)
+
+    @property
+    def adapters(self) -> list[Experiment]:
+        """Every adapter the task trains, each once (a sweep row equal to a main cell's
+        configuration shares its adapters), in cell, grid and seed order."""
+        return list(dict.fromkeys(seeded for by_config in self.trained.values()
+                                  for seeds in by_config.values() for seeded in seeds))
+
+    @property
+    def selections(self) -> list[Experiment]:
+        """The cells whose grid has more than one configuration: each has a selection."""
+        return [cell for cell, by_config in self.trained.items() if len(by_config) > 1]
+
+    @property
+    def rows(self) -> list[tuple[str | None, SweepRow | None, Experiment]]:
+        """Every table row of the task in print order (``table_rows``' layout): the main
+        matrix's (sweep ``None``), then each sweep's, each with the cell it reports."""
+        return [*((None, None, c) for c in self.main),
+                *((sweep, row, row.experiment) for sweep, found in self.sweeps.items()
+                  for row in found)]
+
+    def sweep_configurations(self, sweep: str) -> dict[Experiment, list[Experiment]]:
+        """Each row cell of ``sweep`` with its grid configurations (the sweep table's
+        inputs)."""
+        return {row.experiment: list(self.trained[row.experiment])
+                for row in self.sweeps[sweep]}
+
+    def upstream_of_eval(self, cell: Experiment) -> list[Experiment]:
+        """The adapters a cell's eval report can evaluate: any of its configurations' seeds."""
+        return [seeded for seeds in self.trained[cell].values() for seeded in seeds]
+
+
+def build_task_plan(profile: Profile, task: str) -> TaskPlan:
+    """``task``'s plan under ``profile`` (``TaskPlan``)."""
+    training, n = profile.training, profile.sampling.n
+    cells = tuple(task_cells(profile, task))
+    return TaskPlan(
+        task, cells, {cell: cell_adapters(training, cell, n) for cell in cells},
+        tuple(c for c in main_matrix(training) if can_train_split(profile, task, c.split)),
+        {name: rows for name, rows in sweeps(training).items()
+         if can_train_split(profile, task, rows[0].experiment.split)})
+
+
+_PLANS: dict[str, dict[str, TaskPlan]] = {}
+
+
+def experiment_plan(profile: Profile) -> dict[str, TaskPlan]:
+    """Task -> its plan, for every task of ``profile``; built once per profile content (the
+    paper profile's 4,860 adapters are enumerated once per process, not by each reader)."""
+    key = profile.model_dump_json()
+    if key not in _PLANS:
+        if len(_PLANS) >= 16:
+            _PLANS.pop(next(iter(_PLANS)))
+        _PLANS[key] = {task: build_task_plan(profile, task) for task in profile.tasks}
+    return _PLANS[key]

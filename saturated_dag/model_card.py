@@ -29,17 +29,13 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from saturated_dag.atomic import atomic_write_text
+from saturated_dag.methods import METHODS as TRAINING_METHODS
 
 CARD_FILE = "README.md"
 CARD_KEY = "saturated_dag"
 """The YAML key holding the card's records (``adapter``, ``evaluation``)."""
 
-METHODS = {
-    "dpo": "DPO (direct preference optimisation on chosen/rejected pairs)",
-    "rrhf": "σ-RRHF (rank loss over every scored completion, plus an SFT term)",
-    "sft": "SFT (supervised fine-tuning on correct completions)",
-    "raft": "RAFT (supervised fine-tuning on the scorer's best completion per question)",
-}
+METHODS = {m.name: m.description for m in TRAINING_METHODS.values()}
 """A sentence per training method, for the card's opening line."""
 
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 
 from saturated_dag.config import Profile, grid_cells
-from saturated_dag.experiments import Experiment, task_cells, trained_adapters
+from saturated_dag.experiments import Experiment, experiment_plan
+from saturated_dag.methods import METHODS
 from saturated_dag.scorers.tournament import expected_calls
 from saturated_dag.tasks import can_train_split as _trainable
 from saturated_dag.training.memory import QWEN3_1_7B, ModelShape
@@ -451,8 +452,8 @@ SPLITS_MODELLED = ("saturated", "strict_saturated", "hard")
 
 def task_adapters(profile: Profile, task: str) -> list[Experiment]:
     """Every adapter the task trains: each cell's grid configurations x training seeds, each
-    once (as ``assets.task_assets`` builds the adapter assets)."""
-    return trained_adapters(profile.training, task_cells(profile, task), profile.sampling.n)
+    once (the task's plan, as the graph builds its adapter assets)."""
+    return experiment_plan(profile)[task].adapters
 
 
 def pool_sizes(profile: Profile, task: str, assumptions: Assumptions) -> dict[str, int]:
@@ -580,7 +581,7 @@ def strong_in_flight(profile: Profile, data: TaskAssumptions, split: str,
                                    profile.judges.strong.vllm.gpu_memory_utilization)
 
 
-METHOD_NAMES = {"dpo": "DPO", "rrhf": "σ-RRHF", "sft": "SFT", "raft": "RAFT"}
+METHOD_NAMES = {m.name: m.label for m in METHODS.values()}
 
 
 def _hours(seconds: float) -> float:
@@ -688,7 +689,7 @@ def stage_costs(profile: Profile, assumptions: Assumptions | None = None,
                               check_generated,
                               gpu_hours=sample_hours(check_prompt, check_generated)))
 
-        cells = task_cells(profile, task)
+        cells = experiment_plan(profile)[task].cells
         targets = 1 + sum(c.seeds or profile.training.replicates for c in cells)
         questions = eval_size(profile, task, data_all) * profile.evaluation.replicates
         ev = data.length("eval")

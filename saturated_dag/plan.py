@@ -2,9 +2,10 @@
 
 For each table row (main matrix, then each sweep) of each task: the cell it reports, how many
 configurations it selects among and over how many training seeds, the settings it holds fixed
-and the settings its selection grid varies, with their values. Read off the same functions the
-Dagster layer builds its graph from (``saturated_dag.experiments``), so a defect in the grid
-(a sweep row that selects over the value it exists to fix) shows here as it would in a run.
+and the settings its selection grid varies, with their values. Read off the same plan the
+Dagster layer builds its graph from (``saturated_dag.experiments.experiment_plan``), so a
+defect in the grid (a sweep row that selects over the value it exists to fix) shows here as
+it would in a run.
 ``scripts/experiment_plan.py`` prints it; ``docs/paper-run.md`` holds its output for ``paper``
 and ``paper_instruct``.
 """
@@ -15,20 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from saturated_dag.config import Profile
-from saturated_dag.experiments import (
-    ORDER,
-    SWEEP_TITLES,
-    cell_adapters,
-    number_text,
-    table_rows,
-    task_cells,
-    trained_adapters,
-)
+from saturated_dag.experiments import ORDER, SWEEP_TITLES, experiment_plan, number_text
+from saturated_dag.methods import methods_reading
 from saturated_dag.result_tables import METHOD_LABELS
-from saturated_dag.tasks import can_train_split
 
-METHODS_OF = {"dpo_beta": {"dpo"}, "rrhf_rank_weight": {"rrhf"}, "rrhf_use_sft": {"rrhf"},
-              "rrhf_hinge": {"rrhf"}, "rrhf_logistic_weight": {"rrhf"}}
+METHODS_OF = {key: methods_reading(key) for key in ORDER}
 """Settings that only some methods read (the others read the rest)."""
 
 
@@ -55,18 +47,17 @@ def _value(value: Any) -> str:
 
 def task_plan(profile: Profile, task: str) -> list[PlanRow]:
     """Every row of ``task``'s tables, main matrix first, in the order the tables print."""
-    training, n = profile.training, profile.sampling.n
+    training = profile.training
+    plan = experiment_plan(profile)[task]
     out = []
-    for sweep, row, cell in table_rows(training):
+    for sweep, row, cell in plan.rows:
         if row is None or sweep is None:
             table = "results"
             label = METHOD_LABELS.get(cell.method, cell.method) + (
                 f" · {cell.scorer}" if cell.scorer else "")
         else:
             table, label = SWEEP_TITLES[sweep], row.label
-        if not can_train_split(profile, task, cell.split):
-            continue
-        trained = cell_adapters(training, cell, n)
+        trained = plan.trained[cell]
         effective = [config.training(training).model_dump() for config in trained]
         values = {key: sorted({e[key] for e in effective}) for key in ORDER
                   if key != "seed" and cell.method in METHODS_OF.get(key, {cell.method})}
@@ -83,8 +74,7 @@ def markdown(profile: Profile) -> str:
     parts = []
     for task in profile.tasks:
         rows = task_plan(profile, task)
-        adapters = len(trained_adapters(profile.training, task_cells(profile, task),
-                                        profile.sampling.n))
+        adapters = len(experiment_plan(profile)[task].adapters)
         parts += [f"**{task}**: {len(rows)} rows, {adapters:,} distinct adapters (a row "
                   "whose configuration another row also trains shares its adapters)", "",
                   "| table | row | cell | configurations x seeds | every configuration holds | "

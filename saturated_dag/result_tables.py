@@ -23,9 +23,10 @@ import polars as pl
 from tabulate import tabulate
 
 from saturated_dag.evaluation import summarise
+from saturated_dag.methods import METHODS
 from saturated_dag.statistics import LEVEL, bootstrap_mean, holm, paired_delta, seed_matrix
 
-METHOD_LABELS = {"sft": "SFT", "dpo": "DPO", "rrhf": "σ-RRHF", "raft": "RAFT"}
+METHOD_LABELS = {m.name: m.label for m in METHODS.values()}
 SCORER_LABELS: dict[str | None, str] = {None: ""}
 """A scorer prints as its name (``self_judge``, ``strong_judge``, ``entropy``, ...): one name
 per thing in files, tables, figures and docs (``docs/glossary.md``); no scorer is empty."""

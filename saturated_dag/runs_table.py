@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 
 from saturated_dag.config import Profile
-from saturated_dag.experiments import Experiment, cell_adapters, task_cells
+from saturated_dag.experiments import Experiment, experiment_plan
 from saturated_dag.result_tables import results_table
 from saturated_dag.schemas import schema
 from saturated_dag.training.config import settings_for
@@ -67,8 +67,7 @@ class TrainedAdapter:
 def task_adapters(profile: Profile, task: str) -> list[TrainedAdapter]:
     """Every adapter ``task`` trains, each once, in the graph's order (cells, grid, seeds)."""
     found: dict[Experiment, TrainedAdapter] = {}
-    for cell in task_cells(profile, task):
-        trained = cell_adapters(profile.training, cell, profile.sampling.n)
+    for cell, trained in experiment_plan(profile)[task].trained.items():
         for config, seeds in trained.items():
             for replicate, seeded in enumerate(seeds):
                 known = found.get(seeded)
@@ -119,7 +118,8 @@ def chosen_configurations(profile: Profile, adapters: Sequence[TrainedAdapter],
     out: dict[str, str] = {}
     cells = {cell_key(c): c for a in adapters for c in a.cells}
     for key, cell in cells.items():
-        configs = list(cell_adapters(profile.training, cell, profile.sampling.n))
+        configs = next(list(plan.trained[cell]) for plan in experiment_plan(profile).values()
+                       if cell in plan.trained)
         if len(configs) == 1:
             out[key] = configs[0].name
         elif key in selections:

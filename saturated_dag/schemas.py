@@ -237,11 +237,26 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
 )
 
 
+def _registered_scorer_schema(name: str) -> FrameSchema | None:
+    """A scorer registered beyond the built-ins (``docs/extending.md``) writes the common
+    score columns (``scorers.selection.SCORE_COLUMNS``); its schema is declared by its entry."""
+    from saturated_dag.scorers.registry import registered
+
+    spec = next((s for s in registered() if s.asset_name == name and s.compute), None)
+    if spec is None:
+        return None
+    return FrameSchema(name, _cols(*_SCORES), f"one row per selected completion: "
+                       f"{spec.name}'s score ({spec.description.rstrip('.')})")
+
+
 def get_schema(name: str) -> FrameSchema:
     """The declared schema of a frame kind; an unknown name lists the known ones."""
     try:
         return SCHEMAS[name]
     except KeyError:
+        scored = _registered_scorer_schema(name)
+        if scored is not None:
+            return scored
         raise ValueError(f"no frame schema is declared for {name!r}; declared: "
                          f"{', '.join(SCHEMAS)}") from None
 

@@ -40,13 +40,14 @@ import polars as pl
 
 from saturated_dag.atomic import atomic_write_parquet, atomic_write_text
 from saturated_dag.config import Profile, TestbedSettings
+from saturated_dag.methods import METHODS
 from saturated_dag.schemas import schema
 from saturated_dag.scorers import oracle as known
 from saturated_dag.scorers.selection import Selection, score_frame, select_completions
 from saturated_dag.statistics import Interval, paired_delta
 
 LogFn = Callable[[str], None]
-METHOD_LABELS = {"rrhf": "σ-RRHF", "dpo": "DPO", "sft": "SFT"}
+METHOD_LABELS = {m.name: m.label for m in METHODS.values()}
 
 
 # ---------------------------------------------------------------- work items (in workers)

@@ -15,13 +15,20 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from assets import profile_assets, task_cells
+from assets import profile_assets
 from assets._adapter_files import adapter_curves_png, adapter_dir, adapter_work_dir
 from assets._stages import open_store, stage_folder
 from resources import ExperimentLocation, ExperimentResource, ParquetIOManager
 from resources.parquet_io import asset_file, schema_metadata
 from saturated_dag.config import available_profiles, load_profile
-from saturated_dag.experiments import SUFFIX, SWITCHES, Experiment, experiment_matrix, number_text
+from saturated_dag.experiments import (
+    SUFFIX,
+    SWITCHES,
+    Experiment,
+    experiment_matrix,
+    number_text,
+    task_cells,
+)
 from saturated_dag.shards import stage_dir, stage_key
 from tests.scoring_data import eval_report
 

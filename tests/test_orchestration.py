@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from jobs import eval_keys, nightly_evaluation_job, nightly_evaluation_schedule
+from jobs import eval_targets, nightly_evaluation_job, nightly_evaluation_schedule
 from resources.parquet_io import asset_file
 from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import load_profile
@@ -40,8 +40,9 @@ def test_nightly_schedule_reevaluates_only_materialised_adapters(
         "policy": {"model": str(tiny_model_dir), "batch_size": 8},
     }
     assets, _ = graph("demo", overrides)
-    evals = eval_keys(assets)
-    job = nightly_evaluation_job(evals, load_profile("demo"))
+    evals = eval_targets(load_profile("demo", overrides))
+    assert {t.key for t in evals} == {k for a in assets for k in a.keys if "eval" in k.path}
+    job = nightly_evaluation_job([t.key for t in evals], load_profile("demo"))
     schedule = nightly_evaluation_schedule(job, evals)
     run_resources = resources(tmp_path / "out", "demo", overrides)
     defs = dg.Definitions(assets=assets, jobs=[job], schedules=[schedule],

@@ -400,3 +400,51 @@ def test_eval_limit_takes_the_first_rows_and_refuses_more_than_there_are(tmp_pat
     with pytest.raises(ValueError, match=r"eval_limit is 9 but .* has only 5 rows"):
         eval_questions(too_many, "chain_sum")
     assert load_profile("paper").chain_sum.eval_limit == 200
+
+
+def test_question_sets_are_built_once_per_profile_and_source_file(
+        tmp_path, monkeypatch) -> None:
+    """The adapters of a profile share one build of its question sets (the paper profile's
+    pool took seconds per adapter); another profile, or an edited source file, builds anew."""
+    import shutil
+
+    from saturated_dag import tasks as registry
+    from saturated_dag.config import load_profile
+    from saturated_dag.tasks import chain_sum as chain_sum_module
+    from saturated_dag.tasks import gsm8k as gsm8k_module
+
+    builds = []
+    real = chain_sum_module.build_pool
+    monkeypatch.setattr(chain_sum_module, "build_pool",
+                        lambda *a, **k: builds.append(a[0]) or real(*a, **k))
+    monkeypatch.setattr(registry, "_QUESTIONS", {})
+    demo = load_profile("demo")
+    first = registry.validation_questions(demo, "chain_sum")
+    count = len(builds)
+    assert count > 0
+    again = registry.validation_questions(demo, "chain_sum")
+    assert again == first and again is not first and len(builds) == count
+    registry.training_questions(demo, "chain_sum")
+    assert len(builds) == count  # built on the way to the validation set
+    other = load_profile("demo", {"chain_sum": {"seed": 1}})
+    assert registry.validation_questions(other, "chain_sum") != first
+    assert len(builds) > count
+
+    source = tmp_path / "gsm8k"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k", source)
+    reads = []
+    real_read = gsm8k_module._read_jsonl
+    monkeypatch.setattr(gsm8k_module, "_read_jsonl",
+                        lambda *a, **k: reads.append(a[1]) or real_read(*a, **k))
+    profile = load_profile("demo", {"tasks": ["gsm8k"], "gsm8k": {"source": str(source)}})
+    before = registry.eval_questions(profile, "gsm8k")
+    registry.eval_questions(profile, "gsm8k")
+    assert reads == ["test"]
+    test_file = source / "test.jsonl"
+    first_row, *rest = test_file.read_text().splitlines(keepends=True)
+    row = json.loads(first_row)
+    row["question"] = "An edited question: " + row["question"]
+    test_file.write_text(json.dumps(row) + "\n" + "".join(rest))
+    after = registry.eval_questions(profile, "gsm8k")
+    assert reads == ["test", "test"] and "An edited question" in after[0].problem
+    assert after[1:] == before[1:]

@@ -47,6 +47,7 @@ from saturated_dag.atomic import (
 )
 from saturated_dag.generation.models import load_model, portable_model_name
 from saturated_dag.losses import RrhfLossConfig
+from saturated_dag.methods import METHODS as REGISTERED_METHODS
 from saturated_dag.training.config import (
     LOG_NAMES,
     SETTINGS_OF_METHOD,
@@ -61,7 +62,7 @@ from saturated_dag.training.rrhf_trainer import (
     rrhf_questions_per_device,
 )
 
-METHODS = ("dpo", "rrhf", "sft", "raft")
+METHODS = tuple(REGISTERED_METHODS)
 """raft: SFT on the scorer's argmax completions only (RAFT, σ-RRHF with λ=0)."""
 EvalFn = Callable[[Any, Any], float]
 """(model, tokenizer) -> validation pass@1; the model is the adapter-wrapped policy."""

@@ -1,0 +1,66 @@
+"""The training-method registry: each method's name, table label, description, dataset and
+its own settings, in one place.
+
+Why: a method's label was written out in four modules (tables, plan, cost table, testbed),
+its description in the model card, its dataset in the experiment matrix, and which settings
+only it reads in two more; each now reads this entry. The trainer itself dispatches on the
+name (``training.train``), and ``config.Method`` lists the same names (a test checks both).
+Adding a method is its trainer, its dataset builder and one entry here
+(``docs/extending.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One training method.
+
+    ``dataset``: the preference-dataset kind it trains on (an asset key part,
+    ``<task>/<split>/<dataset>/<scorer>``). ``ranked``: it reads a scorer's ranking (SFT does
+    not). ``own_settings``: ``training`` settings only this method reads (the plan and the
+    selection grid leave them out of other methods' rows).
+    """
+
+    name: str
+    label: str
+    description: str
+    dataset: str
+    ranked: bool = True
+    own_settings: frozenset[str] = frozenset()
+
+
+METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
+    MethodSpec("dpo", "DPO", "DPO (direct preference optimisation on chosen/rejected pairs)",
+               "dpo_pairs", own_settings=frozenset({"dpo_beta"})),
+    MethodSpec("rrhf", "σ-RRHF",
+               "σ-RRHF (rank loss over every scored completion, plus an SFT term)",
+               "rrhf_groups", own_settings=frozenset({
+                   "rrhf_rank_weight", "rrhf_use_sft", "rrhf_hinge", "rrhf_logistic_weight"})),
+    MethodSpec("sft", "SFT", "SFT (supervised fine-tuning on correct completions)", "sft_set",
+               ranked=False),
+    MethodSpec("raft", "RAFT",
+               "RAFT (supervised fine-tuning on the scorer's best completion per question)",
+               "raft_set"),
+)}
+"""Method name -> entry, in the order tables list methods."""
+
+
+def method(name: str) -> MethodSpec:
+    """The registered method ``name``; an unknown name is an error naming the known ones."""
+    if name not in METHODS:
+        raise ValueError(f"unknown training method {name!r}; known: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
+def label(name: str) -> str:
+    """The method's label in tables (``σ-RRHF``), or the name itself when unregistered."""
+    return METHODS[name].label if name in METHODS else name
+
+
+def methods_reading(setting: str) -> set[str]:
+    """The methods that read training setting ``setting``: the one that owns it, or all."""
+    owners = {m.name for m in METHODS.values() if setting in m.own_settings}
+    return owners or set(METHODS)

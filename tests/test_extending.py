@@ -1,0 +1,107 @@
+"""docs/extending.md's example, run: a scorer added through the registry reaches the graph,
+the plan and the results table with no other change to the project."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from saturated_dag.atomic import atomic_write_parquet
+from saturated_dag.config import ProfileError, load_profile
+from saturated_dag.plan import task_plan
+from saturated_dag.scorers.registry import Scored, ScorerInputs, ScorerSpec, register, unregister
+from saturated_dag.scorers.selection import score_frame
+from tests.pipeline import graph, resources
+from tests.scoring_data import make_partitions, make_pool
+
+
+def shortest(inputs: ScorerInputs) -> Scored:
+    """The toy scorer of docs/extending.md: a shorter completion scores higher."""
+    rows = inputs.selection.rows
+    lengths = rows["completion"].str.len_chars().cast(pl.Float64)
+    return Scored(score_frame(rows, "shortest", (-lengths).to_list()),
+                  {"longest completion (characters)": int(lengths.max() or 0)})
+
+
+@pytest.fixture
+def shortest_scorer() -> Iterator[ScorerSpec]:
+    spec = register(ScorerSpec("shortest", "minus the completion's length in characters.",
+                               compute=shortest))
+    yield spec
+    unregister(spec.name)
+
+
+OVERRIDES = {
+    "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
+                  "strict_grid": None, "eval_questions_per_cell": 3},
+    "sampling": {"n": 2, "max_new_tokens": 6},
+    "training": {"splits": ["saturated"], "scorers": ["shortest"], "methods": ["dpo"],
+                 "epochs": 1, "batch_size": 2, "per_device_batch_size": 2,
+                 "learning_rate": 1e-2, "max_length": 128, "lora_r": 4, "lora_alpha": 8,
+                 "validation_questions_per_cell": 2, "isolate": False,
+                 "selection": {"learning_rates": None, "dpo_betas": None},
+                 "sweeps": {"rank_weight": None, "rrhf_variants": None, "dpo_beta": None}},
+}
+
+
+def test_an_unregistered_scorer_is_refused_with_the_registered_names() -> None:
+    with pytest.raises(ProfileError, match=r"unknown scorer 'shortest'; registered scorers: "
+                                           r"entropy, self_judge, strong_judge, random"):
+        load_profile("demo", {"training": {"scorers": ["shortest"]}})
+
+
+def test_a_registered_scorer_reaches_the_graph_the_plan_and_the_table(
+        shortest_scorer: ScorerSpec, tmp_path: Path, tiny_model_dir: Path) -> None:
+    overrides = {**OVERRIDES, "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
+    everything, checks = graph("demo", overrides)
+    keys = {a.key.to_user_string() for a in everything}
+    # the graph: its scores, the dataset they rank, the adapter, its eval report
+    assert {"chain_sum/shortest_scores", "chain_sum/saturated/dpo_pairs/shortest",
+            "chain_sum/saturated/adapter/dpo_shortest",
+            "chain_sum/saturated/eval/dpo_shortest"} <= keys
+    scores_asset = next(a for a in everything if a.key.to_user_string()
+                        == "chain_sum/shortest_scores")
+    assert "minus the completion's length" in (scores_asset.descriptions_by_key[
+        scores_asset.key] or "")
+    # the plan the cost table and the docs read
+    (row,) = task_plan(load_profile("demo", overrides), "chain_sum")
+    assert (row.label, row.cell) == ("DPO · shortest", "saturated/dpo_shortest")
+
+    store = tmp_path / "out" / "assets"
+    pool = make_pool()
+    atomic_write_parquet(pool, store / "chain_sum" / "generation_pool.parquet")
+    atomic_write_parquet(make_partitions(pool),
+                         store / "chain_sum" / "difficulty_partitions.parquet")
+    wanted = [a.key for a in everything
+              if a.key.path[0] == "chain_sum"
+              and (a.key.path[1] in ("saturated", "eval", "results_table")
+                   or a.key.path[-1] == "shortest_scores")]
+    result = dg.materialize([*everything, *checks], selection=wanted,
+                            instance=dg.DagsterInstance.ephemeral(),
+                            resources=resources(tmp_path / "out", "demo", overrides))
+    assert result.success
+    (scored,) = result.asset_materializations_for_node("chain_sum__shortest_scores")
+    assert scored.metadata["longest completion (characters)"].value > 0
+    scores = pl.read_parquet(store / "chain_sum" / "shortest_scores.parquet")
+    assert set(scores["scorer"]) == {"shortest"} and scores.height > 0
+    table = pl.read_csv(tmp_path / "out" / "chain_sum" / "results_table.csv")
+    assert table["method"].to_list() == ["Base model", "DPO"]
+    assert table["scorer"][1] == "shortest" and table["Δ pass@1 low"][1] is not None
+
+
+def test_the_registries_agree_with_the_profile_schema_and_the_trainer() -> None:
+    """Methods and tasks: the profile's allowed names are the registries' (an entry added to
+    one and not the other would be refused, or accepted and never built)."""
+    from typing import get_args
+
+    from saturated_dag.config import Method, TaskName
+    from saturated_dag.methods import METHODS
+    from saturated_dag.result_tables import METHOD_LABELS
+    from saturated_dag.tasks import TASKS
+    from saturated_dag.training.train import METHODS as TRAINER_METHODS
+
+    assert get_args(Method) == tuple(METHODS) == TRAINER_METHODS
+    assert get_args(TaskName) == tuple(TASKS)
+    assert METHOD_LABELS == {"dpo": "DPO", "rrhf": "σ-RRHF", "sft": "SFT", "raft": "RAFT"}
