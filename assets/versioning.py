@@ -3,30 +3,33 @@
 An asset's code version is a hash of the source files of every project module its compute
 function's module imports, directly or transitively, so editing a module changes the version of
 exactly the assets that import it, and the stage caches (``assets/_stages.open_store``) key on
-that same string. Nothing is kept by hand: the import graph is read from the source with
-``ast``.
+that same string. Nothing is kept by hand: grimp (``grimp.build_graph``) reads the import graph
+from the source, and one rule of ours is added on top of it.
 
-What counts as an import (``SourceTree.direct_imports``):
+What counts as an import:
 
-- every ``import`` and ``from ... import`` statement anywhere in the module, including those
-  inside functions (the core imports heavy modules lazily), resolved to a project module: a
-  module or package of ``saturated_dag``, ``assets``, ``resources`` or ``jobs``; relative
-  imports are resolved against the importing module's package;
-- ``from pkg import name`` counts ``pkg.name`` when that is a module (a submodule import) and
-  ``pkg`` (its ``__init__.py``) when ``name`` is something ``__init__`` defines or re-exports;
-- a string literal that is the dotted name of a project module (``"saturated_dag.training.
-  isolated"`` as a ``python -m`` argument): a child process runs that module's code;
-- imports under ``if TYPE_CHECKING:`` do not count: they never run.
+- (grimp) every ``import`` and ``from ... import`` statement anywhere in the module, including
+  those inside functions (the core imports heavy modules lazily), absolute or relative, resolved
+  to a module or package of ``saturated_dag``, ``assets``, ``resources`` or ``jobs``;
+  ``from pkg import name`` counts ``pkg.name`` when that is a module and ``pkg`` (its
+  ``__init__.py``) when ``name`` is something ``__init__`` defines or re-exports; an import of a
+  module that does not exist counts its nearest existing package (Python then fails on it);
+- (grimp, ``exclude_type_checking_imports``) imports under ``if TYPE_CHECKING:`` do not count:
+  they never run;
+- (ours, ``string_imports``) a string literal that is the dotted name of a project module
+  (``PRELOADED = ["jobs.step_server"]``, a ``python -m`` argument): another process runs that
+  module's code, which grimp cannot see.
 
-How package ``__init__`` files count: only when the package itself is imported by name
-(``import resources``, ``from resources import ExperimentResource``, ``from saturated_dag.tasks
-import TASKS``), never merely because a submodule below it is imported. Python does execute
-``assets/__init__.py`` when ``assets.generation_pool`` is imported, but what the importer uses
-is the submodule's names; and ``assets/__init__.py`` imports every asset module to build the
-graph, so counting it for every submodule import would make every asset depend on every other
-asset module and turn any edit into a re-run of everything. The price of the rule: a side
-effect of a parent ``__init__`` that a submodule silently relies on is not tracked (none of the
-project's packages has one; they are docstrings, re-exports or the graph builder).
+How package ``__init__`` files count (grimp's representation, which is the rule we want): only
+when the package itself is imported by name (``import resources``, ``from resources import
+ExperimentResource``, ``from saturated_dag.tasks import TASKS``), never merely because a
+submodule below it is imported. Python does execute ``assets/__init__.py`` when
+``assets.generation_pool`` is imported, but what the importer uses is the submodule's names;
+and ``assets/__init__.py`` imports every asset module to build the graph, so counting it for
+every submodule import would make every asset depend on every other asset module and turn any
+edit into a re-run of everything. The price of the rule: a side effect of a parent ``__init__``
+that a submodule silently relies on is not tracked (none of the project's packages has one;
+they are docstrings, re-exports or the graph builder).
 """
 
 from __future__ import annotations
@@ -34,23 +37,41 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+import sys
 from collections.abc import Callable, Iterable
+from functools import cached_property
 from pathlib import Path
 
 import dagster as dg
+import grimp
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PACKAGES = ("saturated_dag", "assets", "resources", "jobs")
 
 SourceReader = Callable[[Path], bytes]
-_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+
+
+def string_imports(source: bytes, modules: set[str]) -> set[str]:
+    """The modules of ``modules`` that a string literal of ``source`` names exactly (dotted
+    names only, so the word "assets" is not the package ``assets``).
+
+    The one rule grimp lacks: a module named in a string is imported by another process (the
+    step fork server's ``PRELOADED``, ``python -m``), so its code is the asset's code too.
+    """
+    quoted = {m.decode() for m in re.findall(rb"[\"']([\w.]+)[\"']", source)}
+    if not quoted & modules:  # most files: no parse
+        return set()
+    return {node.value for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and "." in node.value and node.value in modules}
 
 
 class SourceTree:
-    """The project's modules under ``root``, their imports and their source hashes.
+    """The project's packages under ``root``: their import graph and their source hashes.
 
-    ``read`` returns a file's bytes; tests pass their own to simulate an edit without touching
-    the file. Parsed imports and closures are memoised per tree.
+    The graph is grimp's, read from the files on disk, plus ``string_imports``' edges; ``read``
+    returns the bytes that are hashed (tests pass their own to simulate an edit without touching
+    the file). The graph and the versions are memoised per tree.
     """
 
     def __init__(self, root: Path = PROJECT_ROOT,
@@ -59,55 +80,43 @@ class SourceTree:
         self.root = Path(root)
         self.packages = tuple(packages)
         self._read = read
-        self._imports: dict[str, frozenset[str]] = {}
         self._versions: dict[str, str] = {}
 
-    def file_of(self, module: str) -> Path | None:
-        """The file of a project module (``pkg/mod.py`` or ``pkg/__init__.py``), else None."""
-        parts = module.split(".")
-        if parts[0] not in self.packages:
-            return None
-        base = self.root.joinpath(*parts)
+    @cached_property
+    def graph(self) -> grimp.ImportGraph:
+        """grimp's graph of the packages (found under ``root``, put first on ``sys.path`` while
+        it is built; no cache folder), with an edge for every string that names a module."""
+        sys.path.insert(0, str(self.root))
+        try:
+            graph = grimp.build_graph(*self.packages, exclude_type_checking_imports=True,
+                                      cache_dir=None)
+        finally:
+            sys.path.remove(str(self.root))
+        modules = set(graph.modules)
+        for module in modules:
+            for named in string_imports(self._read(self.file_of(module)), modules) - {module}:
+                graph.add_import(importer=module, imported=named)
+        return graph
+
+    def file_of(self, module: str) -> Path:
+        """The file of a project module (``pkg/mod.py`` or ``pkg/__init__.py``)."""
+        base = self.root.joinpath(*module.split("."))
         for candidate in (base.with_suffix(".py"), base / "__init__.py"):
             if candidate.is_file():
                 return candidate
-        return None
-
-    def is_project(self, module: str) -> bool:
-        return module.split(".")[0] in self.packages
-
-    def source(self, module: str) -> bytes:
-        path = self.file_of(module)
-        if path is None:
-            raise ModuleNotFoundError(f"{module} is not a module of the project under "
-                                      f"{self.root} (packages: {', '.join(self.packages)})")
-        return self._read(path)
-
-    def direct_imports(self, module: str) -> frozenset[str]:
-        """The project modules ``module`` imports itself (see the module docstring's rules)."""
-        if module not in self._imports:
-            path = self.file_of(module)
-            tree = ast.parse(self.source(module), filename=str(path))
-            is_package = path is not None and path.name == "__init__.py"
-            finder = _ImportFinder(self, module, is_package)
-            finder.visit(tree)
-            self._imports[module] = frozenset(finder.found - {module})
-        return self._imports[module]
+        raise FileNotFoundError(f"{module} has no file under {self.root} (was its package "
+                                "found elsewhere on sys.path?)")
 
     def closure(self, module: str) -> list[str]:
         """``module`` and every project module it imports, directly or not, sorted by name."""
-        seen = {module}
-        todo = [module]
-        while todo:
-            for dep in self.direct_imports(todo.pop()):
-                if dep not in seen:
-                    seen.add(dep)
-                    todo.append(dep)
-        return sorted(seen)
+        if module not in self.graph.modules:
+            raise ModuleNotFoundError(f"{module} is not a module of the project under "
+                                      f"{self.root} (packages: {', '.join(self.packages)})")
+        return sorted({module, *self.graph.find_upstream_modules(module)})
 
     def files(self, module: str) -> list[str]:
         """The closure's files, relative to the root (POSIX), sorted: what ``version`` hashes."""
-        return sorted(self.file_of(m).relative_to(self.root).as_posix()  # type: ignore[union-attr]
+        return sorted(self.file_of(m).relative_to(self.root).as_posix()
                       for m in self.closure(module))
 
     def version(self, module: str) -> str:
@@ -120,63 +129,6 @@ class SourceTree:
                 digest.update(data)
             self._versions[module] = digest.hexdigest()[:16]
         return self._versions[module]
-
-
-class _ImportFinder(ast.NodeVisitor):
-    """Collects the project modules one module's source imports."""
-
-    def __init__(self, tree: SourceTree, module: str, is_package: bool) -> None:
-        self.tree = tree
-        self.module = module
-        self.package = module if is_package else module.rpartition(".")[0]
-        self.found: set[str] = set()
-
-    def _require(self, name: str, lineno: int) -> str:
-        if self.tree.file_of(name) is None:
-            raise ModuleNotFoundError(
-                f"{self.module} (line {lineno}) imports {name}, which is not a module of the "
-                f"project under {self.tree.root}: its code version cannot be derived")
-        return name
-
-    def visit_If(self, node: ast.If) -> None:
-        test = node.test
-        name = test.id if isinstance(test, ast.Name) else (
-            test.attr if isinstance(test, ast.Attribute) else None)
-        if name == "TYPE_CHECKING":  # never runs: only its else branch counts
-            for child in node.orelse:
-                self.visit(child)
-            return
-        self.generic_visit(node)
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            if self.tree.is_project(alias.name):
-                self.found.add(self._require(alias.name, node.lineno))
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.level:
-            parts = self.package.split(".") if self.package else []
-            if node.level - 1 > len(parts) - 1:
-                raise ImportError(f"{self.module} (line {node.lineno}): relative import beyond "
-                                  "the top-level package")
-            parts = parts[:len(parts) - (node.level - 1)]
-            base = ".".join([*parts, *([node.module] if node.module else [])])
-        else:
-            base = node.module or ""
-        if not self.tree.is_project(base):
-            return
-        for alias in node.names:
-            submodule = f"{base}.{alias.name}"
-            if alias.name != "*" and self.tree.file_of(submodule) is not None:
-                self.found.add(submodule)
-            else:
-                self.found.add(self._require(base, node.lineno))
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        value = node.value
-        if (isinstance(value, str) and _DOTTED.fullmatch(value) and self.tree.is_project(value)
-                and self.tree.file_of(value) is not None):
-            self.found.add(value)
 
 
 PROJECT = SourceTree()

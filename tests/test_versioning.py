@@ -1,9 +1,9 @@
 """Code versions derived from the imported source: an edit changes exactly its importers.
 
 A synthetic package in ``tmp_path`` pins down the rules (function-level, relative and
-submodule imports, ``python -m`` strings, ``TYPE_CHECKING``, package ``__init__`` files); the
-real graph is then checked by simulating edits through the source reader, without touching a
-file.
+submodule imports, ``python -m`` strings, ``TYPE_CHECKING``, package ``__init__`` files) and
+which of them grimp covers and which ``string_imports`` adds; the real graph is then checked
+by simulating edits through the source reader, without touching a file.
 """
 
 from pathlib import Path
@@ -19,6 +19,7 @@ from assets.versioning import (
     code_version_of,
     code_versions,
     compute_module,
+    string_imports,
     with_code_versions,
 )
 
@@ -112,10 +113,33 @@ def test_version_covers_paths_too(package: Path) -> None:
     assert before != after
 
 
-def test_an_import_of_a_missing_project_module_is_an_error(package: Path) -> None:
+def test_grimp_walks_the_graph_and_only_the_string_rule_is_ours(
+        package: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """grimp's own graph has every edge but the ``python -m`` string's, and represents
+    ``from pkg.core import util`` as an import of the submodule only (the package-``__init__``
+    rule); ``string_imports`` adds exactly the edge grimp cannot see."""
+    import grimp
+
+    monkeypatch.syspath_prepend(str(package))
+    plain = grimp.build_graph("pkg", exclude_type_checking_imports=True, cache_dir=None)
+    ours = SourceTree(package, ["pkg"]).graph
+    assert plain.find_modules_directly_imported_by("pkg.a") == {"pkg.core.util", "pkg.lazy"}
+    assert plain.find_modules_directly_imported_by("pkg.b") == {"pkg.core"}
+    assert ours.find_modules_directly_imported_by("pkg.b") == {"pkg.core", "pkg.child"}
+    for module in plain.modules - {"pkg.b"}:
+        assert (ours.find_modules_directly_imported_by(module)
+                == plain.find_modules_directly_imported_by(module)), module
+    modules = set(plain.modules)
+    assert string_imports(b"x = 'pkg.child'\ny = 'pkg'\n# 'pkg.lazy'\n", modules) == {"pkg.child"}
+
+
+def test_an_import_of_a_missing_module_counts_its_package(package: Path) -> None:
+    """grimp resolves ``import pkg.nowhere`` to ``pkg``, the nearest module that exists: the
+    version covers ``pkg/__init__.py`` (and Python fails on the import itself)."""
     (package / "pkg" / "a.py").write_text("import pkg.nowhere\n")
-    with pytest.raises(ModuleNotFoundError, match=r"pkg\.a \(line 1\) imports pkg\.nowhere"):
-        SourceTree(package, ["pkg"]).version("pkg.a")
+    assert "pkg/__init__.py" in SourceTree(package, ["pkg"]).files("pkg.a")
+    with pytest.raises(ModuleNotFoundError, match=r"pkg\.nowhere is not a module"):
+        SourceTree(package, ["pkg"]).version("pkg.nowhere")
 
 
 # --- the real graph --------------------------------------------------------------------------
@@ -164,6 +188,11 @@ def test_editing_the_losses_retrains_adapters_but_resamples_nothing(real_assets)
     adapters = {k for a in real_assets for k in a.keys if "adapter" in k.path[:-1]}
     assert adapters and adapters <= changed
     assert not {_kind(k) for k in changed} & {"generation_pool", "difficulty_partitions"}
+
+
+def test_the_fork_servers_preloaded_module_is_in_the_executors_closure() -> None:
+    """``jobs/executor.py`` names ``"jobs.step_server"`` in a string only (the string rule)."""
+    assert "jobs.step_server" in SourceTree().closure("jobs.executor")
 
 
 def test_editing_the_asset_registry_changes_no_asset(real_assets) -> None:
