@@ -22,13 +22,14 @@ from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import Profile
+from saturated_dag.scorers.builtin import registered, scorer
 from saturated_dag.scorers.entropy_scores import (
     TeacherForcedEntropy,
     entropy_scores,
     missing_entropies,
 )
 from saturated_dag.scorers.judges import Judge, JudgeRequest, LlmJudge, LogFn, Verdict
-from saturated_dag.scorers.registry import ScorerInputs, ScorerSpec, registered, scorer
+from saturated_dag.scorers.registry import ScorerInputs, ScorerSpec
 from saturated_dag.scorers.selection import Selection, missing_or_nonfinite, select_completions
 from saturated_dag.scorers.tournament import TournamentResult, run_tournament
 from saturated_dag.shards import model_fingerprint

@@ -338,17 +338,18 @@ KnownAnswerScorer = Literal["oracle", "oracle_rho75", "oracle_rho50", "oracle_rh
 reliability dial (ρ 0.75 ... 0 with the oracle) and its within-question shuffle."""
 def _registered_scorer(name: str) -> str:
     """A scorer name must be in the scorer registry (``saturated_dag.scorers.registry``)."""
-    from saturated_dag.scorers.registry import scorer
+    from saturated_dag.scorers.registry import check_name
 
-    return scorer(name).name
+    return check_name(name)
 
 
 def _scorer_applies(name: str, field: str, tasks: list[str]) -> None:
-    """A scorer registered for some tasks only cannot rank rows of a profile with others."""
-    from saturated_dag.scorers.registry import scorer
+    """A scorer registered for some tasks only cannot rank rows of a profile with others
+    (the built-ins' task rules are the validators' own)."""
+    from saturated_dag.scorers.registry import SCORERS
 
-    spec = scorer(name)
-    if not all(spec.applies_to(task) for task in tasks):
+    spec = SCORERS.get(name)
+    if spec is not None and not all(spec.applies_to(task) for task in tasks):
         raise ValueError(f"{field}: scorer {name!r} scores {', '.join(spec.tasks or ())} "
                          f"only; the profile's tasks are {tasks}")
 

@@ -240,9 +240,9 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
 def _registered_scorer_schema(name: str) -> FrameSchema | None:
     """A scorer registered beyond the built-ins (``docs/extending.md``) writes the common
     score columns (``scorers.selection.SCORE_COLUMNS``); its schema is declared by its entry."""
-    from saturated_dag.scorers.registry import registered
+    from saturated_dag.scorers.registry import SCORERS
 
-    spec = next((s for s in registered() if s.asset_name == name and s.compute), None)
+    spec = next((s for s in SCORERS.values() if s.asset_name == name and s.compute), None)
     if spec is None:
         return None
     return FrameSchema(name, _cols(*_SCORES), f"one row per selected completion: "

@@ -92,8 +92,8 @@ def test_a_registered_scorer_reaches_the_graph_the_plan_and_the_table(
 
 
 def test_the_registries_agree_with_the_profile_schema_and_the_trainer() -> None:
-    """Methods and tasks: the profile's allowed names are the registries' (an entry added to
-    one and not the other would be refused, or accepted and never built)."""
+    """Methods, tasks and scorers: the profile's allowed names are the registries' (an entry
+    added to one and not the other would be refused, or accepted and never built)."""
     from typing import get_args
 
     from saturated_dag.config import Method, TaskName
@@ -104,4 +104,7 @@ def test_the_registries_agree_with_the_profile_schema_and_the_trainer() -> None:
 
     assert get_args(Method) == tuple(METHODS) == TRAINER_METHODS
     assert get_args(TaskName) == tuple(TASKS)
+    from saturated_dag.scorers import builtin, registry
+
+    assert tuple(s.name for s in builtin.registered()) == registry.BUILTIN_NAMES
     assert METHOD_LABELS == {"dpo": "DPO", "rrhf": "σ-RRHF", "sft": "SFT", "raft": "RAFT"}

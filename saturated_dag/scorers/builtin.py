@@ -1,6 +1,6 @@
 """The built-in scorers' registrations: the paper's four (Sec. 3.2) and the embedded world's
-known-answer scorers (``docs/testbed.md``). A new scorer registers the same way
-(``docs/extending.md``)."""
+known-answer scorers (``docs/testbed.md``), and the lookups that need them registered. A new
+scorer registers the same way (``docs/extending.md``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ from functools import partial
 
 from saturated_dag.scorers import oracle as known
 from saturated_dag.scorers.random_scores import random_scores
-from saturated_dag.scorers.registry import Scored, ScorerInputs, ScorerSpec, register
+from saturated_dag.scorers.registry import (
+    BUILTIN_NAMES,
+    SCORERS,
+    Scored,
+    ScorerInputs,
+    ScorerSpec,
+    check_name,
+    register,
+)
 
 
 def _random(inputs: ScorerInputs) -> Scored:
@@ -49,3 +57,20 @@ for _name in known.ORACLE_SCORERS:
     register(ScorerSpec(_name, _known_answer_text(_name) + " (docs/testbed.md).",
                         compute=partial(_known_answer, _name),
                         listed_in="scoring.known_answer_scorers", tasks=("chain_sum",)))
+
+
+def registered() -> tuple[ScorerSpec, ...]:
+    """Every registered scorer: the built-ins in their order (the agreement table's columns),
+    then the others in registration order."""
+    return (*(SCORERS[name] for name in BUILTIN_NAMES),
+            *(spec for spec in SCORERS.values() if spec.name not in BUILTIN_NAMES))
+
+
+def scorer(name: str) -> ScorerSpec:
+    """The registered scorer ``name``; an unknown name is an error naming the known ones."""
+    return SCORERS[check_name(name)]
+
+
+if not set(BUILTIN_NAMES) <= set(SCORERS):
+    raise RuntimeError(f"registry.BUILTIN_NAMES names scorers builtin.py does not register: "
+                       f"{sorted(set(BUILTIN_NAMES) - set(SCORERS))}")

@@ -5,6 +5,7 @@ Why a registry: a scorer's name appears in profiles (``training.scorers``, a swe
 preference datasets it ranks and in the table rows trained on them. With one entry per scorer,
 adding one is a module and a ``register`` call; the profile validates against the registry,
 and the Dagster layer builds one asset per registered scorer the profile uses
+(``scorers.builtin.registered``)
 (``docs/extending.md`` adds a toy scorer this way, and ``tests/test_extending.py`` runs it
 through to the results table).
 
@@ -22,11 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
 
-from saturated_dag.scorers.selection import Selection
+    from saturated_dag.scorers.selection import Selection
 
 
 @dataclass(frozen=True)
@@ -97,25 +99,17 @@ def unregister(name: str) -> None:
     SCORERS.pop(name)
 
 
-def scorer(name: str) -> ScorerSpec:
-    """The registered scorer ``name``; an unknown name is an error naming the known ones."""
-    _builtins()
-    if name not in SCORERS:
-        raise ValueError(f"unknown scorer {name!r}; registered scorers: {', '.join(SCORERS)}")
-    return SCORERS[name]
+BUILTIN_NAMES = ("entropy", "self_judge", "strong_judge", "random", "oracle", "oracle_rho75",
+                 "oracle_rho50", "oracle_rho25", "oracle_rho0", "oracle_shuffled")
+"""The built-in scorers' names (``scorers/builtin.py`` registers them; a test checks the two
+agree). Kept here as names so that the profile (``config.Scorer``) validates against the
+registry without importing the scorers' code: an edit to a scorer re-versions the assets that
+run it, not every asset that reads a profile."""
 
 
-def names() -> tuple[str, ...]:
-    """Every registered scorer's name, in registration order."""
-    return tuple(spec.name for spec in registered())
-
-
-def registered() -> tuple[ScorerSpec, ...]:
-    """Every registered scorer (the built-ins first), in registration order."""
-    _builtins()
-    return tuple(SCORERS.values())
-
-
-def _builtins() -> None:
-    """Register the built-in scorers (once; their module imports this one)."""
-    import saturated_dag.scorers.builtin  # noqa: F401  (registers on import)
+def check_name(name: str) -> str:
+    """``name`` if it is a built-in or registered scorer; otherwise an error naming them."""
+    if name in BUILTIN_NAMES or name in SCORERS:
+        return name
+    known = list(dict.fromkeys([*BUILTIN_NAMES, *SCORERS]))
+    raise ValueError(f"unknown scorer {name!r}; registered scorers: {', '.join(known)}")
