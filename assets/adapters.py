@@ -52,6 +52,7 @@ from saturated_dag.training.config import (
     settings_line,
     settings_summary,
 )
+from saturated_dag.training.job import TrainingJob
 
 
 def _curve_table(epochs: list[dict], kept: int) -> dg.TableMetadataValue:
@@ -89,16 +90,16 @@ def training_log_table(history: list[dict]) -> dg.TableMetadataValue | None:
     return frame_table(frame, max_rows=LOG_ROWS + 1, decimals=4)
 
 
-def _train(context: dg.AssetExecutionContext, inference: InferenceResource, spec: dict,
+def _train(context: dg.AssetExecutionContext, inference: InferenceResource, job: TrainingJob,
            work: Path, isolate: bool) -> dict:
     """Train through Dagster Pipes in a child process (default), or in this one; the result
     record either way. The parent's engines are released first (one owner of the device)."""
     inference.release()
     if isolate:
-        return train_with_pipes(context, spec, work, inference)
-    from saturated_dag.training.isolated import train_from_spec
+        return train_with_pipes(context, job, work, inference)
+    from saturated_dag.training.isolated import train_job
 
-    return asdict(train_from_spec(spec, log=context.log.info))
+    return asdict(train_job(job, log=context.log.info))
 
 
 def training_key(profile: Profile, task: str, exp: Experiment, code_version: str,
@@ -124,9 +125,9 @@ def training_overrides(exp: Experiment, base: TrainingSettings) -> dict[str, Any
             "per_device_batch_size": exp.training(base).per_device_batch_size}
 
 
-def training_spec(profile: Profile, task: str, exp: Experiment, policy: PolicySettings,
-                  data_path: Path, out: Path, key: str, output_dir: str) -> dict[str, Any]:
-    """What the training process needs (JSON): the profile, the cell, the data's file, and
+def training_job(profile: Profile, task: str, exp: Experiment, policy: PolicySettings,
+                 data_path: Path, out: Path, key: str, output_dir: str) -> TrainingJob:
+    """What the training process needs, validated: the profile, the cell, the data's file, and
     how it samples its validation set (the policy's prompts, ``validation_batch_size`` rows
     a batch: the policy's own batch size is the vLLM engine's, far too large beside a
     trainer on one GPU). With ``tracking.mlflow`` on, ``tracking_env`` points the trainer's
@@ -134,12 +135,13 @@ def training_spec(profile: Profile, task: str, exp: Experiment, policy: PolicySe
     adapter's cache key: tracking does not change the weights)."""
     tags = {"saturated_dag.profile": profile.name, "saturated_dag.task": task,
             "saturated_dag.adapter": exp.name}
-    return {"profile": profile.model_dump(mode="json"), "task": task, "method": exp.method,
-            "training_overrides": training_overrides(exp, profile.training),
-            "base_model": policy.model, "batch_size": profile.training.validation_batch_size,
-            "chat_template": policy.chat_template, "enable_thinking": policy.enable_thinking,
-            "data": str(data_path), "out_dir": str(out), "record": {"cache_key": key},
-            "tracking_env": trainer_environment(profile.tracking, output_dir, tags)}
+    return TrainingJob(
+        profile=profile, task=task, method=exp.method,
+        training_overrides=training_overrides(exp, profile.training), base_model=policy.model,
+        batch_size=profile.training.validation_batch_size, chat_template=policy.chat_template,
+        enable_thinking=policy.enable_thinking, data=str(data_path), out_dir=str(out),
+        record={"cache_key": key},
+        tracking_env=trainer_environment(profile.tracking, output_dir, tags))
 
 
 def _cached_result(out: Path, key: str) -> tuple[dict | None, str]:
@@ -241,9 +243,9 @@ def _adapter_asset(task: str, exp: Experiment, check_in_step: bool) -> dg.Assets
             data.write_parquet(data_path)  # a scratch copy for the child process
             context.log.info(f"adapter {exp.name} trains with: "
                              f"{settings_line(exp.method, planned)}")
-            spec = training_spec(profile, task, exp, settings, data_path, out, key,
-                                 experiment.output_dir)
-            result = _train(context, inference, spec, work, profile.training.isolate)
+            job = training_job(profile, task, exp, settings, data_path, out, key,
+                               experiment.output_dir)
+            result = _train(context, inference, job, work, profile.training.isolate)
             # the weights' hash: what a later cache hit must find (the child reports it)
             result["weights_version"] = (result.get("data_version")
                                          or adapter_weights_version(out))

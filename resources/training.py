@@ -2,9 +2,9 @@
 
 A crashed or OOM-killed trainer must not take the run with it, and the parent's engines must
 not share the device with it, so each adapter trains in a child process
-(``resources/training_child.py``). Pipes carries the spec there and brings back the child's log
-lines (into the run's log as they happen), its metadata and the adapter's data version; the
-result record comes back as a JSON file the child writes last. Swapping
+(``resources/training_child.py``). Pipes carries the ``TrainingJob`` there and brings back
+the child's log lines (into the run's log as they happen), its metadata and the adapter's
+data version; the result record comes back as a JSON file the child writes last. Swapping
 ``dg.PipesSubprocessClient`` for a Kubernetes client (``dagster_k8s.PipesK8sClient``) runs the
 same child in a GPU pod.
 """
@@ -23,6 +23,7 @@ import dagster as dg
 from resources import training_child
 from resources.inference import InferenceResource, current_step
 from saturated_dag.residency import ResidencyLog
+from saturated_dag.training.job import TrainingJob
 
 # run by path (see the child's docstring); imported here so the adapters' code version covers it
 CHILD = Path(training_child.__file__)
@@ -47,11 +48,11 @@ def _tail(path: Path, lines: int) -> str:
         return "\n".join(line.rstrip("\n") for line in deque(handle, maxlen=lines))
 
 
-def train_with_pipes(context: dg.AssetExecutionContext, spec: dict[str, Any], work_dir: Path,
+def train_with_pipes(context: dg.AssetExecutionContext, job: TrainingJob, work_dir: Path,
                      inference: InferenceResource | None = None,
                      client: dg.PipesSubprocessClient | None = None,
                      tail_lines: int = 40) -> dict[str, Any]:
-    """Train the adapter ``spec`` describes in a Pipes child; its result record.
+    """Train the adapter ``job`` describes in a Pipes child; its result record.
 
     ``inference`` (when given) is released first: no engine of this process stays on the
     device while the child trains; the start and end go to its residency log, and the child
@@ -69,11 +70,11 @@ def train_with_pipes(context: dg.AssetExecutionContext, spec: dict[str, Any], wo
     for stale in (result_path, log_path, work_dir / "pipes_context.json",
                   work_dir / "pipes_messages.jsonl"):  # a killed run's, if any
         stale.unlink(missing_ok=True)
-    extras = {"spec": spec, "result": str(result_path), "log": str(log_path),
+    extras = {"job": job.model_dump(mode="json"), "result": str(result_path), "log": str(log_path),
               "residency_log": str(residency.path) if residency.path else None,
               "parent_pid": os.getpid()}  # the child dies with this process
     command = [sys.executable, "-P", str(CHILD)]
-    what = f"training {spec.get('out_dir', '?')}"
+    what = f"training {job.out_dir}"
     step = current_step()
     residency.record("train_start", "training", step,
                      engines_held=inference.loaded_roles() if inference is not None else [])

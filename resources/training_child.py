@@ -2,11 +2,12 @@
 
 ``resources.training.train_with_pipes`` starts ``python -P resources/training_child.py``
 (by path, so the parent's ``resources`` package and Dagster itself are not imported here; ``-P``
-keeps this folder off ``sys.path``). Pipes hands over, as extras, the training spec, where to
-write the result record and where to keep a plain-text log. The child trains with the core's
-``train_from_spec``, sends each progress line to the run's log through Pipes, writes the result
-record, and reports the materialisation: metadata and a data version, the hash of the adapter's
-weights file (the same ``file_fingerprint`` the adapter asset uses on a cache hit).
+keeps this folder off ``sys.path``). Pipes hands over, as extras, the ``TrainingJob`` (as
+JSON, validated here), where to write the result record and where to keep a plain-text log.
+The child trains with the core's ``train_job``, sends each progress line to the run's log
+through Pipes, writes the result record, and reports the materialisation: metadata and a data
+version, the hash of the adapter's weights file (the same ``file_fingerprint`` the adapter
+asset uses on a cache hit).
 
 On an error the traceback goes to the log file too, so the parent can show the last lines.
 The child dies with the run process that started it and never publishes an adapter for a run
@@ -53,17 +54,19 @@ def main() -> None:
     from saturated_dag.atomic import atomic_write_text
     from saturated_dag.lifeline import bind_to_parent, require_parent
     from saturated_dag.residency import ResidencyLog
-    from saturated_dag.training.isolated import train_from_spec
+    from saturated_dag.training.isolated import train_job
+    from saturated_dag.training.job import TrainingJob
 
     with open_dagster_pipes() as pipes:
         # die with the run process, and never publish for a run that has died
         parent = int(pipes.get_extra("parent_pid"))
         bind_to_parent(parent)
-        spec: dict[str, Any] = pipes.get_extra("spec")
+        job = TrainingJob.from_json(json.dumps(pipes.get_extra("job")),
+                                    "training job received through Pipes")
         result_path = Path(pipes.get_extra("result"))
         where = pipes.get_extra("residency_log") if "residency_log" in pipes.extras else None
         residency = ResidencyLog(Path(where) if where else None)
-        residency.record("child_start", "training", spec.get("out_dir"))
+        residency.record("child_start", "training", job.out_dir)
         with Path(pipes.get_extra("log")).open("a", encoding="utf-8") as log_file:
 
             def say(message: str) -> None:
@@ -73,15 +76,15 @@ def main() -> None:
 
             start = time.monotonic()
             try:
-                record = asdict(train_from_spec(
-                    spec, log=say,
-                    before_publish=lambda: require_parent(parent, spec.get("out_dir", "?"))))
+                record = asdict(train_job(
+                    job, log=say,
+                    before_publish=lambda: require_parent(parent, job.out_dir)))
                 version = adapter_version(Path(record["adapter_dir"]))
             except BaseException:
                 log_file.write(traceback.format_exc())
-                residency.record("child_end", "training", spec.get("out_dir"), failed=True)
+                residency.record("child_end", "training", job.out_dir, failed=True)
                 raise
-        residency.record("child_end", "training", spec.get("out_dir"))
+        residency.record("child_end", "training", job.out_dir)
         atomic_write_text(result_path, json.dumps(record, default=float))
         pipes.report_asset_materialization(
             metadata=report_metadata(record, time.monotonic() - start, version),

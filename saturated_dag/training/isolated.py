@@ -1,10 +1,11 @@
-"""One adapter's training from a JSON spec, in whichever process calls it.
+"""One adapter's training from its ``TrainingJob``, in whichever process calls it.
 
 vLLM does not reliably free GPU memory inside a process, and a crashed or OOM-killed trainer
 should not take the orchestrating process with it, so the pipeline trains each adapter in a
 child process: the Dagster layer starts it through Dagster Pipes
-(``resources/training.py``, ``resources/training_child.py``), which calls ``train_from_spec``.
-Without Dagster: ``python -m saturated_dag.training.isolated SPEC.json``.
+(``resources/training.py``, ``resources/training_child.py``), which calls ``train_job``
+with the job it received as JSON, validated there (``TrainingJob.model_validate``).
+Without Dagster: ``python -m saturated_dag.training.isolated JOB.json RESULT.json``.
 """
 
 from __future__ import annotations
@@ -20,43 +21,38 @@ from typing import Any
 
 import polars as pl
 
+from saturated_dag.training.job import TrainingJob
+
 LogFn = Callable[[str], None]
 
 
-def train_from_spec(spec: dict[str, Any], log: LogFn | None = None,
-                    before_publish: Callable[[], None] | None = None) -> Any:
-    """Train the adapter a spec describes (in whichever process calls this).
+def train_job(job: TrainingJob, log: LogFn | None = None,
+              before_publish: Callable[[], None] | None = None) -> Any:
+    """Train the adapter ``job`` describes (in whichever process calls this).
 
-    ``spec["data"]`` is the training set's Parquet file, read as a polars frame;
+    ``job.data`` is the training set's Parquet file, read as a polars frame;
     ``before_publish`` is ``train_adapter``'s (the training child checks its run is alive)."""
-    from saturated_dag.config import parse_profile
     from saturated_dag.evaluation import evaluate, summarise
     from saturated_dag.generation.transformers_backend import TransformersBackend
     from saturated_dag.tasks import validation_questions
-    from saturated_dag.training.config import settings_for
     from saturated_dag.training.train import train_adapter
 
-    profile = parse_profile(spec["profile"], "training spec")
-    training = profile.training.model_copy(update=spec.get("training_overrides", {}))
-    policy = profile.policy
-    questions = validation_questions(profile, spec["task"])
+    profile = job.profile
+    questions = validation_questions(profile, job.task)
     params = profile.sampling.params()
 
     def validation_pass_at_1(model: Any, tokenizer: Any) -> float:
-        backend = TransformersBackend(model, tokenizer,
-                                      batch_size=spec.get("batch_size",
-                                                          training.validation_batch_size),
-                                      chat_template=spec.get("chat_template",
-                                                             policy.chat_template))
+        backend = TransformersBackend(model, tokenizer, batch_size=job.batch_size,
+                                      chat_template=job.chat_template)
         # the same prompts and answer rule as the pool and the eval reports
-        backend.enable_thinking = spec.get("enable_thinking", policy.enable_thinking)
+        backend.enable_thinking = job.enable_thinking
         table, _ = evaluate(questions, backend, params, answer_check=profile.answer_check)
         return summarise(table, ks=(1,))["pass@1"] / 100
 
-    with environment(spec.get("tracking_env", {})):  # the MLflow callback's store and tags
-        return train_adapter(spec["method"], spec["base_model"], pl.read_parquet(spec["data"]),
-                             settings_for(spec["method"], training), spec["out_dir"],
-                             eval_fn=validation_pass_at_1, log=log, record=spec.get("record"),
+    with environment(job.tracking_env):  # the MLflow callback's store and tags
+        return train_adapter(job.method, job.base_model, pl.read_parquet(job.data),
+                             job.trainer_settings(), job.out_dir,
+                             eval_fn=validation_pass_at_1, log=log, record=job.record,
                              before_publish=before_publish,
                              report_to=profile.tracking.report_to)
 
@@ -81,14 +77,16 @@ def environment(variables: dict[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
-def _main(spec_path: str) -> None:
-    spec = json.loads(Path(spec_path).read_text())
-    result = train_from_spec(spec, log=lambda m: print(f"[train] {m}", flush=True))
-    out = Path(spec["result"])
+def _main(job_path: str, result_path: str) -> None:
+    job = TrainingJob.from_json(Path(job_path).read_text(), job_path)
+    result = train_job(job, log=lambda m: print(f"[train] {m}", flush=True))
+    out = Path(result_path)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(result), default=float))
     os.replace(tmp, out)
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1])
+    if len(sys.argv) != 3:
+        sys.exit("usage: python -m saturated_dag.training.isolated JOB.json RESULT.json")
+    _main(sys.argv[1], sys.argv[2])

@@ -18,12 +18,57 @@ step's mean, even when the last micro-batch holds fewer questions.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import Trainer
+from transformers import Trainer, TrainingArguments
 
 from saturated_dag.losses import RrhfLossConfig, rrhf_loss, sequence_logprobs
+
+
+@dataclass
+class RrhfConfig(TrainingArguments):
+    """Configuration class for ``RrhfTrainer``, shaped like TRL's ``DPOConfig``: the Trainer's
+    arguments plus σ-RRHF's own, each with its help text, validated in ``__post_init__``.
+
+    The one carrier of σ-RRHF's settings from the profile (``training.rrhf_*``, through
+    ``training.config.RrhfSettings``) to the loss: the trainer reads ``self.args``.
+    ``per_device_train_batch_size`` counts questions (``rrhf_questions_per_device``).
+    """
+
+    rank_weight: float = field(default=0.1, metadata={
+        "help": "λ, the weight of the rank loss (the paper's σ-RRHF runs use 0.1); 0 leaves "
+                "the SFT term alone, which is RAFT (App. C.2)."})
+    use_sft: bool = field(default=True, metadata={
+        "help": "Add the SFT term −log π(y_best | x); False is Table 8's \"no SFT loss\"."})
+    hinge: bool = field(default=True, metadata={
+        "help": "Hinge the log-probability gaps, max(0, p_i − p_j); False is Table 8's \"no "
+                "hinge\" (the raw gaps are summed)."})
+    logistic_weight: bool = field(default=True, metadata={
+        "help": "Weight each pair by σ(r_j − r_i) of the score gap; False is Table 8's \"no "
+                "logistic weighting\" (every ordered pair weighs 1)."})
+    sft_token_mean: bool = field(default=True, metadata={
+        "help": "The SFT term as the mean token NLL of y_best (RRHF's and the authors' code); "
+                "False: the sequence's summed NLL, as the paper's equation writes it."})
+    max_length: int = field(default=2048, metadata={
+        "help": "Prompt plus completion tokens kept per sequence (longer ones are cut)."})
+
+    def __post_init__(self) -> None:
+        if self.rank_weight < 0:
+            raise ValueError(f"rank_weight must be >= 0, got {self.rank_weight}")
+        if self.rank_weight == 0 and not self.use_sft:
+            raise ValueError("rank_weight 0 without the SFT term trains nothing: its loss and "
+                             "gradient are exactly 0")
+        if self.max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {self.max_length}")
+        super().__post_init__()
+
+    @property
+    def loss_config(self) -> RrhfLossConfig:
+        """The loss function's switches (``losses.rrhf_loss``), read off these arguments."""
+        return RrhfLossConfig(self.rank_weight, self.use_sft, self.hinge,
+                              self.logistic_weight, self.sft_token_mean)
 
 
 class GroupCollator:
@@ -90,15 +135,19 @@ def rrhf_questions_per_device(per_device_batch_size: int, largest_group: int) ->
 class RrhfTrainer(Trainer):
     """mean over questions of λ·Σ σ(r_j−r_i)·max(0, p_i−p_j) + (−log π(y_best|x)).
 
-    With the ablation switches of ``RrhfLossConfig``; see the module docstring for how the
-    mean is kept exact under gradient accumulation.
+    Its settings are its arguments, an ``RrhfConfig`` (λ and the ablation switches of
+    App. C.3); see the module docstring for how the mean is kept exact under gradient
+    accumulation.
     """
 
     loss_is_scaled_for_ga = True  # compute_loss divides by the questions of the whole step
 
-    def __init__(self, *args: Any, loss_config: RrhfLossConfig, **kwargs: Any):
+    def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.loss_config = loss_config
+        if not isinstance(self.args, RrhfConfig):
+            raise TypeError(f"RrhfTrainer needs an RrhfConfig as args, got "
+                            f"{type(self.args).__name__}")
+        self.loss_config = self.args.loss_config
         # logged parts: per-question sums and question counts since the last log
         self._metrics: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
 

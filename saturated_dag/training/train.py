@@ -46,7 +46,6 @@ from saturated_dag.atomic import (
     scratch_pattern,
 )
 from saturated_dag.generation.models import load_model, portable_model_name
-from saturated_dag.losses import RrhfLossConfig
 from saturated_dag.methods import METHODS as REGISTERED_METHODS
 from saturated_dag.training.config import (
     LOG_NAMES,
@@ -58,6 +57,7 @@ from saturated_dag.training.config import (
 )
 from saturated_dag.training.rrhf_trainer import (
     GroupCollator,
+    RrhfConfig,
     RrhfTrainer,
     rrhf_questions_per_device,
 )
@@ -350,13 +350,10 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pl.DataFrame,
                           peft_config=_lora(settings))
     if method == "rrhf":
         from peft import get_peft_model
-        from transformers import TrainingArguments
 
         assert isinstance(settings, RrhfSettings)
         _require(data, ["question_id", "prompt", "completion", "score"], method)
         groups = _rrhf_groups(data)
-        loss_config = RrhfLossConfig(settings.rank_weight, settings.use_sft, settings.hinge,
-                                     settings.logistic_weight, settings.sft_token_mean)
         has_template = bool(getattr(tokenizer, "chat_template", None))
         questions = rrhf_questions_per_device(settings.per_device_batch_size,
                                               max(len(g["completions"]) for g in groups))
@@ -365,12 +362,16 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pl.DataFrame,
             # As TRL's trainers do with PEFT: harmless with non-reentrant checkpointing,
             # needed should reentrant checkpointing ever be configured.
             peft_model.enable_input_require_grads()
-        return RrhfTrainer(model=peft_model,
-                           args=TrainingArguments(**common(per_device=questions)),
+        args = RrhfConfig(**common(per_device=questions), rank_weight=settings.rank_weight,
+                          use_sft=settings.use_sft, hinge=settings.hinge,
+                          logistic_weight=settings.logistic_weight,
+                          sft_token_mean=settings.sft_token_mean,
+                          max_length=settings.max_length)
+        return RrhfTrainer(model=peft_model, args=args,
                            train_dataset=Dataset.from_list(groups),
-                           data_collator=GroupCollator(tokenizer, settings.max_length,
+                           data_collator=GroupCollator(tokenizer, args.max_length,
                                                        add_special_tokens=not has_template),
-                           processing_class=tokenizer, loss_config=loss_config)
+                           processing_class=tokenizer)
     raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
 
 

@@ -1,0 +1,77 @@
+"""``TrainingJob``: one adapter's training, as one validated object from the asset to the
+trainer.
+
+Why a model and not a dict: the job crosses a process boundary (the Dagster Pipes child,
+``resources/training_child.py``, or ``python -m saturated_dag.training.isolated``).
+It is validated where it is built and again where it arrives (``TrainingJob.from_json``), so
+a misspelt or missing field fails with its name in the parent or the child, never as a
+``KeyError`` halfway through training. The training settings it carries are the profile's
+``training`` section with the cell's overrides applied *and validated* (``training``), from
+which the method's trainer config is built (``trainer_settings``: DPO and SFT go to TRL's
+``DPOConfig`` / ``SFTConfig``, σ-RRHF to ``training.rrhf_trainer.RrhfConfig``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from saturated_dag.config import Method, Profile, TaskName, TrainingSettings, merge_settings
+
+
+class TrainingJob(BaseModel):
+    """Everything a training process needs to train one adapter (JSON-serialisable)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    profile: Profile
+    task: TaskName
+    method: Method
+    training_overrides: dict[str, Any] = Field(default_factory=dict)
+    """The cell's overrides of ``profile.training`` (a sweep's λ, β, learning rate, seed) and
+    the per-device batch they imply (``assets.adapters.training_overrides``)."""
+    base_model: str = Field(min_length=1)
+    batch_size: int = Field(ge=1)
+    """Validation prompts per sampling batch (``training.validation_batch_size``)."""
+    chat_template: Literal["auto", "always", "never"] = "auto"
+    enable_thinking: bool | None = None
+    data: str = Field(min_length=1)
+    """The training set's Parquet file."""
+    out_dir: str = Field(min_length=1)
+    """Where the adapter is published."""
+    record: dict[str, Any] = Field(default_factory=dict)
+    """Added to the adapter's ``training_config.json`` (its cache key)."""
+    tracking_env: dict[str, str] = Field(default_factory=dict)
+    """Environment for the trainers' MLflow callback (``saturated_dag.tracking``)."""
+
+    @model_validator(mode="after")
+    def _overrides_are_valid(self) -> TrainingJob:
+        self.training  # noqa: B018  (validates the overrides now, naming the bad field)
+        return self
+
+    @property
+    def training(self) -> TrainingSettings:
+        """The profile's training section with this job's overrides, validated."""
+        merged = merge_settings(self.profile.training.model_dump(mode="json"),
+                                self.training_overrides)
+        return TrainingSettings.model_validate(merged)
+
+    def trainer_settings(self) -> Any:
+        """The method's trainer settings (``training.config.settings_for``)."""
+        from saturated_dag.training.config import settings_for
+
+        return settings_for(self.method, self.training)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes, source: str = "training job") -> TrainingJob:
+        """The job in ``text``, validated; an invalid one names its fields and ``source``."""
+        from pydantic import ValidationError
+
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as err:
+            raise ValueError(f"invalid {source}: {err}") from None
