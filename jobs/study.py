@@ -4,7 +4,8 @@ The same graph as ``demo``, sized by the study's power calculation: two training
 adapter, 480 eval questions. It runs only on a code location loaded with
 ``SATURATED_DAG_PROFILE=study`` (the run is tagged with that profile, and a location serving
 another profile refuses the run before any step); ``scripts/run_study.sh`` does that and
-regenerates README's study section from the run's tables.
+writes the study's report from the run's tables (``outputs/study/study_report.md``; the
+snapshot in docs/results.md is refreshed only by ``scripts/study_report.py --results-doc``).
 """
 
 from jobs.demo import whole_profile_job

@@ -1,13 +1,15 @@
-"""Refresh README.md's demo snapshot (between the ``demo-results`` markers) from a demo run.
+"""Refresh the demo snapshot in docs/results.md (between the ``demo-results`` markers).
 
-Why a script: README's results must be the ones the demo command produced, not a hand copy.
-It is the explicit refresh command, run by hand after ``scripts/run_demo.sh`` (the run itself
-never rewrites a tracked file); it reads the tables the table assets wrote under
+Why a script: the documented results must be the ones the demo command produced, not a hand
+copy. It is the explicit refresh command, run by hand after ``scripts/run_demo.sh`` (the run
+itself never rewrites a tracked file); it reads the tables the table assets wrote under
 ``<output dir>/<task>/``, each value and Δ with its 95% interval (``docs/statistics.md``), the
 profile's rules (pairs, answer checking, eval set), and the run's record (commit, machine,
-wall time: ``scripts/run_record.py``), so the same run leaves README byte-identical.
+wall time: ``scripts/run_record.py``), so the same run leaves the file byte-identical. (The
+name is historical: the snapshot used to live in README.md.)
 
-    python scripts/readme_results.py [--profile demo] [--output-dir outputs] [--readme README.md]
+    python scripts/readme_results.py [--profile demo] [--output-dir outputs]
+                                     [--results-doc docs/results.md]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from run_record import describe  # noqa: E402  (a script beside this one)
 
 START, END = "<!-- demo-results:start -->", "<!-- demo-results:end -->"
+RESULTS_DOC = ROOT / "docs" / "results.md"  # the page that holds the snapshot
 TABLES = (
     ("results_table", "Table 1 / Table 7 shape (`{task}/results_table`)"),
     ("rank_weight_ablation", "Figure 6 shape (`{task}/rank_weight_ablation`)"),
@@ -80,11 +83,11 @@ def section(profile: object, output_dir: Path) -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
-def splice(readme: str, body: str) -> str:
+def splice(doc: str, body: str, name: str = "the results page") -> str:
     pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.S)
-    if not pattern.search(readme):
-        raise SystemExit(f"README has no {START} ... {END} block")
-    return pattern.sub(lambda _m: f"{START}\n{body}{END}", readme)
+    if not pattern.search(doc):
+        raise SystemExit(f"{name} has no {START} ... {END} block")
+    return pattern.sub(lambda _m: f"{START}\n{body}{END}", doc)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -92,16 +95,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", default=os.environ.get("SATURATED_DAG_PROFILE", "demo"))
     parser.add_argument("--output-dir",
                         default=os.environ.get("SATURATED_DAG_OUTPUT_DIR", "outputs"))
-    parser.add_argument("--readme", default=str(ROOT / "README.md"))
+    parser.add_argument("--results-doc", "--readme", dest="results_doc",
+                        default=str(RESULTS_DOC),
+                        help="the Markdown file whose demo-results block is replaced "
+                             "(default: docs/results.md; --readme is the old name)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from saturated_dag.config import load_profile
 
     profile = load_profile(args.profile)
-    readme = Path(args.readme)
-    text = splice(readme.read_text(encoding="utf-8"), section(profile, Path(args.output_dir)))
-    readme.write_text(text, encoding="utf-8")
-    print(f"README results updated from {args.output_dir} (profile {profile.name})")
+    doc = Path(args.results_doc)
+    text = splice(doc.read_text(encoding="utf-8"), section(profile, Path(args.output_dir)),
+                  str(doc))
+    doc.write_text(text, encoding="utf-8")
+    print(f"demo results in {doc} updated from {args.output_dir} (profile {profile.name})")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the main job on the embedded default (demo profile), recorded in a local instance.
 # Results go to the output folder (default outputs/) and the UI; nothing tracked is rewritten.
-# README's "Demo results" is a snapshot: refresh it explicitly with
+# The demo results in docs/results.md are a snapshot: refresh them explicitly with
 # `.venv/bin/python scripts/readme_results.py` after this run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ job=${1:-demo}
 start=$(date +%s)
 .venv/bin/dagster job execute -f definitions.py -j "$job"
 wall=$(( $(date +%s) - start ))
-# what produced these tables (commit, machine, wall time), for a README snapshot
+# what produced these tables (commit, machine, wall time), for a docs/results.md snapshot
 .venv/bin/python scripts/run_record.py --output-dir "$out" --job "$job" \
   --profile "$SATURATED_DAG_PROFILE" --wall-seconds "$wall"
 echo "tables in $out/<task>/ (results_table.md, runs_table.csv, ...); the web UI: dg dev"

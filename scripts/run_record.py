@@ -1,11 +1,12 @@
 """Record what produced an output folder: ``<output dir>/run_record.json``.
 
-Why: README shows a *snapshot* of the demo's and the study's tables, refreshed by an explicit
-command (``scripts/readme_results.py``, ``scripts/study_report.py``), never by the run itself,
-so running README's first command leaves the clone clean. A snapshot must say what produced
-it: the commit (and whether the tree had uncommitted changes), the machine, the date and the
-job's wall time. ``scripts/run_demo.sh`` and ``scripts/run_study.sh`` write this record after
-their job; the refresh commands quote it (``describe``).
+Why: docs/results.md shows a *snapshot* of the demo's and the study's tables, refreshed by an
+explicit command (``scripts/readme_results.py``, ``scripts/study_report.py --results-doc``),
+never by the run itself, so running README's first command leaves the clone clean. A
+snapshot must say what produced it: the commit (and whether the tree had uncommitted changes),
+the machine, the date and the job's wall time. ``scripts/run_demo.sh`` and
+``scripts/run_study.sh`` write this record after their job; the refresh commands quote it
+(``describe``).
 
     python scripts/run_record.py --output-dir outputs --job demo --profile demo --wall-seconds 236
 """
@@ -61,10 +62,10 @@ def record(output_dir: Path, job: str, profile: str, wall_seconds: float) -> dic
 
 
 def describe(output_dir: Path, command: str) -> str:
-    """One sentence for a README snapshot: which command, commit and machine produced it.
+    """One sentence for a results snapshot: which command, commit and machine produced it.
 
     Refuses (SystemExit) where the folder has no record: a snapshot of unknown origin is
-    exactly what README must not show."""
+    exactly what the documentation must not show."""
     path = output_dir / RECORD
     if not path.is_file():
         raise SystemExit(f"{path} is missing: run `{command}` first (it records the commit "

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The embedded study (docs/study.md): the `study` job on profile `study`, recorded in a local
 # instance, then its report written to the output folder (outputs/study/study_report.md).
-# README's "Study results" is a snapshot: refresh it explicitly with
-# `.venv/bin/python scripts/study_report.py --readme README.md` after this run.
+# The study results in docs/results.md are a snapshot: refresh them explicitly with
+# `.venv/bin/python scripts/study_report.py --results-doc` after this run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DAGSTER_HOME=${DAGSTER_HOME:-$PWD/.dagster_home}

@@ -1,15 +1,16 @@
-"""The embedded study's report: ``<output dir>/study_report.md``, and with ``--readme`` the
-snapshot between README.md's ``study-results`` markers.
+"""The embedded study's report: ``<output dir>/study_report.md``, and with ``--results-doc``
+the snapshot between docs/results.md's ``study-results`` markers.
 
-``scripts/run_study.sh`` calls this after the ``study`` job (no ``--readme``: a run never
-rewrites a tracked file); refreshing README's snapshot is the explicit
-``python scripts/study_report.py --readme README.md``. Every number in the section is read
+``scripts/run_study.sh`` calls this after the ``study`` job (no ``--results-doc``: a run never
+rewrites a tracked file); refreshing the snapshot is the explicit
+``python scripts/study_report.py --results-doc`` (docs/results.md, or the file given after
+it; ``--readme`` is its old name). Every number in the section is read
 from that run's outputs (tables, eval reports, selection grids, scorer agreement), and each
 of the paper's findings gets its paired Δ, 95% interval and verdict
 (``saturated_dag.findings``, docs/study.md); its first line names the commit and machine
 that produced them (``scripts/run_record.py``).
 
-    python scripts/study_report.py [--output-dir outputs/study] [--readme README.md]
+    python scripts/study_report.py [--output-dir outputs/study] [--results-doc [PATH]]
                                    [--wall-seconds S]
 """
 
@@ -27,6 +28,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from run_record import describe  # noqa: E402  (a script beside this one)
 
 START, END = "<!-- study-results:start -->", "<!-- study-results:end -->"
+RESULTS_DOC = ROOT / "docs" / "results.md"  # the page that holds the snapshot
 TASK = "chain_sum"
 TABLES = (
     ("results_table", "Tables 1 and 7 (`chain_sum/results_table`)"),
@@ -199,8 +201,10 @@ def section(profile: object, output_dir: Path, wall_seconds: float | None) -> st
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", default="outputs/study")
-    parser.add_argument("--readme", default=None,
-                        help="also splice the report into this README's study block")
+    parser.add_argument("--results-doc", "--readme", dest="results_doc", nargs="?",
+                        const=str(RESULTS_DOC), default=None,
+                        help="also splice the report into this file's study-results block "
+                             "(given alone: docs/results.md; --readme is the old name)")
     parser.add_argument("--wall-seconds", type=float, default=None)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -211,17 +215,17 @@ def main(argv: list[str] | None = None) -> None:
     text = describe(output_dir, "bash scripts/run_study.sh") + "\n\n" + text
     (output_dir / "study_report.md").write_text(text, encoding="utf-8")
     print(text)
-    if args.readme is None:
-        print(f"report in {output_dir / 'study_report.md'}; README's snapshot refreshes with "
-              f"--readme README.md")
+    if args.results_doc is None:
+        print(f"report in {output_dir / 'study_report.md'}; the snapshot in docs/results.md "
+              f"refreshes with --results-doc")
         return
-    readme = Path(args.readme)
-    current = readme.read_text(encoding="utf-8")
+    doc = Path(args.results_doc)
+    current = doc.read_text(encoding="utf-8")
     pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
     if not pattern.search(current):
-        raise SystemExit(f"{readme} has no {START} ... {END} block")
-    readme.write_text(pattern.sub(lambda _: f"{START}\n{text}{END}", current),
-                      encoding="utf-8")
+        raise SystemExit(f"{doc} has no {START} ... {END} block")
+    doc.write_text(pattern.sub(lambda _: f"{START}\n{text}{END}", current),
+                   encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -73,9 +73,9 @@ def test_a_run_of_another_profile_fails_before_any_step_and_keeps_the_files(
 
 def test_the_paper_jobs_run_a_profile_given_as_a_yaml_path(tmp_path: Path,
                                                           tiny_model_dir: Path) -> None:
-    """README: "copy a profile, edit it, point SATURATED_DAG_PROFILE at it". The paper jobs
-    tagged their runs with the profile's name, which clashed with the location's path, so
-    every run of them was refused."""
+    """docs/profiles.md: "copy one, edit it, and point SATURATED_DAG_PROFILE at the file".
+    The paper jobs tagged their runs with the profile's name, which clashed with the
+    location's path, so every run of them was refused."""
     from jobs.paper import paper_job
 
     copy = _copy_of_ci(tmp_path)

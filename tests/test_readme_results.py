@@ -1,4 +1,5 @@
-"""README's demo results come from the run's own table files (scripts/readme_results.py)."""
+"""The demo results in docs/results.md come from the run's own table files
+(scripts/readme_results.py), and the snapshots live there, not in README."""
 
 import importlib.util
 from pathlib import Path
@@ -30,24 +31,37 @@ def _eval_reports(out: Path) -> None:
     run.write_parquet(out / "assets" / "chain_sum" / "saturated" / "eval" / "sft.parquet")
 
 
-def test_readme_block_is_replaced_from_the_table_files_and_names_the_rules(tmp_path):
+def test_results_block_is_replaced_from_the_table_files_and_names_the_rules(tmp_path):
     mod = _module()
     _eval_reports(tmp_path)
     (tmp_path / "chain_sum").mkdir()
     (tmp_path / "chain_sum" / "results_table.md").write_text("eval set: X\n\n| a |\n|---|\n| 1 |\n")
-    readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{mod.START}\nold numbers\n{mod.END}\nrest\n")
+    doc = tmp_path / "results.md"
+    doc.write_text(f"intro\n{mod.START}\nold numbers\n{mod.END}\nrest\n")
     with pytest.raises(SystemExit, match=r"run_record\.json is missing"):  # origin unknown
-        mod.main(["--profile", "demo", "--output-dir", str(tmp_path), "--readme", str(readme)])
+        mod.main(["--profile", "demo", "--output-dir", str(tmp_path), "--results-doc", str(doc)])
     _module("run_record").record(tmp_path, "demo", "demo", 123.4)
-    mod.main(["--profile", "demo", "--output-dir", str(tmp_path), "--readme", str(readme)])
-    text = readme.read_text()
+    mod.main(["--profile", "demo", "--output-dir", str(tmp_path), "--results-doc", str(doc)])
+    text = doc.read_text()
     assert "Snapshot of `bash scripts/run_demo.sh` at commit " in text and "123.4 s" in text
     assert "old numbers" not in text and "| 1 |" in text and text.endswith("rest\n")
     assert "dpo_distinct_texts: true" in text and "answer_check: math_verify" in text
     once = text
-    mod.main(["--profile", "demo", "--output-dir", str(tmp_path), "--readme", str(readme)])
-    assert readme.read_text() == once  # same tables, same README
+    # --readme is the option's old name: same file, same result
+    mod.main(["--profile", "demo", "--output-dir", str(tmp_path), "--readme", str(doc)])
+    assert doc.read_text() == once  # same tables, same page
+
+
+def test_the_snapshots_live_in_docs_results_and_the_scripts_target_it():
+    """README is the short guide: both generated blocks are in docs/results.md, which both
+    refresh commands write by default, and README holds neither."""
+    demo, study = _module(), _module("study_report")
+    assert demo.RESULTS_DOC == study.RESULTS_DOC == ROOT / "docs" / "results.md"
+    results = demo.RESULTS_DOC.read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for mod in (demo, study):
+        assert results.count(mod.START) == results.count(mod.END) == 1
+        assert mod.START not in readme and mod.END not in readme
 
 
 def test_the_run_record_names_commit_machine_and_changes(tmp_path):
@@ -59,13 +73,15 @@ def test_the_run_record_names_commit_machine_and_changes(tmp_path):
     assert ("uncommitted changes" in line) == data["uncommitted_changes"]
 
 
-def test_the_run_scripts_never_rewrite_readme():
+def test_the_run_scripts_never_rewrite_a_tracked_file():
     """README's first command (and the study's) leave the clone clean: the refresh of the
-    snapshots is a separate command, not a step of the run scripts."""
+    snapshots in docs/results.md is a separate command, not a step of the run scripts."""
     for script in ("run_demo.sh", "run_study.sh"):
         text = (ROOT / "scripts" / script).read_text()
         commands = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
-        assert not any("readme_results" in line or "README" in line or "--readme" in line
+        assert not any(word in line
+                       for word in ("readme_results", "README", "--readme", "--results-doc",
+                                    "results.md")
                        for line in commands), script
 
 
@@ -76,15 +92,15 @@ def test_paper_rules_are_named_as_the_papers():
 
 def test_missing_tables_or_markers_are_clear_errors(tmp_path):
     mod = _module()
-    readme = tmp_path / "README.md"
-    readme.write_text("no markers\n")
+    doc = tmp_path / "results.md"
+    doc.write_text("no markers\n")
     with pytest.raises(SystemExit, match="no result tables"):
-        mod.main(["--output-dir", str(tmp_path), "--readme", str(readme)])
+        mod.main(["--output-dir", str(tmp_path), "--results-doc", str(doc)])
     (tmp_path / "chain_sum").mkdir()
     (tmp_path / "chain_sum" / "results_table.md").write_text("| a |\n")
     _module("run_record").record(tmp_path, "demo", "demo", 1)
-    with pytest.raises(SystemExit, match="no <!-- demo-results:start -->"):
-        mod.main(["--output-dir", str(tmp_path), "--readme", str(readme)])
+    with pytest.raises(SystemExit, match=r"results\.md has no <!-- demo-results:start -->"):
+        mod.main(["--output-dir", str(tmp_path), "--results-doc", str(doc)])
 
 
 def test_delta_pairs_each_question_with_its_base_whatever_the_row_order(tmp_path):
