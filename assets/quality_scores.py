@@ -2,8 +2,9 @@
 (``saturated_dag.scorers.registry``): the paper's four always, and each other scorer the
 profile names (on chain sum, the known-answer scorers ``scoring.known_answer_scorers`` lists).
 
-Each scorer is its own asset over the same completions (``saturated_dag.scorers.selection``),
-so the lineage graph shows which scores fed which dataset and one scorer re-runs alone. The
+Each scorer is its own asset over the same completions, the scored completions
+(``saturated_dag.scorers.scored_completions``), so the lineage graph shows which scores fed
+which dataset and one scorer re-runs alone. The
 judged and teacher-forced scorers work in resumable shards keyed by the selected completions
 and the judge (``assets/_stages.py``): a killed run resumes, an unchanged re-run is a cache hit
 that loads no model.
@@ -30,7 +31,11 @@ from saturated_dag.scorers.entropy_scores import (
 )
 from saturated_dag.scorers.judges import Judge, JudgeRequest, LlmJudge, LogFn, Verdict
 from saturated_dag.scorers.registry import ScorerInputs, ScorerSpec
-from saturated_dag.scorers.selection import Selection, missing_or_nonfinite, select_completions
+from saturated_dag.scorers.scored_completions import (
+    ScoredCompletions,
+    completions_to_score,
+    missing_or_nonfinite,
+)
 from saturated_dag.scorers.tournament import TournamentResult, run_tournament
 from saturated_dag.shards import model_fingerprint
 
@@ -40,17 +45,18 @@ def _ins(task: str) -> dict[str, dg.AssetIn]:
             "difficulty_partitions": dg.AssetIn(key=[task, "difficulty_partitions"])}
 
 
-def selection_for(profile: Profile, pool: pl.DataFrame, parts: pl.DataFrame) -> Selection:
+def scored_completions_for(profile: Profile, pool: pl.DataFrame,
+                           parts: pl.DataFrame) -> ScoredCompletions:
     s = profile.scoring
-    return select_completions(pool, parts, s.correct_splits, s.all_completion_splits)
+    return completions_to_score(pool, parts, s.correct_splits, s.all_completion_splits)
 
 
-def _common_metadata(selection: Selection, scores: pl.DataFrame) -> dict[str, object]:
+def _common_metadata(completions: ScoredCompletions, scores: pl.DataFrame) -> dict[str, object]:
     meta: dict[str, object] = {
         "scored_completions": scores.height,
         "scored_questions": scores["question_id"].n_unique(),
         "completions_by_split": dict(scores["split"].value_counts(sort=True).iter_rows()),
-        "skipped_questions": selection.skipped,
+        "skipped_questions": completions.skipped,
         "mean_score": float(scores["score"].mean() or 0.0),
         "preview": markdown_table(scores, max_rows=10),
     }
@@ -109,9 +115,9 @@ def entropy_scores_asset(task: str) -> dg.AssetsDefinition:
         difficulty_partitions: pl.DataFrame,
     ) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
-        selection = selection_for(profile, generation_pool, difficulty_partitions)
+        completions = scored_completions_for(profile, generation_pool, difficulty_partitions)
         include_eos = profile.scoring.entropy_include_eos
-        needs_tf = missing_entropies(selection.rows) > 0 or not include_eos
+        needs_tf = missing_entropies(completions.rows) > 0 or not include_eos
         teacher = (_LazyTeacher(lambda: _teacher_forced(inference, context.log, include_eos))
                    if needs_tf else None)
         config: dict[str, object] = {"epsilon": profile.scoring.epsilon}
@@ -119,13 +125,15 @@ def entropy_scores_asset(task: str) -> dg.AssetsDefinition:
             config["include_eos"] = False  # absent when true: earlier caches stay valid
         if needs_tf:
             config["policy"] = policy_identity(inference.policy_settings())
-        store, key = open_store(context, experiment, config, {"selection": selection.rows})
+        # "selection": the cache key's field name from before the scored completions had
+        # their own name; kept, so existing entropy and tournament shards stay valid
+        store, key = open_store(context, experiment, config, {"selection": completions.rows})
         with write_errors_reported():
-            scores, routes = entropy_scores(selection, profile.scoring.epsilon, teacher,
+            scores, routes = entropy_scores(completions, profile.scoring.epsilon, teacher,
                                             store=store,
                                             shard_size=profile.stages.shard_questions,
                                             include_eos=include_eos)
-        meta = _common_metadata(selection, scores)
+        meta = _common_metadata(completions, scores)
         meta.update(cache_metadata(context, key, store))
         meta.update({f"route_{k}": v for k, v in routes.items()})
         meta["epsilon"] = profile.scoring.epsilon
@@ -135,9 +143,9 @@ def entropy_scores_asset(task: str) -> dg.AssetsDefinition:
     return entropy_scores_asset
 
 
-def _tournament_metadata(result: TournamentResult, selection: Selection, path: Path,
+def _tournament_metadata(result: TournamentResult, completions: ScoredCompletions, path: Path,
                          judge_name: str) -> dict[str, object]:
-    meta = _common_metadata(selection, result.scores)
+    meta = _common_metadata(completions, result.scores)
     meta.update({k: v for k, v in result.summary.items() if v is not None})
     meta["judge"] = judge_name
     meta["comparisons (file)"] = dg.MetadataValue.path(str(path))
@@ -153,7 +161,7 @@ def _save_comparisons(result: TournamentResult, output_dir: str, task: str, name
 
 
 def _tournament(context: dg.AssetExecutionContext, experiment: ExperimentResource, task: str,
-                scorer: str, judge, selection: Selection, label: str,
+                scorer: str, judge, completions: ScoredCompletions, label: str,
                 judge_identity: dict[str, object],
                 extra: dict[str, object] | None = None) -> dg.Output[pl.DataFrame]:
     """Run the round robin in cached shards, keep every comparison on disk, report counts."""
@@ -163,14 +171,14 @@ def _tournament(context: dg.AssetExecutionContext, experiment: ExperimentResourc
         {"judge": judge_identity, "both_orders": scoring.both_orders,
          "judge_max_new_tokens": scoring.judge_max_new_tokens,
          "judge_batch_size": scoring.judge_batch_size},
-        {"selection": selection.rows.select("question_id", "split", "sample_index", "task",
+        {"selection": completions.rows.select("question_id", "split", "sample_index", "task",
                                             "problem", "completion")})
     with write_errors_reported():
-        result = run_tournament(selection, judge, scorer, scoring.both_orders,
+        result = run_tournament(completions, judge, scorer, scoring.both_orders,
                                 log=context.log.info, store=store,
                                 shard_size=experiment.settings.stages.shard_questions)
         path = _save_comparisons(result, experiment.output_dir, task, scorer)
-    metadata = {**_tournament_metadata(result, selection, path, label),
+    metadata = {**_tournament_metadata(result, completions, path, label),
                 **cache_metadata(context, key, store), **(extra or {})}
     return frame_output(result.scores, metadata)
 
@@ -185,7 +193,7 @@ def self_judge_scores_asset(task: str) -> dg.AssetsDefinition:
         difficulty_partitions: pl.DataFrame,
     ) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
-        selection = selection_for(profile, generation_pool, difficulty_partitions)
+        completions = scored_completions_for(profile, generation_pool, difficulty_partitions)
         judge = _LazyJudge("self_judge", lambda: LlmJudge(
             inference.policy_backend(context.log), instruct=profile.judges.self_judge.instruct,
             max_new_tokens=profile.scoring.judge_max_new_tokens,
@@ -193,7 +201,7 @@ def self_judge_scores_asset(task: str) -> dg.AssetsDefinition:
         settings = inference.policy_settings()
         identity = {"policy": policy_identity(settings),
                     "instruct": profile.judges.self_judge.instruct}
-        return _tournament(context, experiment, task, "self_judge", judge, selection,
+        return _tournament(context, experiment, task, "self_judge", judge, completions,
                            f"policy {settings.model}", identity,
                            {"instruct_prompt": profile.judges.self_judge.instruct})
 
@@ -214,7 +222,7 @@ def strong_judge_scores_asset(task: str) -> dg.AssetsDefinition:
         if settings.kind == "rubric" and task != "chain_sum":
             raise dg.Failure(f"the rubric strong judge applies to chain_sum only, not {task}: "
                              "set judges.strong.kind: llm for this task")
-        selection = selection_for(profile, generation_pool, difficulty_partitions)
+        completions = scored_completions_for(profile, generation_pool, difficulty_partitions)
         judge = _LazyJudge("strong_judge", lambda: inference.strong_judge(
             profile.scoring.judge_max_new_tokens, profile.scoring.judge_batch_size,
             context.log))
@@ -222,7 +230,7 @@ def strong_judge_scores_asset(task: str) -> dg.AssetsDefinition:
         identity: dict[str, object] = settings.model_dump(mode="json")
         if settings.kind == "llm":
             identity["fingerprint"] = model_fingerprint(str(settings.model))
-        return _tournament(context, experiment, task, "strong_judge", judge, selection, name,
+        return _tournament(context, experiment, task, "strong_judge", judge, completions, name,
                            identity)
 
     return strong_judge_scores
@@ -242,9 +250,9 @@ def computed_scores_asset(task: str, spec: ScorerSpec) -> dg.AssetsDefinition:
         difficulty_partitions: pl.DataFrame,
     ) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
-        selection = selection_for(profile, generation_pool, difficulty_partitions)
-        scored = compute(ScorerInputs(selection, generation_pool, profile.scoring.random_seed))
-        meta = _common_metadata(selection, scored.scores)
+        completions = scored_completions_for(profile, generation_pool, difficulty_partitions)
+        scored = compute(ScorerInputs(completions, generation_pool, profile.scoring.random_seed))
+        meta = _common_metadata(completions, scored.scores)
         meta.update({k: dg.MetadataValue.json(dict(v)) if isinstance(v, Mapping) else v
                      for k, v in scored.facts.items()})
         return frame_output(scored.scores, meta)
@@ -260,8 +268,9 @@ def finite_scores_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecks
     def check(experiment: ExperimentResource, generation_pool: pl.DataFrame,
               difficulty_partitions: pl.DataFrame, scores: pl.DataFrame
               ) -> dg.AssetCheckResult:
-        selection = selection_for(experiment.settings, generation_pool, difficulty_partitions)
-        problems = missing_or_nonfinite(scores, selection)
+        completions = scored_completions_for(experiment.settings, generation_pool,
+                                             difficulty_partitions)
+        problems = missing_or_nonfinite(scores, completions)
         return dg.AssetCheckResult(
             passed=problems["missing"] == 0 and problems["nonfinite"] == 0, metadata=problems)
 

@@ -15,7 +15,7 @@ import dagster as dg
 import polars as pl
 
 from assets._metadata import frame_output, frame_table, image, markdown_table, summary_entry
-from assets.quality_scores import selection_for
+from assets.quality_scores import scored_completions_for
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_write_csv
@@ -60,8 +60,8 @@ def scorer_agreement_asset(task: str, score_assets: dict[str, str]) -> dg.Assets
         # the rubric joins as the ground truth on chain sum, unless it already is the strong
         # judge: the same function twice would only add rows with ρ = 1
         if task == "chain_sum" and not rubric_judge:
-            selection = selection_for(profile, generation_pool, difficulty_partitions)
-            scores["rubric"] = agreement.rubric_scores(selection)
+            completions = scored_completions_for(profile, generation_pool, difficulty_partitions)
+            scores["rubric"] = agreement.rubric_scores(completions)
         per_question = agreement.per_question_rho(scores, correct_only=True)
         splits = [*profile.scoring.correct_splits, *profile.scoring.all_completion_splits]
         summary = agreement.summarize(per_question, list(scores), splits)

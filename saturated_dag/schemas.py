@@ -239,7 +239,8 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
 
 def _registered_scorer_schema(name: str) -> FrameSchema | None:
     """A scorer registered beyond the built-ins (``docs/extending.md``) writes the common
-    score columns (``scorers.selection.SCORE_COLUMNS``); its schema is declared by its entry."""
+    score columns (``scorers.scored_completions.SCORE_COLUMNS``); its schema is declared by its
+    entry."""
     from saturated_dag.scorers.registry import SCORERS
 
     spec = next((s for s in SCORERS.values() if s.asset_name == name and s.compute), None)

@@ -43,7 +43,11 @@ from saturated_dag.config import Profile, TestbedSettings
 from saturated_dag.methods import METHODS
 from saturated_dag.schemas import schema
 from saturated_dag.scorers import oracle as known
-from saturated_dag.scorers.selection import Selection, score_frame, select_completions
+from saturated_dag.scorers.scored_completions import (
+    ScoredCompletions,
+    completions_to_score,
+    score_frame,
+)
 from saturated_dag.statistics import Interval, paired_delta
 
 LogFn = Callable[[str], None]
@@ -292,7 +296,7 @@ def scores_for(pool: pl.DataFrame, data_seed: int, names: Iterable[str],
              .agg(n_correct=pl.col("correct").cast(pl.Int64).sum())
              .with_columns(split=pl.when(pl.col("question_id").is_in(sorted(sat)))
                            .then(pl.lit("saturated")).otherwise(pl.lit("other"))))
-    selection: Selection = select_completions(pool, parts, ["saturated"])
+    selection: ScoredCompletions = completions_to_score(pool, parts, ["saturated"])
     names = list(names)
     accuracy = known.style_accuracy(pool)
     if set(accuracy) <= {"other"}:

@@ -9,13 +9,13 @@ from polars.testing import assert_frame_equal
 
 from saturated_dag.scorers import agreement
 from saturated_dag.scorers.random_scores import random_scores
-from saturated_dag.scorers.selection import score_frame, select_completions
+from saturated_dag.scorers.scored_completions import completions_to_score, score_frame
 from tests.scoring_data import make_partitions, make_pool
 
 
 def _selection():
     pool = make_pool()
-    return select_completions(pool, make_partitions(pool), ["saturated", "strict_saturated"],
+    return completions_to_score(pool, make_partitions(pool), ["saturated", "strict_saturated"],
                               ["hard"])
 
 

@@ -12,14 +12,14 @@ from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import ProfileError, load_profile
 from saturated_dag.plan import task_plan
 from saturated_dag.scorers.registry import Scored, ScorerInputs, ScorerSpec, register, unregister
-from saturated_dag.scorers.selection import score_frame
+from saturated_dag.scorers.scored_completions import score_frame
 from tests.pipeline import graph, resources
 from tests.scoring_data import make_partitions, make_pool
 
 
 def shortest(inputs: ScorerInputs) -> Scored:
     """The toy scorer of docs/extending.md: a shorter completion scores higher."""
-    rows = inputs.selection.rows
+    rows = inputs.completions.rows
     lengths = rows["completion"].str.len_chars().cast(pl.Float64)
     return Scored(score_frame(rows, "shortest", (-lengths).to_list()),
                   {"longest completion (characters)": int(lengths.max() or 0)})

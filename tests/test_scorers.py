@@ -18,12 +18,12 @@ from saturated_dag.scorers.entropy_scores import (
     missing_entropies,
 )
 from saturated_dag.scorers.random_scores import random_scores
-from saturated_dag.scorers.selection import (
+from saturated_dag.scorers.scored_completions import (
     SCORE_COLUMNS,
-    Selection,
+    ScoredCompletions,
+    completions_to_score,
     missing_or_nonfinite,
     score_frame,
-    select_completions,
 )
 from tests.scoring_data import make_partitions, make_pool
 
@@ -32,7 +32,7 @@ SPLITS = (["saturated", "strict_saturated"], ["hard"])
 
 def _selection(pool=None, **kw):
     pool = make_pool() if pool is None else pool
-    return select_completions(pool, make_partitions(pool), *SPLITS, **kw)
+    return completions_to_score(pool, make_partitions(pool), *SPLITS, **kw)
 
 
 def test_selection_follows_the_rules() -> None:
@@ -53,7 +53,7 @@ def test_selection_is_a_polars_frame_in_pandas_order() -> None:
     order the random scorer draws in and the tournament schedules pairs by)."""
     pool = make_pool()
     shuffled = pool.sample(fraction=1.0, shuffle=True, seed=3)
-    sel = select_completions(shuffled, make_partitions(pool), *SPLITS)
+    sel = completions_to_score(shuffled, make_partitions(pool), *SPLITS)
     assert isinstance(sel.rows, pl.DataFrame)
     assert sel.rows.columns == [*pool.columns, "split"]
     assert sel.rows.schema["split"] == pl.String and sel.rows.schema["correct"] == pl.Boolean
@@ -66,24 +66,24 @@ def test_selection_is_a_polars_frame_in_pandas_order() -> None:
         ("q_hard1", "hard"), ("q_sat1", "saturated"), ("q_sat2", "saturated"),
         ("q_strict", "strict_saturated")]
     assert all(rows["sample_index"].to_list() == [0, 1, 2, 3] for _, _, rows in groups)
-    assert Selection(sel.rows.head(0)).groups() == []
+    assert ScoredCompletions(sel.rows.head(0)).groups() == []
 
 
 def test_partitions_with_a_question_twice_are_refused() -> None:
     pool = make_pool()
     parts = make_partitions(pool)
     with pytest.raises(ValueError, match=r"more than once.*q_sat1"):
-        select_completions(pool, pl.concat([parts, parts.head(1)]), *SPLITS)
+        completions_to_score(pool, pl.concat([parts, parts.head(1)]), *SPLITS)
 
 
 def test_question_with_one_correct_completion_is_skipped_and_counted() -> None:
     pool = make_pool()
     parts = partitions.partition(pool, saturated_min=0.25, hard_max=0.0)
-    sel = select_completions(pool, parts, ["saturated", "strict_saturated"], [])
+    sel = completions_to_score(pool, parts, ["saturated", "strict_saturated"], [])
     assert "q_one" not in sel.rows["question_id"].to_list()  # 1/4 correct: nothing to rank
     assert sel.skipped["strict_saturated_fewer_than_2_correct"] == 1
     with pytest.raises(ValueError, match="both"):
-        select_completions(pool, parts, ["hard"], ["hard"])
+        completions_to_score(pool, parts, ["hard"], ["hard"])
 
 
 PANDAS_RANDOM_SCORES_SEED0 = [
@@ -120,7 +120,7 @@ def test_random_scores_equal_the_pandas_draws() -> None:
                                                           "q_strict") for _ in range(4)]
     assert scores["sample_index"].to_list() == [0, 1, 2, 3] * 4
     assert [round(x, 12) for x in scores["score"]] == PANDAS_RANDOM_SCORES_SEED0
-    empty = random_scores(Selection(_selection().rows.head(0)))
+    empty = random_scores(ScoredCompletions(_selection().rows.head(0)))
     assert empty.height == 0 and empty.schema == scores.schema
 
 

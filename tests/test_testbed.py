@@ -13,14 +13,14 @@ from saturated_dag.config import load_profile
 from saturated_dag.pretrain.styles import STYLES, detect_style, render_solution, sample_expression
 from saturated_dag.scorers import agreement
 from saturated_dag.scorers import oracle as known
-from saturated_dag.scorers.selection import Selection
+from saturated_dag.scorers.scored_completions import ScoredCompletions
 from saturated_dag.statistics import Interval
 
 ACCURACY = {"steps": 0.92, "plan": 0.90, "hedged": 0.70, "bare": 0.15}
 
 
 def synthetic_selection(questions: int = 300, per_question: int = 8, seed: int = 0,
-                        wrong_share: float = 0.0) -> Selection:
+                        wrong_share: float = 0.0) -> ScoredCompletions:
     """Groups of chain-sum completions in random styles, as a pool's saturated (or, with
     ``wrong_share``, hard) questions give them: ties within a style, as on the real pool."""
     rng = random.Random(seed)
@@ -36,7 +36,7 @@ def synthetic_selection(questions: int = 300, per_question: int = 8, seed: int =
             rows.append({"question_id": f"q{q:04d}", "sample_index": i, "split": "saturated",
                          "correct": not wrong, "problem": expr.text,
                          "completion": render_solution(expr, style, partials)})
-    return Selection(pl.DataFrame(rows), {})
+    return ScoredCompletions(pl.DataFrame(rows), {})
 
 
 def _measured(scores: dict[str, pl.DataFrame], a: str, b: str) -> float:

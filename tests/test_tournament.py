@@ -29,7 +29,7 @@ from saturated_dag.scorers.judges import (
     judgment_stops,
     render_judge_prompt,
 )
-from saturated_dag.scorers.selection import SCORE_COLUMNS, select_completions
+from saturated_dag.scorers.scored_completions import SCORE_COLUMNS, completions_to_score
 from saturated_dag.scorers.tournament import (
     COMPARISON_SCHEMA,
     expected_calls,
@@ -107,7 +107,7 @@ def build_scripted_model(folder: Path, script: Sequence[str] = JOHN_SCRIPT,
 
 def _selection():
     pool = make_pool()
-    return select_completions(pool, make_partitions(pool), ["saturated", "strict_saturated"],
+    return completions_to_score(pool, make_partitions(pool), ["saturated", "strict_saturated"],
                               ["hard"])
 
 

@@ -173,13 +173,14 @@ def test_the_graph_carries_the_derived_versions(real_assets) -> None:
 
 
 def test_editing_the_selection_scorer_changes_its_importers_only(real_assets) -> None:
-    changed = _changed_by("saturated_dag/scorers/selection.py", real_assets)
+    changed = _changed_by("saturated_dag/scorers/scored_completions.py", real_assets)
     kinds = {_kind(k) for k in changed}
     assert {"self_judge_scores", "entropy_scores", "strong_judge_scores",
             "scorer_agreement"} <= kinds
     assert not kinds & {"generation_pool", "difficulty_partitions", "base_model"}
     for a in real_assets:  # and exactly the assets whose imports reach it
-        reaches = "saturated_dag/scorers/selection.py" in SourceTree().files(compute_module(a))
+        reaches = ("saturated_dag/scorers/scored_completions.py"
+                   in SourceTree().files(compute_module(a)))
         assert all((k in changed) == reaches for k in a.keys), a.keys
 
 

@@ -21,7 +21,7 @@ from scipy.stats import spearmanr
 from saturated_dag.atomic import atomic_save_figure
 from saturated_dag.schemas import schema
 from saturated_dag.scorers.judges import chain_sum_expression, load_rubric_score
-from saturated_dag.scorers.selection import Selection, score_frame, sorted_groups
+from saturated_dag.scorers.scored_completions import ScoredCompletions, score_frame, sorted_groups
 
 OK, TOO_FEW, CONSTANT = "ok", "too_few", "constant"
 PER_QUESTION_SCHEMA = schema("scorer_agreement")  # declared once, in saturated_dag/schemas.py
@@ -34,10 +34,10 @@ SUMMARY_SCHEMA = {"split": pl.String, "scorer_a": pl.String, "scorer_b": pl.Stri
 SUMMARY_COLUMNS = list(SUMMARY_SCHEMA)
 
 
-def rubric_scores(selection: Selection) -> pl.DataFrame:
+def rubric_scores(completions: ScoredCompletions) -> pl.DataFrame:
     """The chain-sum rubric as one more scorer (the ground truth every scorer is held to)."""
     rubric_score = load_rubric_score()
-    rows = selection.rows
+    rows = completions.rows
     scores = [rubric_score(c, chain_sum_expression(p))
               for c, p in zip(rows["completion"].to_list(), rows["problem"].to_list(),
                               strict=True)]

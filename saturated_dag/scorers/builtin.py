@@ -20,12 +20,12 @@ from saturated_dag.scorers.registry import (
 
 
 def _random(inputs: ScorerInputs) -> Scored:
-    return Scored(random_scores(inputs.selection, inputs.seed), {"seed": inputs.seed})
+    return Scored(random_scores(inputs.completions, inputs.seed), {"seed": inputs.seed})
 
 
 def _known_answer(name: str, inputs: ScorerInputs) -> Scored:
     accuracy = known.style_accuracy(inputs.pool)
-    (scores, facts), = known.known_answer_scores(inputs.selection, accuracy, inputs.seed,
+    (scores, facts), = known.known_answer_scores(inputs.completions, accuracy, inputs.seed,
                                                  [name]).values()
     return Scored(scores, {"style accuracy on the pool": accuracy,
                            **{k: float(v) for k, v in facts.items()}, "seed": inputs.seed})

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from saturated_dag.scorers.selection import Selection, score_frame
+from saturated_dag.scorers.scored_completions import ScoredCompletions, score_frame
 from saturated_dag.shards import ShardStore, run_shards
 
 EntropyFn = Callable[[str, str, str], float]
@@ -59,7 +59,7 @@ class TeacherForcedEntropy:
 
 
 def entropy_scores(
-    selection: Selection,
+    completions: ScoredCompletions,
     epsilon: float = 1e-8,
     teacher_forced: EntropyFn | None = None,
     store: ShardStore | None = None,
@@ -72,10 +72,10 @@ def entropy_scores(
     ``include_eos=False``: the generation pass's H-bar includes the EOS step, so every
     completion is recomputed teacher-forced (``teacher_forced`` must then leave the EOS out).
     """
-    rows = selection.rows
+    rows = completions.rows
     if not include_eos:
         rows = rows.with_columns(pl.lit(None, dtype=pl.Float64).alias("mean_entropy"))
-        selection = Selection(rows, selection.skipped)
+        completions = ScoredCompletions(rows, completions.skipped)
     missing = missing_entropies(rows)
     if missing and teacher_forced is None:
         raise ValueError(f"{missing} completions lack a generation-pass entropy and "
@@ -91,7 +91,7 @@ def entropy_scores(
                      else rows.head(0))
         return _score_rows(part_rows, epsilon, teacher_forced)
 
-    frame, _stats = run_shards(store, selection.groups(), shard_size, compute)
+    frame, _stats = run_shards(store, completions.groups(), shard_size, compute)
     return frame, routes
 
 

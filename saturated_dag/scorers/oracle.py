@@ -33,7 +33,7 @@ import polars as pl
 
 from saturated_dag.pretrain.styles import detect_style
 from saturated_dag.scorers.agreement import question_rho
-from saturated_dag.scorers.selection import Selection, score_frame
+from saturated_dag.scorers.scored_completions import ScoredCompletions, score_frame
 
 DIAL: dict[str, float] = {"oracle": 1.0, "oracle_rho75": 0.75, "oracle_rho50": 0.5,
                           "oracle_rho25": 0.25, "oracle_rho0": 0.0}
@@ -67,9 +67,9 @@ def oracle_values(completions: Sequence[str], correct: Sequence[bool],
                      for text, c in zip(completions, correct, strict=True)])
 
 
-def oracle_scores(selection: Selection, accuracy: Mapping[str, float]) -> pl.DataFrame:
+def oracle_scores(completions: ScoredCompletions, accuracy: Mapping[str, float]) -> pl.DataFrame:
     """The oracle's score table over the selected completions."""
-    rows = selection.rows
+    rows = completions.rows
     values = oracle_values(rows["completion"].to_list(), rows["correct"].to_list(), accuracy)
     return score_frame(rows, "oracle", values)
 
@@ -161,15 +161,15 @@ def dial_scores(oracle: pl.DataFrame, target: float, name: str, seed: int = 0
     return table, weight, achieved
 
 
-def known_answer_scores(selection: Selection, accuracy: Mapping[str, float], seed: int = 0,
-                        names: Sequence[str] = ORACLE_SCORERS
+def known_answer_scores(completions: ScoredCompletions, accuracy: Mapping[str, float],
+                        seed: int = 0, names: Sequence[str] = ORACLE_SCORERS
                         ) -> dict[str, tuple[pl.DataFrame, dict[str, float]]]:
-    """Every requested known-answer scorer over ``selection``: name -> (score table, facts:
+    """Every requested known-answer scorer over ``completions``: name -> (score table, facts:
     the target ρ, the oracle's weight and the achieved ρ)."""
     unknown = sorted(set(names) - set(ORACLE_SCORERS))
     if unknown:
         raise ValueError(f"unknown known-answer scorers {unknown}; known: {ORACLE_SCORERS}")
-    oracle = oracle_scores(selection, accuracy)
+    oracle = oracle_scores(completions, accuracy)
     out: dict[str, tuple[pl.DataFrame, dict[str, float]]] = {}
     for name in names:
         if name == SHUFFLED:

@@ -28,15 +28,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import polars as pl
 
-    from saturated_dag.scorers.selection import Selection
+    from saturated_dag.scorers.scored_completions import ScoredCompletions
 
 
 @dataclass(frozen=True)
 class ScorerInputs:
-    """What a computed scorer reads: the completions it scores (one rule for every scorer,
-    ``scorers.selection``), the whole generation pool, and the profile's ``scoring.random_seed``."""
+    """What a computed scorer reads: the scored completions (one rule for every scorer,
+    ``scorers.scored_completions``), the whole generation pool, and the profile's
+    ``scoring.random_seed``."""
 
-    selection: Selection
+    completions: ScoredCompletions
     pool: pl.DataFrame
     seed: int
 

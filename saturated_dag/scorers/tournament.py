@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from saturated_dag.scorers.judges import Judge, JudgeRequest, LogFn, Verdict
-from saturated_dag.scorers.selection import Selection, score_frame
+from saturated_dag.scorers.scored_completions import ScoredCompletions, score_frame
 from saturated_dag.shards import ShardStore, run_shards
 
 
@@ -105,7 +105,7 @@ def _verdicts(comparisons: pl.DataFrame) -> list[Verdict]:
 
 
 def tally(groups: Sequence[Group], comparisons: pl.DataFrame, scorer: str,
-          selection_rows: pl.DataFrame) -> pl.DataFrame:
+          completion_rows: pl.DataFrame) -> pl.DataFrame:
     """Win rates per completion from stored comparisons (cheap: no judge involved)."""
     by_question = {key[0]: part for key, part in comparisons.partition_by(
         "question_id", maintain_order=True, as_dict=True).items()}
@@ -124,7 +124,7 @@ def tally(groups: Sequence[Group], comparisons: pl.DataFrame, scorer: str,
     if frames:
         return pl.concat(frames, how="vertical")
     # nothing to judge: the same columns, empty (the stored schema does not depend on the data)
-    return score_frame(selection_rows.head(0), scorer, [], {
+    return score_frame(completion_rows.head(0), scorer, [], {
         "wins": pl.Series([], dtype=pl.Float64), "comparisons": pl.Series([], dtype=pl.Int64),
         "parse_failures": pl.Series([], dtype=pl.Int64),
         "forced_judgments": pl.Series([], dtype=pl.Int64)})
@@ -150,7 +150,7 @@ def summarise_comparisons(comparisons: pl.DataFrame, groups: Sequence[Group],
 
 
 def run_tournament(
-    selection: Selection,
+    completions: ScoredCompletions,
     judge: Judge,
     scorer: str,
     both_orders: bool = False,
@@ -165,7 +165,7 @@ def run_tournament(
     shard. Scores and counts are always recomputed from the comparisons table.
     """
     say = log or (lambda _m: None)
-    groups = selection.groups()
+    groups = completions.groups()
     expected = expected_calls([rows.height for _, _, rows in groups], both_orders)
     say(f"{scorer}: {len(groups)} questions, {expected} judge calls "
         f"(expected sum C(k,2){' x 2' if both_orders else ''} = {expected})")
@@ -179,7 +179,7 @@ def run_tournament(
         comparisons = judge_groups(groups, judge, both_orders, say)
     else:
         comparisons, _stats = run_shards(store, groups, shard_size, compute, say)
-    scores = tally(groups, comparisons, scorer, selection.rows)
+    scores = tally(groups, comparisons, scorer, completions.rows)
     summary = summarise_comparisons(comparisons, groups, both_orders, len(scores))
     if summary["judge_calls"] != expected:
         raise RuntimeError(f"{summary['judge_calls']} comparisons stored for {expected} "

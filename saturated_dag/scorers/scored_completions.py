@@ -6,7 +6,7 @@ paper ranks (Sec. 3.2); every completion of a hard question with p-hat > 0 is sc
 later stage can pair the self-judge's best correct completion with its worst incorrect one.
 
 Order is part of the contract: the random scorer draws per question and the tournaments
-schedule pairs by position, so ``Selection.groups`` yields questions sorted by
+schedule pairs by position, so ``ScoredCompletions.groups`` yields questions sorted by
 ``(question_id, split)`` and each question's rows sorted by ``sample_index``.
 """
 
@@ -37,7 +37,7 @@ def sorted_groups(frame: pl.DataFrame, keys: Sequence[str],
 
 
 @dataclass
-class Selection:
+class ScoredCompletions:
     """The scored completions (pool rows plus ``split``) and what was skipped, by rule."""
 
     rows: pl.DataFrame
@@ -59,13 +59,13 @@ def _none_correct(partitions: pl.DataFrame, split: str) -> int:
     return partitions.filter((pl.col("split") == split) & (pl.col("n_correct") == 0)).height
 
 
-def select_completions(
+def completions_to_score(
     pool: pl.DataFrame,
     partitions: pl.DataFrame,
     correct_splits: Sequence[str],
     all_completion_splits: Sequence[str] = (),
     min_completions: int = 2,
-) -> Selection:
+) -> ScoredCompletions:
     """Completions to score: correct ones of ``correct_splits``; all of ``all_completion_splits``
     for questions with at least one correct completion. Questions with fewer than
     ``min_completions`` candidates are skipped and counted (a ranking needs two)."""
@@ -96,7 +96,7 @@ def select_completions(
         parts.append(rows.filter(big))
     rows = pl.concat(parts, how="vertical") if parts else merged.head(0)
     rows = rows.drop("n_correct").sort(["question_id", "sample_index"], maintain_order=True)
-    return Selection(rows, skipped)
+    return ScoredCompletions(rows, skipped)
 
 
 def score_frame(rows: pl.DataFrame, scorer: str, scores: Sequence[float] | np.ndarray | pl.Series,
@@ -125,11 +125,11 @@ def _values(column: Sequence | np.ndarray | pl.Series) -> np.ndarray | pl.Series
     return column if isinstance(column, (np.ndarray, pl.Series)) else list(column)
 
 
-def missing_or_nonfinite(scores: pl.DataFrame, selection: Selection) -> dict[str, int]:
+def missing_or_nonfinite(scores: pl.DataFrame, completions: ScoredCompletions) -> dict[str, int]:
     """Selected completions without a finite score (the asset checks' rule): a missing row,
     a null or a NaN score counts as missing, an infinite one as non-finite."""
     keys = [pl.col("question_id").cast(pl.String), pl.col("sample_index").cast(pl.Int64)]
-    expected = selection.rows.select(keys)
+    expected = completions.rows.select(keys)
     scored = scores.select(*keys, pl.col("score").cast(pl.Float64))
     merged = expected.join(scored, on=["question_id", "sample_index"], how="left")
     score = pl.col("score")
