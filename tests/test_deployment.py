@@ -62,18 +62,22 @@ def test_executor_config_validates_and_targets_gpu_steps(k8s_module: ModuleType)
     import dagster as dg
     from dagster_k8s import k8s_job_executor
 
-    config = k8s_module.executor_config(k8s_module.repository.defs)
+    import definitions
+    from jobs.location import gpu_ops
+
+    repository = definitions.defs
+    config = k8s_module.executor_config(gpu_ops(list(repository.assets or [])))
     probe = dg.Definitions(
-        assets=k8s_module.repository.defs.assets, resources=k8s_module.repository.defs.resources,
+        assets=repository.assets, resources=repository.resources,
         jobs=[dg.define_asset_job("k8s_probe", selection=["base_model"],
                                   executor_def=k8s_job_executor)])
     dg.validate_run_config(probe.resolve_job_def("k8s_probe"), {"execution": {"config": config}})
 
     per_step = config["per_step_k8s_config"]
     assert "chain_sum__generation_pool" in per_step
-    gpu_ops = {assets.node_def.name for assets in k8s_module.repository.defs.assets
+    in_pool = {assets.node_def.name for assets in repository.assets
                if isinstance(assets, dg.AssetsDefinition) and assets.node_def.pool == "gpu"}
-    assert set(per_step) == gpu_ops
+    assert set(per_step) == in_pool
     assert "chain_sum__difficulty_partitions" not in per_step
     assert "gpu" not in json.dumps(config["step_k8s_config"]).lower()  # CPU pods by default
 
@@ -88,9 +92,11 @@ def test_kubernetes_definitions(k8s_module: ModuleType) -> None:
         job = defs.resolve_job_def(name)
         assert job.executor_def.name == "in_process"  # the model still loads once per run
         assert _gpu_limit(get_user_defined_k8s_config(job.run_tags)) == "1"
-    repository = k8s_module.repository.defs
-    assert ({job.name for job in repository.jobs} ==
-            {job.name for job in defs.jobs})
+    import definitions
+
+    local = definitions.defs  # the same builder: the same jobs, the local executor
+    assert {job.name for job in local.jobs} == {job.name for job in defs.jobs}
+    assert local.resolve_job_def("demo").run_tags.get("dagster-k8s/config") is None
 
 
 def test_helm_values_match_the_instance_config(values: dict[str, Any]) -> None:

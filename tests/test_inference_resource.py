@@ -328,7 +328,7 @@ def test_every_job_runs_in_process() -> None:
     from jobs.executor import step_executor
 
     defs = definitions.defs
-    expected = step_executor(definitions._profile).name
+    expected = step_executor(load_profile(definitions.PROFILE)).name
     assert expected == dg.in_process_executor.name
     implicit = defs.resolve_implicit_global_asset_job_def()
     jobs = [implicit, *defs.resolve_all_job_defs()]
