@@ -410,7 +410,8 @@ _PLANS: dict[str, dict[str, TaskPlan]] = {}
 
 def experiment_plan(profile: Profile) -> dict[str, TaskPlan]:
     """Task -> its plan, for every task of ``profile``; built once per profile content (the
-    paper profile's 4,860 adapters are enumerated once per process, not by each reader)."""
+    paper profile's 3,060 adapters are enumerated once per process, not by each reader).
+    Readers must not change it."""
     key = profile.model_dump_json()
     if key not in _PLANS:
         if len(_PLANS) >= 16:
