@@ -165,3 +165,25 @@ def test_free_refuses_a_run_still_in_progress_unless_its_process_is_gone(
 def test_the_corrections_apply_to_this_dagster() -> None:
     """If a Dagster upgrade changed either function, re-check whether it is still needed."""
     assert pool_wait.install() == (True, True)
+
+
+def test_pools_are_claimed_per_step_because_job_execute_bypasses_the_run_queue() -> None:
+    """Why this project keeps op-granularity pools and the corrections above, rather than
+    Dagster's run-granularity pools (``concurrency.pools.granularity: run``), which would skip
+    step claims and so never hit the busy wait: run granularity limits only runs that pass
+    through the run queue (``instance.submit_run``: the UI, schedules, sensors,
+    ``dagster job launch``). ``dagster job execute``, which README's command, the run scripts
+    and CI use, executes in the calling process (``execute_job``) and never meets the queue,
+    so two such runs would share the accelerator unchecked. Pinned to the Dagster it was read
+    from: re-check both facts on an upgrade."""
+    import importlib.metadata
+    import inspect
+
+    import yaml
+    from dagster._cli.job import do_execute_command
+
+    assert importlib.metadata.version("dagster") == "1.13.27"
+    source = inspect.getsource(do_execute_command)
+    assert "execute_job(" in source and "submit_run" not in source
+    config = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())
+    assert config["concurrency"]["pools"].get("granularity", "op") == "op"
