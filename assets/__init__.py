@@ -22,13 +22,8 @@ from assets.scorer_agreement import scorer_agreement_asset
 from assets.selection import selection_asset
 from assets.testbed import testbed_asset
 from saturated_dag.config import Profile
-from saturated_dag.experiments import SweepRow, TaskPlan, experiment_plan
+from saturated_dag.experiments import TaskPlan, experiment_plan
 from saturated_dag.parallel import step_layout
-
-
-def task_sweeps(profile: Profile, task: str) -> dict[str, list[SweepRow]]:
-    """``task``'s configured sweeps and their rows (the plan's)."""
-    return experiment_plan(profile)[task].sweeps
 
 
 def task_assets(profile: Profile, task: str
@@ -83,4 +78,4 @@ def profile_assets(profile: Profile
     return with_lineage(built, profile), checks
 
 
-__all__ = ["profile_assets", "task_assets", "task_sweeps"]
+__all__ = ["profile_assets", "task_assets"]

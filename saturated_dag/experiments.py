@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -341,9 +342,14 @@ def trained_adapters(training: TrainingSettings, cells: list[Experiment],
                      n: int) -> list[Experiment]:
     """Every adapter the cells train, each once (a sweep row equal to a main cell's
     configuration shares its adapters), stable order."""
-    adapters = [seeded for cell in cells
-                for seeds in cell_adapters(training, cell, n).values() for seeded in seeds]
-    return list(dict.fromkeys(adapters))
+    return distinct_adapters(cell_adapters(training, cell, n) for cell in cells)
+
+
+def distinct_adapters(trained: Iterable[dict[Experiment, list[Experiment]]]
+                      ) -> list[Experiment]:
+    """The adapters of cells' ``cell_adapters``, each once, in cell, grid and seed order."""
+    return list(dict.fromkeys(seeded for by_config in trained
+                              for seeds in by_config.values() for seeded in seeds))
 
 
 @dataclass(frozen=True)
@@ -367,8 +373,7 @@ class TaskPlan:
     def adapters(self) -> list[Experiment]:
         """Every adapter the task trains, each once (a sweep row equal to a main cell's
         configuration shares its adapters), in cell, grid and seed order."""
-        return list(dict.fromkeys(seeded for by_config in self.trained.values()
-                                  for seeds in by_config.values() for seeded in seeds))
+        return distinct_adapters(self.trained.values())
 
     @property
     def selections(self) -> list[Experiment]:

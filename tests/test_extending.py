@@ -13,7 +13,7 @@ from saturated_dag.config import ProfileError, load_profile
 from saturated_dag.plan import task_plan
 from saturated_dag.scorers.registry import Scored, ScorerInputs, ScorerSpec, register, unregister
 from saturated_dag.scorers.scored_completions import score_frame
-from tests.pipeline import graph, resources
+from tests.pipeline import ONE_SFT_ADAPTER, graph, resources
 from tests.scoring_data import make_partitions, make_pool
 
 
@@ -33,17 +33,9 @@ def shortest_scorer() -> Iterator[ScorerSpec]:
     unregister(spec.name)
 
 
-OVERRIDES = {
-    "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
-                  "strict_grid": None, "eval_questions_per_cell": 3},
-    "sampling": {"n": 2, "max_new_tokens": 6},
-    "training": {"splits": ["saturated"], "scorers": ["shortest"], "methods": ["dpo"],
-                 "epochs": 1, "batch_size": 2, "per_device_batch_size": 2,
-                 "learning_rate": 1e-2, "max_length": 128, "lora_r": 4, "lora_alpha": 8,
-                 "validation_questions_per_cell": 2, "isolate": False,
-                 "selection": {"learning_rates": None, "dpo_betas": None},
-                 "sweeps": {"rank_weight": None, "rrhf_variants": None, "dpo_beta": None}},
-}
+OVERRIDES = {**ONE_SFT_ADAPTER, "training": {**ONE_SFT_ADAPTER["training"],
+                                             "scorers": ["shortest"], "methods": ["dpo"]}}
+"""The smallest graph that reaches an eval report, DPO ranked by the toy scorer."""
 
 
 def test_an_unregistered_scorer_is_refused_with_the_registered_names() -> None:
