@@ -37,7 +37,7 @@ def task_assets(profile: Profile, task: str
     in_step = step_layout(profile).processes == "per_step"
     scores = score_assets(profile, task)
     trained = plan.trained
-    adapters = plan.adapters
+    grids = {cell: plan.grid(cell) for cell in plan.cells}
     selections = [selection_asset(task, cell, trained[cell]) for cell in plan.selections]
     scorer_assets = score_asset_names(profile, task)
     datasets = preference_dataset_assets(task, list(plan.cells), scorer_assets)
@@ -49,14 +49,14 @@ def task_assets(profile: Profile, task: str
               runs_table_asset(task, list(plan.cells), trained)]
     built = [pool, parts, *scores.values(), scorer_agreement_asset(task, scorer_assets),
              *datasets,
-             *adapter_assets(task, adapters, check_in_step=in_step),
+             *adapter_assets(task, grids, check_in_step=in_step),
              *selections, *evals, *tables]
     if task == "chain_sum" and profile.testbed is not None:
         built.append(testbed_asset())
     checks = [generation_pool_check(task, pool), difficulty_partitions_check(parts),
               *(finite_scores_check(task, asset) for asset in scores.values()),
               *preference_dataset_checks(datasets),
-              *([] if in_step else adapter_checks(task, adapters)),
+              *([] if in_step else adapter_checks(task, grids)),
               *(coverage_check(task, asset) for asset in evals)]
     return built, checks
 

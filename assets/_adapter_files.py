@@ -19,6 +19,11 @@ def adapter_dir(output_dir: str, task: str, exp: Experiment) -> Path:
     return Path(output_dir) / "adapters" / task / exp.split / exp.name
 
 
+def adapter_key(task: str, cell: Experiment) -> dg.AssetKey:
+    """``<task>/<split>/adapter/<cell>``: the cell's adapters, one Dagster partition each."""
+    return dg.AssetKey([task, cell.split, "adapter", cell.name])
+
+
 def adapter_work_dir(output_dir: str, task: str, exp: Experiment) -> Path:
     """Scratch folder of a training run beside the adapter (kept only when training fails)."""
     out = adapter_dir(output_dir, task, exp)

@@ -1,4 +1,11 @@
-"""``<task>/<split>/adapter/<name>``: one LoRA adapter per cell of the experiment matrix.
+"""``<task>/<split>/adapter/<cell>``: the LoRA adapters of one cell of the experiment matrix,
+one Dagster partition per configuration x training seed of the cell's selection grid (its
+``grid_key``: ``lr0.0003_seed0``). A run over several partitions trains them in one step, one
+after another (``BackfillPolicy.single_run``); the step's one materialisation, recorded for
+each of its partitions, holds a table with a row per adapter (and, for a step of one adapter,
+that adapter's whole metadata). The folders stay one per adapter
+(``<output_dir>/adapters/<task>/<split>/<adapter name>``), so a sweep row that shares a main
+cell's configuration finds its adapter as a cache hit.
 
 Training runs 1-4 epochs and keeps the epoch with the best validation pass@1 (App. B), in its
 own process by default (``training.isolate``), started through Dagster Pipes: its log lines,
@@ -14,9 +21,10 @@ pass@1. It is rewritten on every materialisation (a cache hit too, and only when
 keeping the eval part the eval report asset fills in while it is about the same weights.
 """
 
+import hashlib
 import json
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +35,7 @@ from assets._adapter_files import (
     ADAPTER_WEIGHTS,
     adapter_curves_png,
     adapter_dir,
+    adapter_key,
     adapter_weights_version,
     adapter_work_dir,
 )
@@ -36,7 +45,6 @@ from assets._stages import policy_identity
 from assets.versioning import code_version_of
 from resources import ExperimentResource, InferenceResource
 from resources.training import train_with_pipes
-from saturated_dag.atomic import atomic_write_text
 from saturated_dag.config import PolicySettings, Profile, TrainingSettings
 from saturated_dag.evaluation import recorded_base_model
 from saturated_dag.experiments import Experiment
@@ -52,6 +60,7 @@ from saturated_dag.training.config import (
     settings_line,
     settings_summary,
 )
+from saturated_dag.training.isolated import RESULT_FILE
 from saturated_dag.training.job import TrainingJob
 
 
@@ -90,16 +99,20 @@ def training_log_table(history: list[dict]) -> dg.TableMetadataValue | None:
     return frame_table(frame, max_rows=LOG_ROWS + 1, decimals=4)
 
 
-def _train(context: dg.AssetExecutionContext, inference: InferenceResource, job: TrainingJob,
-           work: Path, isolate: bool) -> dict:
-    """Train through Dagster Pipes in a child process (default), or in this one; the result
-    record either way. The parent's engines are released first (one owner of the device)."""
+def _train(context: dg.AssetExecutionContext, inference: InferenceResource,
+           jobs: list[TrainingJob], work: Path, isolate: bool) -> dict[str, object]:
+    """Train ``jobs`` (the step's adapters that are not cache hits) with one load of the
+    base model: through Dagster Pipes in one child process (default), or in this one. Each
+    training publishes its adapter with its ``result.json``. The parent's engines are
+    released first (one owner of the device). Returns what the child reported (Pipes)."""
     inference.release()
     if isolate:
-        return train_with_pipes(context, job, work, inference)
-    from saturated_dag.training.isolated import train_job
+        records = train_with_pipes(context, jobs, work, inference)
+        return dict(records[0].get("reported_metadata", {}))
+    from saturated_dag.training.isolated import train_jobs
 
-    return asdict(train_job(job, log=context.log.info))
+    train_jobs(jobs, log=context.log.info)
+    return {}
 
 
 def training_key(profile: Profile, task: str, exp: Experiment, code_version: str,
@@ -191,128 +204,221 @@ def adapter_facts(profile: Profile, task: str, exp: Experiment, out: Path, recor
         versions=record.get("versions", {}))
 
 
-def _description(exp: Experiment) -> str:
-    text = f"LoRA adapter: {exp.method} on the {exp.split} split"
-    if exp.scorer:
-        text += f", ranked by {exp.scorer}"
-    if exp.overrides:
-        text += " with " + ", ".join(f"{k}={v}" for k, v in exp.overrides)
-    return text + "."
+def _description(cell: Experiment, grid: dict[str, Experiment]) -> str:
+    text = f"LoRA adapters of cell {cell.name}: {cell.method} on the {cell.split} split"
+    if cell.scorer:
+        text += f", ranked by {cell.scorer}"
+    if cell.fixed:
+        text += " with " + ", ".join(f"{k}={v}" for k, v in cell.fixed.items())
+    return (text + f". One Dagster partition per grid configuration and training seed "
+            f"({len(grid)}: {', '.join(list(grid)[:4])}{', ...' if len(grid) > 4 else ''}); "
+            "a run over several trains them in one step.")
 
 
 LOADS_CHECK = "loads_and_generates"
-LOADS_DESCRIPTION = ("The adapter loads on the base model and generates text for a validation "
-                     "question (greedy, 32 tokens).")
+LOADS_DESCRIPTION = ("Every adapter the run materialised loads on the base model and generates "
+                     "text for a validation question (greedy, 32 tokens).")
 
 
-def _adapter_asset(task: str, exp: Experiment, check_in_step: bool) -> dg.AssetsDefinition:
-    key = dg.AssetKey([task, exp.split, "adapter", exp.name])
+@dataclass
+class _Adapter:
+    """One adapter of a step: where it lives, its cache key, and its record once trained."""
+
+    exp: Experiment
+    out: Path
+    key: str
+    planned: dict[str, Any]
+    result: dict | None = None
+    hit: bool = False
+
+
+def _look_up(context: dg.AssetExecutionContext, experiment: ExperimentResource,
+             inference: InferenceResource, task: str, exp: Experiment,
+             data: pl.DataFrame) -> _Adapter:
+    """The adapter's cache key, and its stored record when it is a cache hit."""
+    profile = experiment.settings
+    out = adapter_dir(experiment.output_dir, task, exp)
+    key = training_key(profile, task, exp, code_version_of(context),
+                       policy_identity(inference.policy_settings()), data)
+    planned = asdict(settings_for(exp.method, exp.training(profile.training)))
+    # the run's tags say what each of its adapters is trained with (the UI's run list)
+    context.instance.add_run_tags(context.run_id, {
+        f"saturated_dag/{task}/{exp.split}/adapter/{exp.name}":
+            settings_line(exp.method, planned)})
+    result, why = _cached_result(out, key) if profile.stages.cache else (None, "no cache")
+    if result is not None:
+        context.log.info(f"cache hit: adapter {exp.name} {key[:12]} reused from {out}")
+    elif why not in ("no trained adapter", "no cache"):
+        context.log.warning(f"adapter {exp.name}: not reused ({why}); training again")
+    return _Adapter(exp, out, key, planned, result, hit=result is not None)
+
+
+def _train_missing(context: dg.AssetExecutionContext, experiment: ExperimentResource,
+                   inference: InferenceResource, task: str, cell: Experiment,
+                   adapters: list[_Adapter], data: pl.DataFrame) -> dict[str, object]:
+    """Train every adapter of the step that is not a cache hit, in one process with one
+    base-model load; each then has its record. What the training child reported."""
+    missing = [a for a in adapters if a.result is None]
+    if not missing:
+        return {}
+    profile = experiment.settings
+    settings = inference.policy_settings()
+    work = adapter_work_dir(experiment.output_dir, task, cell)
+    work.mkdir(parents=True, exist_ok=True)
+    data_path = work / "data.parquet"
+    data.write_parquet(data_path)  # a scratch copy for the child process
+    for a in missing:
+        context.log.info(f"adapter {a.exp.name} trains with: "
+                         f"{settings_line(a.exp.method, a.planned)}")
+    jobs = [training_job(profile, task, a.exp, settings, data_path, a.out, a.key,
+                         experiment.output_dir) for a in missing]
+    reported = _train(context, inference, jobs, work, profile.training.isolate)
+    for a in missing:  # written by the training, beside the weights it hashes
+        a.result = json.loads((a.out / RESULT_FILE).read_text())
+    shutil.rmtree(work, ignore_errors=True)  # kept only when training fails
+    return reported
+
+
+def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentResource,
+                      inference: InferenceResource, task: str, a: _Adapter,
+                      data: pl.DataFrame) -> tuple[dict[str, object], str]:
+    """One trained adapter's metadata (and its model card, rewritten when it changed) and
+    its data version, the hash of its weights."""
+    profile = experiment.settings
+    exp, out, result = a.exp, a.out, a.result
+    assert result is not None
+    history = result["log_history"]
+    margins = [h["rewards/margins"] for h in history if "rewards/margins" in h]
+    losses = [h["loss"] for h in history if "loss" in h]
+    record = json.loads((out / "training_config.json").read_text())
+    best = next((e for e in result["epochs"] if e["epoch"] == result["best_epoch"]), {})
+    metadata: dict[str, object] = {
+        "adapter": exp.name, "method": exp.method, "scorer": exp.scorer or "none",
+        "split": exp.split, "training set": "/".join([task, *exp.dataset]),
+        "training rows": data.height,
+        "best epoch": result["best_epoch"],
+        **({"best validation pass@1 (%)": round(100 * best["val_pass@1"], 2)}
+           if best.get("val_pass@1") is not None else {}),
+        "final train loss": round(losses[-1], 4) if losses else None,
+        # what it was trained with, as training_config.json records it
+        **settings_summary(exp.method, record.get("settings", a.planned)),
+        "precision": record.get("precision", ""),
+        "validation curve": _curve_table(result["epochs"], result["best_epoch"]),
+    }
+    log_table = training_log_table(history)
+    if log_table is not None:
+        metadata["training log"] = log_table
+    png = training_curves(result["epochs"], margins,
+                          adapter_curves_png(experiment.output_dir, task, exp),
+                          f"{task} {exp.split}: {exp.name}")
+    metadata["training curves"] = image(png, "validation pass@1 and reward margins")
+    metadata.update({  # where it is and how it was made: below the science
+        "adapter_dir": dg.MetadataValue.path(result["adapter_dir"]),
+        "overrides of the profile": dg.MetadataValue.json(dict(exp.overrides)),
+        "isolated_process": profile.training.isolate,
+        "cache": "hit" if a.hit else "miss", "cache_key": a.key})
+    version = adapter_weights_version(out)  # what the training recorded, checked on a hit
+    card = adapter_facts(profile, task, exp, out, record,
+                         {**result, "weights_version": version}, data.height,
+                         inference.policy_settings().model)
+    if write_training_card(out, card):
+        context.log.info(f"wrote the model card {out / CARD_FILE}")
+    metadata["model card"] = dg.MetadataValue.path(str(out / CARD_FILE))
+    metadata["base model (adapter_config.json)"] = card.base_model
+    return metadata, version
+
+
+GRID_COLUMNS = {"adapter": "adapter", "cache": "cache", "best epoch": "epoch kept",
+                "best validation pass@1 (%)": "validation pass@1 (%)"}
+"""The step's table: one row per adapter it materialised (its partition key names the
+settings its grid varies), narrow enough for the UI's metadata panel at 1920 px."""
+
+
+def grid_table(done: list[tuple[str, dict[str, object], str]]) -> dg.TableMetadataValue:
+    """The adapters one step materialised, a row each: partition (grid key: the settings the
+    grid varies, and the seed), adapter, cache, kept epoch and its validation pass@1 (the
+    adapter's folder, ``adapter folders``/<adapter>, holds its model card, with every
+    setting and the final loss, and its curves)."""
+    def plain(value: object) -> object:
+        return getattr(value, "value", value)
+
+    frame = pl.DataFrame(
+        [{"partition": p, **{shown: plain(m.get(c)) for c, shown in GRID_COLUMNS.items()}}
+         for p, m, _ in done],
+        schema={"partition": pl.String, "adapter": pl.String, "cache": pl.String,
+                "epoch kept": pl.Int64, "validation pass@1 (%)": pl.Float64})
+    return frame_table(frame, max_rows=max(25, len(done)), decimals=2)
+
+
+def step_version(done: list[tuple[str, dict[str, object], str]]) -> str:
+    """The step's data version: the weights' hash of its one adapter (as before partitions),
+    or a hash over its adapters' (partition, weights hash) pairs."""
+    if len(done) == 1:
+        return done[0][2]
+    return hashlib.sha256(json.dumps([[p, v] for p, _, v in done]).encode()).hexdigest()
+
+
+def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
+                   check_in_step: bool) -> dg.AssetsDefinition:
+    key = adapter_key(task, cell)
 
     @dg.asset(
-        key=[task, exp.split, "adapter", exp.name], group_name=f"{task}_{exp.split}",
+        key=key, group_name=f"{task}_{cell.split}",
+        partitions_def=dg.StaticPartitionsDefinition(list(grid)),
+        backfill_policy=dg.BackfillPolicy.single_run(),  # a cell's grid: one step, one process
         pool="gpu", op_tags=priority(TRAINING),
         kinds={"lora", "peft", "pytorch"},  # "lora": the graph node's badge
-        ins={"data": dg.AssetIn(key=[task, *exp.dataset])}, deps=["base_model"],
-        description=_description(exp),
+        ins={"data": dg.AssetIn(key=[task, *cell.dataset])}, deps=["base_model"],
+        description=_description(cell, grid),
         check_specs=[dg.AssetCheckSpec(LOADS_CHECK, asset=key, blocking=True,
                                        description=LOADS_DESCRIPTION)] if check_in_step else None,
     )
     def adapter(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                 inference: InferenceResource, data: pl.DataFrame) -> dg.MaterializeResult:
-        profile = experiment.settings
-        settings = inference.policy_settings()
-        out = adapter_dir(experiment.output_dir, task, exp)
-        work = adapter_work_dir(experiment.output_dir, task, exp)
-        key = training_key(profile, task, exp, code_version_of(context),
-                           policy_identity(settings), data)
-        trained_with = exp.training(profile.training)
-        planned = asdict(settings_for(exp.method, trained_with))
-        # the run's tags say what each of its adapters is trained with (the UI's run list)
-        context.instance.add_run_tags(context.run_id, {
-            f"saturated_dag/{task}/{exp.split}/adapter/{exp.name}":
-                settings_line(exp.method, planned)})
-        result, why = _cached_result(out, key) if profile.stages.cache else (None, "no cache")
-        hit = result is not None
-        if result is not None:
-            context.log.info(f"cache hit: adapter {exp.name} {key[:12]} reused from {out}")
-        else:
-            if why not in ("no trained adapter", "no cache"):
-                context.log.warning(f"adapter {exp.name}: not reused ({why}); training again")
-            work.mkdir(parents=True, exist_ok=True)
-            data_path = work / "data.parquet"
-            data.write_parquet(data_path)  # a scratch copy for the child process
-            context.log.info(f"adapter {exp.name} trains with: "
-                             f"{settings_line(exp.method, planned)}")
-            job = training_job(profile, task, exp, settings, data_path, out, key,
-                               experiment.output_dir)
-            result = _train(context, inference, job, work, profile.training.isolate)
-            # the weights' hash: what a later cache hit must find (the child reports it)
-            result["weights_version"] = (result.get("data_version")
-                                         or adapter_weights_version(out))
-            atomic_write_text(out / "result.json",
-                              json.dumps({**result, "cache_key": key}, default=float))
-            shutil.rmtree(work, ignore_errors=True)  # kept only when training fails
-        history = result["log_history"]
-        margins = [h["rewards/margins"] for h in history if "rewards/margins" in h]
-        losses = [h["loss"] for h in history if "loss" in h]
-        record = json.loads((out / "training_config.json").read_text())
-        best = next((e for e in result["epochs"] if e["epoch"] == result["best_epoch"]), {})
-        metadata: dict[str, object] = {
-            "method": exp.method, "scorer": exp.scorer or "none", "split": exp.split,
-            "training set": "/".join([task, *exp.dataset]),
-            "training rows": data.height,
-            "best epoch": result["best_epoch"],
-            **({"best validation pass@1 (%)": round(100 * best["val_pass@1"], 2)}
-               if best.get("val_pass@1") is not None else {}),
-            "final train loss": round(losses[-1], 4) if losses else None,
-            # what it was trained with, as training_config.json records it
-            **settings_summary(exp.method, record.get("settings", planned)),
-            "precision": record.get("precision", ""),
-            "validation curve": _curve_table(result["epochs"], result["best_epoch"]),
-        }
-        log_table = training_log_table(history)
-        if log_table is not None:
-            metadata["training log"] = log_table
-        png = training_curves(result["epochs"], margins,
-                              adapter_curves_png(experiment.output_dir, task, exp),
-                              f"{task} {exp.split}: {exp.name}")
-        metadata["training curves"] = image(png, "validation pass@1 and reward margins")
-        metadata.update({  # where it is and how it was made: below the science
-            "adapter_dir": dg.MetadataValue.path(result["adapter_dir"]),
-            "overrides of the profile": dg.MetadataValue.json(dict(exp.overrides)),
-            "isolated_process": profile.training.isolate,
-            "cache": "hit" if hit else "miss", "cache_key": key})
-        # the child reports the weights' hash through Pipes; a cache hit or an in-process run
-        # hashes the same file here
-        version = result.get("data_version") or adapter_weights_version(out)
-        card = adapter_facts(profile, task, exp, out, record,
-                             {**result, "weights_version": version}, data.height,
-                             settings.model)
-        if write_training_card(out, card):
-            context.log.info(f"wrote the model card {out / CARD_FILE}")
-        metadata["model card"] = dg.MetadataValue.path(str(out / CARD_FILE))
-        metadata["base model (adapter_config.json)"] = card.base_model
-        checks = [loads_and_generates(experiment, inference, task, exp)] if check_in_step else []
-        return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version),
+        keys = list(context.partition_keys)
+        context.log.info(f"{cell.split}/{cell.name}: {len(keys)} of its {len(grid)} adapters "
+                         f"in this step: {', '.join(keys)}")
+        adapters = [_look_up(context, experiment, inference, task, grid[partition], data)
+                    for partition in keys]
+        reported = _train_missing(context, experiment, inference, task, cell, adapters, data)
+        done = [(partition, *_adapter_metadata(context, experiment, inference, task, a, data))
+                for partition, a in zip(keys, adapters, strict=True)]
+        # One materialisation for the step, which Dagster records for each of its partitions
+        # (a materialisation per partition of its own would be recorded beside that one, not
+        # instead of it). One adapter: its own metadata as before; several: the grid table,
+        # and each adapter's details in its folder (model card, curves).
+        summary: dict[str, object] = ({**done[0][1]} if len(done) == 1 else {
+            "adapters": len(done), "trained": sum(m["cache"] == "miss" for _, m, _ in done),
+            "cache hits": sum(m["cache"] == "hit" for _, m, _ in done)})
+        summary["grid"] = grid_table(done)
+        summary["adapter folders"] = dg.MetadataValue.path(
+            str(adapter_dir(experiment.output_dir, task, cell).parent))
+        summary.update(reported)  # the training child's: seconds, base-model loads
+        checks = ([loads_and_generates(experiment, inference, task,
+                                       [grid[partition] for partition in keys])]
+                  if check_in_step else [])
+        return dg.MaterializeResult(metadata=summary,
+                                    data_version=dg.DataVersion(step_version(done)),
                                     check_results=checks)
 
     return adapter
 
 
-def adapter_assets(task: str, experiments: list[Experiment], check_in_step: bool = False
-                   ) -> list[dg.AssetsDefinition]:
-    """One asset per adapter. ``check_in_step``: its ``loads_and_generates`` check runs at
-    the end of the adapter's own step (on CPU, where each step is a process of its own and a
-    separate check step would cost a process start, ``jobs/executor.py``); otherwise it is a
-    step of its own (``adapter_checks``), ordered after every training so that on a GPU the
-    policy's engine is not restarted between trainings (``assets/_priority.py``)."""
-    return [_adapter_asset(task, exp, check_in_step) for exp in experiments]
+def adapter_assets(task: str, grids: dict[Experiment, dict[str, Experiment]],
+                   check_in_step: bool = False) -> list[dg.AssetsDefinition]:
+    """One asset per cell, one Dagster partition per adapter of its grid (``grids``: each
+    cell's ``TaskPlan.grid``). ``check_in_step``: its ``loads_and_generates`` check runs at the
+    end of the step (on CPU, where each step is a process of its own and a separate check
+    step would cost a process start, ``jobs/executor.py``); otherwise it is a step of its own
+    (``adapter_checks``), ordered after every training so that on a GPU the policy's engine
+    is not restarted between trainings (``assets/_priority.py``)."""
+    return [_adapter_asset(task, cell, grid, check_in_step) for cell, grid in grids.items()]
 
 
-def loads_and_generates(experiment: ExperimentResource, inference: InferenceResource,
-                        task: str, exp: Experiment) -> dg.AssetCheckResult:
-    """Load the adapter on the policy and generate 32 greedy tokens for a validation
-    question; any failure to load or generate is a failed check, not an error."""
+def _loads_one(experiment: ExperimentResource, inference: InferenceResource, task: str,
+               exp: Experiment) -> dict[str, object]:
+    """Load one adapter on the policy and generate 32 greedy tokens for a validation
+    question: a row of the check's table (``error`` empty when it worked)."""
     from saturated_dag.evaluation import adapter_backends
     from saturated_dag.generation.base import SamplingParams
     from saturated_dag.tasks import validation_questions
@@ -321,6 +427,8 @@ def loads_and_generates(experiment: ExperimentResource, inference: InferenceReso
     folder = adapter_dir(experiment.output_dir, task, exp)
     question = validation_questions(experiment.settings, task)[0]
     backend = None
+    row: dict[str, object] = {"adapter": exp.name, "question": question.question_id,
+                              "generated tokens": 0, "text": "", "error": ""}
     try:
         backend = adapter_backends(inference.policy_backend(), {exp.name: folder},
                                    base_model=settings.model, dtype=settings.dtype,
@@ -328,29 +436,58 @@ def loads_and_generates(experiment: ExperimentResource, inference: InferenceReso
         prompt = backend.render(question.prompt_text)
         (sample,) = backend.sample([prompt], SamplingParams(n=1, temperature=0.0,
                                                             max_new_tokens=32))[0]
+        row.update({"generated tokens": sample.num_tokens, "text": sample.text[:200]})
     except Exception as err:  # the check reports any failure to load or generate
-        return dg.AssetCheckResult(check_name=LOADS_CHECK, passed=False, metadata={
-            "adapter_dir": str(folder), "error": f"{type(err).__name__}: {err}"})
+        row["error"] = f"{type(err).__name__}: {err}"
     finally:
         if backend is not None:
             backend.close()  # a merged copy on transformers; a no-op view on vLLM
+    return row
+
+
+def loads_and_generates(experiment: ExperimentResource, inference: InferenceResource,
+                        task: str, adapters: list[Experiment]) -> dg.AssetCheckResult:
+    """Each adapter loads on the policy and generates; any failure to load or generate is a
+    failed check (its row says which and why), not an error."""
+    rows = [_loads_one(experiment, inference, task, exp) for exp in adapters]
+    failed = [r["adapter"] for r in rows if r["error"] or not r["generated tokens"]]
     return dg.AssetCheckResult(
-        check_name=LOADS_CHECK, passed=sample.num_tokens > 0,
-        metadata={"adapter_dir": str(folder), "question": question.question_id,
-                  "generated_tokens": sample.num_tokens, "text": sample.text[:200]})
+        check_name=LOADS_CHECK, passed=not failed,
+        metadata={"adapters": len(rows), "failed": ", ".join(map(str, failed)) or "none",
+                  "adapter_dir": str(adapter_dir(experiment.output_dir, task, adapters[0])),
+                  "table": frame_table(pl.DataFrame(rows, schema={
+                      "adapter": pl.String, "question": pl.String,
+                      "generated tokens": pl.Int64, "text": pl.String, "error": pl.String}))})
 
 
-def _loads_check(task: str, exp: Experiment) -> dg.AssetChecksDefinition:
-    @dg.asset_check(asset=dg.AssetKey([task, exp.split, "adapter", exp.name]),
-                    name=LOADS_CHECK, blocking=True, op_tags=priority(AFTER_TRAINING),
-                    description=LOADS_DESCRIPTION)
-    def check(experiment: ExperimentResource, inference: InferenceResource
-              ) -> dg.AssetCheckResult:
-        return loads_and_generates(experiment, inference, task, exp)
+def run_partitions(context: dg.AssetCheckExecutionContext, grid: dict[str, Experiment]
+                   ) -> list[str]:
+    """The grid keys a run targets, from its partition tags (one key or a range in grid
+    order); every key when the run names none."""
+    tags = context.run.tags
+    keys = list(grid)
+    if "dagster/partition" in tags:
+        return [tags["dagster/partition"]]
+    first, last = (tags.get("dagster/asset_partition_range_start"),
+                   tags.get("dagster/asset_partition_range_end"))
+    if first in grid and last in grid:
+        return keys[keys.index(first):keys.index(last) + 1]
+    return keys
+
+
+def _loads_check(task: str, cell: Experiment, grid: dict[str, Experiment]
+                 ) -> dg.AssetChecksDefinition:
+    @dg.asset_check(asset=adapter_key(task, cell), name=LOADS_CHECK, blocking=True,
+                    op_tags=priority(AFTER_TRAINING), description=LOADS_DESCRIPTION)
+    def check(context: dg.AssetCheckExecutionContext, experiment: ExperimentResource,
+              inference: InferenceResource) -> dg.AssetCheckResult:
+        return loads_and_generates(experiment, inference, task,
+                                   [grid[k] for k in run_partitions(context, grid)])
 
     return check
 
 
-def adapter_checks(task: str, experiments: list[Experiment]) -> list[dg.AssetChecksDefinition]:
+def adapter_checks(task: str, grids: dict[Experiment, dict[str, Experiment]]
+                   ) -> list[dg.AssetChecksDefinition]:
     """The separate check steps of ``adapter_assets(check_in_step=False)``."""
-    return [_loads_check(task, exp) for exp in experiments]
+    return [_loads_check(task, cell, grid) for cell, grid in grids.items()]

@@ -31,7 +31,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets._adapter_files import adapter_dir, adapter_weights_version
+from assets._adapter_files import adapter_dir, adapter_key, adapter_weights_version
 from assets._metadata import frame_output, markdown_table, text_table
 from assets._priority import AFTER_TRAINING, POLICY_STAGE, priority
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
@@ -279,9 +279,7 @@ def adapter_eval_asset(task: str, cell: Experiment,
     if selected:
         upstream = {"ins": {**ins, "selection": dg.AssetIn(key=selection_key(task, cell))}}
     else:
-        (seeds,) = trained.values()
-        upstream = {"ins": ins, "deps": [dg.AssetKey([task, cell.split, "adapter", s.name])
-                                         for s in seeds]}
+        upstream = {"ins": ins, "deps": [adapter_key(task, cell)]}
     by_name = {config.name: seeds for config, seeds in trained.items()}
 
     @dg.asset(key=[task, cell.split, "eval", cell.name], group_name=f"{task}_{cell.split}",
@@ -306,7 +304,7 @@ def adapter_eval_asset(task: str, cell: Experiment,
                                       split=seeded.split)
             if not (folder / "adapter_config.json").is_file():
                 raise dg.Failure(f"adapter {folder} is missing: materialise "
-                                 f"{task}/{seeded.split}/adapter/{seeded.name} first")
+                                 f"{adapter_key(task, cell).to_user_string()} first")
 
             def backend(folder=folder, seeded=seeded) -> GenerationBackend:
                 # vLLM: a LoRA request on the already-loaded engine; transformers: merged
@@ -359,9 +357,9 @@ def configuration_metadata(task: str, cell: Experiment, name: str, seeds: list[E
     if selected:
         out["selection"] = dg.MetadataValue.asset(selection_key(task, cell))
     out["base eval report"] = dg.MetadataValue.asset(dg.AssetKey([task, "eval", "base"]))
+    out["adapters (asset)"] = dg.MetadataValue.asset(adapter_key(task, cell))
     for index, (seeded, folder) in enumerate(zip(seeds, folders, strict=True)):
-        out[_link("adapter", index, len(seeds))] = dg.MetadataValue.asset(
-            dg.AssetKey([task, seeded.split, "adapter", seeded.name]))
+        out[_link("adapter", index, len(seeds))] = seeded.name
         out[_link("adapter_dir", index, len(seeds))] = dg.MetadataValue.path(str(folder))
     return out
 

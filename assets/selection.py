@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets._adapter_files import adapter_dir
+from assets._adapter_files import adapter_dir, adapter_key
 from assets._metadata import frame_output, frame_table, summary_entry
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
@@ -99,8 +99,7 @@ def selection_asset(task: str, cell: Experiment,
     @dg.asset(key=selection_key(task, cell), group_name=f"{task}_{cell.split}",
               io_manager_key="parquet_io", kinds={"selection", "polars", "parquet"},
               metadata=schema_metadata("selection", report=True),
-              deps=[dg.AssetKey([task, cell.split, "adapter", seeded.name])
-                    for seeds in trained.values() for seeded in seeds],
+              deps=[adapter_key(task, cell)],
               description=f"Selection grid of {cell.name} ({cell.split}): each configuration's "
               "validation pass@1 over its training seeds, the best one chosen (App. B).")
     def selection(context: dg.AssetExecutionContext,

@@ -5,7 +5,8 @@ location has loaded (the load time is reported too), opens ``/asset-groups`` in 
 Chromium and times, from the page's navigation, until the graph is drawn: its layout
 computed and its first nodes (SVG ``foreignObject`` elements) on screen. It gives up after
 ``--timeout`` seconds and says so. Then the same for one group's own lineage page
-(``--group``), which draws every asset of the group as a node.
+(``--group``), which draws every asset of the group as a node: how many of its nodes the
+first screen shows, of how many.
 
     .venv/bin/python -m benchmarks.lineage_render --profile paper
 
@@ -110,6 +111,24 @@ def measure(profile: str, timeout: float, group: str | None = None) -> dict[str,
                     "document.querySelectorAll('svg foreignObject').length") > 0, timeout)
                 key = f"group {group} drawn (s)"
                 out[key] = None if drawn is None else round(time.monotonic() - begin, 1)
+                if drawn is not None:  # how much of the group one screen shows
+                    page.wait_for_timeout(2000)  # the fit-to-screen zoom settles
+                    out["group nodes in view"] = page.evaluate(
+                        "[...document.querySelectorAll('svg foreignObject')].filter(n => {"
+                        " const r = n.getBoundingClientRect();"
+                        " return r.bottom > 0 && r.right > 0 && r.top < innerHeight"
+                        " && r.left < innerWidth; }).length")
+                    # the whole graph's drawn size at the zoom the page opened with, in
+                    # screens of the viewport (the UI draws only the nodes in view)
+                    size = page.evaluate(
+                        "(() => { const s = [...document.querySelectorAll('svg')].sort("
+                        "(a, b) => b.getBoundingClientRect().height"
+                        " * b.getBoundingClientRect().width - a.getBoundingClientRect().height"
+                        " * a.getBoundingClientRect().width)[0].getBoundingClientRect();"
+                        " return [s.width, s.height, innerWidth, innerHeight]; })()")
+                    out["group graph (px)"] = [round(size[0]), round(size[1])]
+                    out["group screens"] = round(size[0] * size[1] / (size[2] * size[3]), 1)
+                page.locator("body").hover()  # an action: the first-visit dialog's handler runs
                 page.screenshot(path=str(tmp / "group.png"))
                 out["group screenshot"] = str(tmp / "group.png")
             browser.close()

@@ -3,27 +3,21 @@
 Pool, partitions, scores, datasets, adapters, eval reports and result tables.
 """
 
-import dagster as dg
-
 from jobs.executor import step_executor
+from jobs.staged import staged_jobs
 from saturated_dag.config import Profile
 
 
 def whole_profile_job(name: str, profile: Profile, description: str,
-                      tags: dict[str, str] | None = None):
-    """A job of every asset of the profile's tasks (and the base model), on the profile's
-    ``step_executor``: ``demo`` and ``study`` differ only in name and tags."""
-    return dg.define_asset_job(
-        name=name,
-        selection=dg.AssetSelection.assets("base_model")
-        | dg.AssetSelection.key_prefixes(*[[task] for task in profile.tasks]),
-        executor_def=step_executor(profile),
-        tags=tags,
-        description=description,
-    )
+                      tags: dict[str, str] | None = None) -> list:
+    """The parts (``jobs/staged.py``) of a job of every asset of the profile's tasks (and the
+    base model), on the profile's ``step_executor``: ``demo`` and ``study`` differ only in
+    name and tags."""
+    return staged_jobs(name, profile, profile.tasks, executor_def=step_executor(profile),
+                       description=description, tags=tags)
 
 
-def demo_job(profile: Profile):
+def demo_job(profile: Profile) -> list:
     return whole_profile_job(
         "demo", profile,
         f"Every asset of the tasks of profile {profile.name!r} ({', '.join(profile.tasks)}): "

@@ -78,7 +78,7 @@ def build_defs(profile_name: str, output_dir: str, *,
     assets, checks = profile_assets(profile)
     gpu = gpu_ops(assets)
     evals = eval_targets(profile)
-    jobs = [demo_job(profile), study_job(profile), *paper_jobs(profile),
+    jobs = [*demo_job(profile), *study_job(profile), *paper_jobs(profile),
             *generation_jobs(profile), *testbed_jobs(profile),
             nightly_evaluation_job([target.key for target in evals], profile),
             pretrain_base_model]

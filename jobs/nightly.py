@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from assets._adapter_files import adapter_key
 from jobs.executor import step_executor
 from saturated_dag.config import Profile
 from saturated_dag.experiments import experiment_plan
@@ -39,8 +40,7 @@ def eval_targets(profile: Profile) -> list[EvalTarget]:
         for cell in plan.cells:
             upstream = ([dg.AssetKey([task, cell.split, "selection", cell.name])]
                         if cell in selected else
-                        [dg.AssetKey([task, cell.split, "adapter", a.name])
-                         for a in plan.upstream_of_eval(cell)])
+                        [adapter_key(task, cell)])
             targets.append(EvalTarget(task, dg.AssetKey([task, cell.split, "eval", cell.name]),
                                       tuple(upstream)))
     return targets

@@ -7,17 +7,15 @@ sampling, judging, entropy and evaluation; training runs in its own subprocess
 (``assets/adapters.py``).
 """
 
-import dagster as dg
-
 from jobs.executor import step_executor
+from jobs.staged import staged_jobs
 from saturated_dag.config import Profile
 
 
-def paper_job(task: str, profile: Profile):
-    return dg.define_asset_job(
-        name=f"paper_{task}",
-        selection=dg.AssetSelection.assets("base_model") | dg.AssetSelection.key_prefixes([task]),
-        executor_def=step_executor(profile),
+def paper_job(task: str, profile: Profile) -> list:
+    """The parts (``jobs/staged.py``) of the job of every asset of ``task``."""
+    return staged_jobs(
+        f"paper_{task}", profile, [task], executor_def=step_executor(profile),
         # no profile tag here: the run is tagged with the location's own profile (a name or a
         # YAML path) when it starts; the profile's name would clash with a path
         tags={"saturated_dag/task": task},
@@ -28,4 +26,4 @@ def paper_job(task: str, profile: Profile):
 
 def paper_jobs(profile: Profile) -> list:
     """One job per task of the profile (a task it does not run has no assets to select)."""
-    return [paper_job(task, profile) for task in profile.tasks]
+    return [job for task in profile.tasks for job in paper_job(task, profile)]

@@ -14,7 +14,7 @@ from saturated_dag.config import Profile
 STUDY_PROFILE = "study"
 
 
-def study_job(profile: Profile):
+def study_job(profile: Profile) -> list:
     return whole_profile_job(
         "study", profile,
         "The embedded study: every asset of profile 'study' (two training seeds, 480 eval "

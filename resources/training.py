@@ -48,18 +48,21 @@ def _tail(path: Path, lines: int) -> str:
         return "\n".join(line.rstrip("\n") for line in deque(handle, maxlen=lines))
 
 
-def train_with_pipes(context: dg.AssetExecutionContext, job: TrainingJob, work_dir: Path,
-                     inference: InferenceResource | None = None,
+def train_with_pipes(context: dg.AssetExecutionContext, jobs: list[TrainingJob],
+                     work_dir: Path, inference: InferenceResource | None = None,
                      client: dg.PipesSubprocessClient | None = None,
-                     tail_lines: int = 40) -> dict[str, Any]:
-    """Train the adapter ``job`` describes in a Pipes child; its result record.
+                     tail_lines: int = 40) -> list[dict[str, Any]]:
+    """Train the adapters ``jobs`` describe in one Pipes child (one base-model load); their
+    result records, in order.
 
     ``inference`` (when given) is released first: no engine of this process stays on the
     device while the child trains; the start and end go to its residency log, and the child
-    records its own life there too. The child's reported metadata is added to the asset's
-    materialisation (``context.add_output_metadata``) and its data version is returned as
-    ``record["data_version"]``. A failing child raises ``dg.Failure`` with its exit status and
-    the last ``tail_lines`` lines of its log (traceback included).
+    records its own life there too. The child's reported metadata is returned as
+    ``records[0]["reported_metadata"]`` (the caller puts it on the step's materialisation)
+    and, for one adapter, its data version as ``records[0]["data_version"]``. A failing
+    child raises ``dg.Failure`` with its exit status and the last ``tail_lines`` lines of
+    its log (traceback included); the adapters it finished before are published and reused
+    by the next run.
     """
     residency = ResidencyLog(None)
     if inference is not None:
@@ -70,11 +73,13 @@ def train_with_pipes(context: dg.AssetExecutionContext, job: TrainingJob, work_d
     for stale in (result_path, log_path, work_dir / "pipes_context.json",
                   work_dir / "pipes_messages.jsonl"):  # a killed run's, if any
         stale.unlink(missing_ok=True)
-    extras = {"job": job.model_dump(mode="json"), "result": str(result_path), "log": str(log_path),
+    extras = {"jobs": [job.model_dump(mode="json") for job in jobs], "result": str(result_path),
+              "log": str(log_path),
               "residency_log": str(residency.path) if residency.path else None,
               "parent_pid": os.getpid()}  # the child dies with this process
     command = [sys.executable, "-P", str(CHILD)]
-    what = f"training {job.out_dir}"
+    what = f"training {jobs[0].out_dir}" + (f" and {len(jobs) - 1} more" if len(jobs) > 1
+                                             else "")
     step = current_step()
     residency.record("train_start", "training", step,
                      engines_held=inference.loaded_roles() if inference is not None else [])
@@ -96,7 +101,11 @@ def train_with_pipes(context: dg.AssetExecutionContext, job: TrainingJob, work_d
                          f"(record written: {result_path.is_file()}, materialisations "
                          f"reported: {len(reported)}, data version: {version}); its last "
                          f"lines:\n{_tail(log_path, tail_lines)}")
-    context.add_output_metadata(dict(reported[0].metadata or {}))
-    record = json.loads(result_path.read_text(encoding="utf-8"))
-    record["data_version"] = version.value
-    return record
+    records = json.loads(result_path.read_text(encoding="utf-8"))
+    if len(records) != len(jobs):
+        raise dg.Failure(f"{what}: the child recorded {len(records)} results for "
+                         f"{len(jobs)} jobs")
+    if len(records) == 1:
+        records[0]["data_version"] = version.value
+    records[0]["reported_metadata"] = dict(reported[0].metadata or {})
+    return records

@@ -345,6 +345,18 @@ def trained_adapters(training: TrainingSettings, cells: list[Experiment],
     return distinct_adapters(cell_adapters(training, cell, n) for cell in cells)
 
 
+def grid_key(training: TrainingSettings, cell: Experiment, adapter: Experiment) -> str:
+    """The name of one adapter of ``cell`` within the cell's grid: the settings the cell's
+    selection grid varies and its training seed, always written out (``lr0.0003_seed0``;
+    ``seed0`` when only the seed varies). It is the adapter's Dagster partition key of the
+    cell's adapter asset; cells of one method and one grid share their keys, so they share a
+    partitions definition and can train in one run."""
+    effective = adapter.training(training)
+    varied = (varied_keys(training, cell.method) - set(cell.fixed)) | {"seed"}
+    return "_".join(f"{SUFFIX[key]}{number_text(getattr(effective, key))}"
+                    for key in ORDER if key in varied)
+
+
 def distinct_adapters(trained: Iterable[dict[Experiment, list[Experiment]]]
                       ) -> list[Experiment]:
     """The adapters of cells' ``cell_adapters``, each once, in cell, grid and seed order."""
@@ -360,7 +372,8 @@ class TaskPlan:
 
     ``cells``: what the tables report (main matrix, then sweeps), each once. ``trained``: each
     cell's grid configurations with their training-seed replicates (``cell_adapters``).
-    ``main``: the main matrix's cells. ``sweeps``: each configured sweep's rows.
+    ``main``: the main matrix's cells. ``sweeps``: each configured sweep's rows. ``grids``:
+    each cell's adapters by grid key (``grid_key``), its adapter asset's Dagster partitions.
     """
 
     task: str
@@ -368,6 +381,7 @@ class TaskPlan:
     trained: dict[Experiment, dict[Experiment, list[Experiment]]] = field(hash=False)
     main: tuple[Experiment, ...]
     sweeps: dict[str, list[SweepRow]] = field(hash=False)
+    grids: dict[Experiment, dict[str, Experiment]] = field(hash=False, default_factory=dict)
 
     @property
     def adapters(self) -> list[Experiment]:
@@ -394,20 +408,36 @@ class TaskPlan:
         return {row.experiment: list(self.trained[row.experiment])
                 for row in self.sweeps[sweep]}
 
-    def upstream_of_eval(self, cell: Experiment) -> list[Experiment]:
-        """The adapters a cell's eval report can evaluate: any of its configurations' seeds."""
-        return [seeded for seeds in self.trained[cell].values() for seeded in seeds]
+    def grid(self, cell: Experiment) -> dict[str, Experiment]:
+        """The cell's adapters by grid key (``grid_key``: the cell's Dagster partition keys),
+        in grid and seed order."""
+        return self.grids[cell]
+
+    @property
+    def partition_groups(self) -> list[tuple[str, ...]]:
+        """The distinct key sets of the cells' grids, in cell order: one partitions
+        definition each, so the cells of one group can run in one Dagster run."""
+        return list(dict.fromkeys(tuple(self.grids[cell]) for cell in self.cells))
+
 
 
 def build_task_plan(profile: Profile, task: str) -> TaskPlan:
     """``task``'s plan under ``profile`` (``TaskPlan``)."""
     training, n = profile.training, profile.sampling.n
     cells = tuple(task_cells(profile, task))
+    trained = {cell: cell_adapters(training, cell, n) for cell in cells}
+    grids: dict[Experiment, dict[str, Experiment]] = {}
+    for cell, by_config in trained.items():
+        adapters = [seeded for seeds in by_config.values() for seeded in seeds]
+        grids[cell] = {grid_key(training, cell, a): a for a in adapters}
+        if len(grids[cell]) != len(adapters):  # two adapters, one partition key: refuse
+            raise ValueError(f"the grid of {cell.split}/{cell.name} names two adapters alike: "
+                             f"{sorted(grid_key(training, cell, a) for a in adapters)}")
     return TaskPlan(
-        task, cells, {cell: cell_adapters(training, cell, n) for cell in cells},
+        task, cells, trained,
         tuple(c for c in main_matrix(training) if can_train_split(profile, task, c.split)),
         {name: rows for name, rows in sweeps(training).items()
-         if can_train_split(profile, task, rows[0].experiment.split)})
+         if can_train_split(profile, task, rows[0].experiment.split)}, grids)
 
 
 _PLANS: dict[str, dict[str, TaskPlan]] = {}

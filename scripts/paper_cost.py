@@ -16,12 +16,14 @@ from dataclasses import replace
 
 from saturated_dag import paper_cost as pc
 from saturated_dag.config import load_profile
+from saturated_dag.experiments import experiment_plan
 from saturated_dag.training.config import LoraSettings
 from saturated_dag.training.memory import QWEN3_1_7B
 
 STARTUP_MINUTES = 1.0
-"""Per adapter, for the note on what the table leaves out: a child process starts, imports
-torch/TRL/PEFT and loads the 1.7B base model. A round number, not measured."""
+"""Per training process, for the note on what the table leaves out: a child process starts,
+imports torch/TRL/PEFT and loads the 1.7B base model, once for a cell's whole grid (one step,
+``assets/adapters.py``). A round number, not measured."""
 TOKENIZER_BYTES = 16e6
 """Per adapter folder: the tokenizer files ``train_adapter`` saves beside the weights (Qwen3's
 tokenizer.json, vocab.json and merges.txt: about 16 MB). An assumption, not measured here."""
@@ -157,9 +159,12 @@ def report(profile_name: str, rho: float = 0.0) -> str:
     lora = QWEN3_1_7B.lora_parameters(profile.training.lora_r,
                                       tuple(LoraSettings().target_modules))
     folder = lora * 4 + TOKENIZER_BYTES  # float32 adapter weights (PEFT upcasts them)
-    out += ["", f"Not in the table: each of the {adapters:,} adapters starts its own training "
-            f"process and loads the base model; at {STARTUP_MINUTES:.0f} minute each that adds "
-            f"{adapters * STARTUP_MINUTES / 60:,.1f} GPU-hours. Disk: each adapter folder holds "
+    cells = sum(len(plan.cells) for plan in experiment_plan(profile).values())
+    out += ["", f"Not in the table: each of the {cells:,} cells trains its grid in one training "
+            f"process with one load of the base model (the {adapters:,} adapters share "
+            f"{cells:,} loads); at {STARTUP_MINUTES:.0f} minute each that adds "
+            f"{cells * STARTUP_MINUTES / 60:,.1f} GPU-hours (one process per adapter: "
+            f"{adapters * STARTUP_MINUTES / 60:,.1f}). Disk: each adapter folder holds "
             f"{lora / 1e6:.2f}M float32 LoRA parameters ({lora * 4 / 1e6:.0f} MB) and the "
             f"tokenizer files (about {TOKENIZER_BYTES / 1e6:.0f} MB): "
             f"{adapters * folder / 1e9:,.0f} GB for all adapters."]

@@ -12,7 +12,10 @@ out=${SATURATED_DAG_OUTPUT_DIR:-outputs}
 .venv/bin/python scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 job=${1:-demo}
 start=$(date +%s)
-.venv/bin/dagster job execute -f definitions.py -j "$job"
+# the job's parts: one run per grid of the cells' adapters (jobs/staged.py), in order
+for part in $(.venv/bin/python -m jobs.staged "$job"); do
+  .venv/bin/dagster job execute -f definitions.py -j "$part"
+done
 wall=$(( $(date +%s) - start ))
 # what produced these tables (commit, machine, wall time), for a docs/results.md snapshot
 .venv/bin/python scripts/run_record.py --output-dir "$out" --job "$job" \

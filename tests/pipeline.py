@@ -11,6 +11,7 @@ from typing import Any
 import dagster as dg
 
 from assets import profile_assets
+from jobs.staged import stages
 from resources import make_resources
 from saturated_dag.config import load_profile
 
@@ -25,6 +26,53 @@ def resources(out: Path, profile: str = "demo", overrides: dict | None = None
               ) -> dict[str, Any]:
     """The code location's resources, writing under ``out`` (asset files in ``out/assets``)."""
     return make_resources(profile, str(out), overrides or {})
+
+
+class Staged:
+    """The runs of ``materialize``, read as one: what a test asks of one run's result."""
+
+    def __init__(self, runs: list[dg.ExecuteInProcessResult]) -> None:
+        self.runs = runs
+
+    @property
+    def success(self) -> bool:
+        return all(run.success for run in self.runs)
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [run.run_id for run in self.runs]
+
+    def get_asset_check_evaluations(self) -> list[Any]:
+        return [e for run in self.runs for e in run.get_asset_check_evaluations()]
+
+    def get_asset_materialization_events(self) -> list[Any]:
+        return [e for run in self.runs for e in run.get_asset_materialization_events()]
+
+    def asset_materializations_for_node(self, node: str) -> list[Any]:
+        return [m for run in self.runs for m in run.asset_materializations_for_node(node)]
+
+    def output_for_node(self, node: str) -> Any:
+        for run in self.runs:
+            if node in {n.name for n in run.job_def.nodes}:
+                return run.output_for_node(node)
+        raise KeyError(node)
+
+
+def materialize(assets: list[Any], selection: list[Any], **kwargs: Any) -> Staged:
+    """``dg.materialize`` of ``selection`` (asset keys or assets), one run per grid of the
+    selected adapter assets (``jobs.staged.stages``: the whole-task jobs' rule), each over
+    its grid's partitions."""
+    tags = kwargs.pop("tags", None) or {}
+    wanted = [k for item in selection for k in (
+        item.keys if isinstance(item, dg.AssetsDefinition)
+        else [dg.AssetKey.from_coercible(item)])]
+    runs = []
+    for keys, partition_tags in stages(assets, wanted):
+        run = dg.materialize(assets, selection=keys, tags={**tags, **partition_tags}, **kwargs)
+        runs.append(run)
+        if not run.success:
+            break
+    return Staged(runs)
 
 
 def by_name(items: list[Any], task: str, *names: str) -> list[Any]:

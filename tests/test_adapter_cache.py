@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import dagster as dg
-
-from tests.pipeline import ONE_SFT_ADAPTER, by_name, graph, resources
+from tests.pipeline import ONE_SFT_ADAPTER, by_name, graph, materialize, resources
 from tests.scoring_data import store_pool_and_partitions
 
 
@@ -25,7 +23,7 @@ def test_a_missing_or_changed_weights_file_is_trained_again(tmp_path: Path,
     live = resources(out, "demo", overrides)
 
     def materialise() -> str:
-        result = dg.materialize(everything, selection=wanted, resources=live)
+        result = materialize(everything, selection=wanted, resources=live)
         [event] = [e for e in result.get_asset_materialization_events()
                    if e.asset_key.path[-1] == "sft" and e.asset_key.path[2] == "adapter"]
         return event.materialization.metadata["cache"].value

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from jobs.staged import part_names
 from saturated_dag.config import load_profile
 from tests.conftest import REPO_ROOT
 
@@ -113,8 +114,12 @@ for profile in ("demo", "ci", "study", "testbed", "paper", "paper_instruct"):
         loaded_profile = load_profile(profile)
         tasks = loaded_profile.tasks  # a task the profile does not run has no job
         testbed = ["testbed"] if loaded_profile.testbed is not None else []  # study, testbed
-        assert set(jobs) == {"__ASSET_JOB", "demo", "study", "nightly_evaluation",
-                             "pretrain_base_model", *(f"paper_{t}" for t in tasks),
+        # a whole-task job is one part per grid of its cells' adapters (jobs/staged.py)
+        parts = [*part_names("demo", loaded_profile, tasks),
+                 *part_names("study", loaded_profile, tasks),
+                 *(n for t in tasks for n in part_names(f"paper_{t}", loaded_profile, [t]))]
+        assert set(jobs) == {"__ASSET_JOB", *parts, "nightly_evaluation",
+                             "pretrain_base_model",
                              *(f"{t}_generation" for t in tasks), *testbed}, profile
         assert schedules == ["nightly_evaluation"]
         assert sensors == ["automation_cpu", "automation_gpu"]

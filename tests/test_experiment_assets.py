@@ -13,7 +13,7 @@ import datasets
 import polars as pl
 
 from saturated_dag.atomic import atomic_write_parquet
-from tests.pipeline import graph, resources
+from tests.pipeline import graph, materialize, resources
 from tests.scoring_data import eval_report, make_partitions, make_pool
 
 OVERRIDES = {
@@ -42,14 +42,14 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
                    or a.key.path[-1] == "entropy_scores")]
     run_resources = resources(tmp_path / "out", "demo", overrides)
     instance = dg.DagsterInstance.ephemeral()
-    result = dg.materialize([*everything, *checks], selection=wanted, instance=instance,
-                            resources=run_resources, raise_on_error=False)
+    result = materialize([*everything, *checks], selection=wanted, instance=instance,
+                         resources=run_resources, raise_on_error=False)
     evaluations = result.get_asset_check_evaluations()
     assert result.success, [(e.asset_key, e.metadata) for e in evaluations if not e.passed]
     checks = {(e.asset_key.path[-1], e.check_name): e.passed for e in evaluations}
     assert checks[("sft", "loads_and_generates")] and checks[("dpo_entropy", "loads_and_generates")]
     assert checks[("entropy", "chosen_differs_from_rejected")]
-    assert all(checks.values()) and len(checks) >= 5
+    assert all(checks.values()) and len(checks) >= 5, checks
     for name in ("dpo_entropy", "rrhf_entropy", "sft", "raft_entropy"):
         adapter = tmp_path / "out" / "adapters" / "chain_sum" / "saturated" / name
         assert (adapter / "adapter_config.json").is_file()
@@ -82,22 +82,35 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
 
     # unchanged data, settings and code: the adapter is reused, and the metadata says so
     sft = dg.AssetKey(["chain_sum", "saturated", "adapter", "sft"])
-    again = dg.materialize(everything, selection=[sft], resources=run_resources)
+    again = materialize(everything, selection=[sft], resources=run_resources)
     (event,) = again.get_asset_materialization_events()
     assert event.materialization.metadata["cache"].value == "hit"
     first = result.asset_materializations_for_node("chain_sum__saturated__adapter__sft")[0]
     assert first.metadata["cache"].value == "miss"
     assert first.metadata["cache_key"] == event.materialization.metadata["cache_key"]
 
-    # issue 18: what each adapter was trained with, on its page and in the run's tags
+    # issue 18: what each adapter was trained with, on its page and in the run's tags. The
+    # DPO cell's grid (β 0.1 and 2) trains in one step: one row per adapter, each of its
+    # partitions recorded with that step's materialisation
     dpo = result.asset_materializations_for_node("chain_sum__saturated__adapter__dpo_entropy")
-    metadata = dpo[0].metadata
+    assert sorted(m.partition for m in dpo) == ["beta0.1_seed0", "beta2_seed0"]
+    grid = dpo[0].metadata["grid"].value
+    assert [r.data["partition"] for r in grid.records] == ["beta0.1_seed0", "beta2_seed0"]
+    assert [r.data["adapter"] for r in grid.records] == ["dpo_entropy", "dpo_entropy_beta2"]
+    assert all(r.data["epoch kept"] == 1 for r in grid.records)
+    assert dpo[0].metadata["adapters"].value == 2
+    # a step of one adapter: the adapter's own metadata, its settings above where it lives
+    (rrhf,) = result.asset_materializations_for_node("chain_sum__saturated__adapter__sft")
+    metadata = rrhf.metadata
     assert metadata["learning rate"].value == 1e-2 and metadata["LoRA r"].value == 4
-    assert metadata["β (DPO)"].value == 0.1 and metadata["epochs (max)"].value == 1
-    assert "reward margin" in [c.name for c in metadata["training log"].value.schema.columns]
+    assert metadata["epochs (max)"].value == 1 and "training log" in metadata
     keys = list(metadata)
     assert keys.index("learning rate") < keys.index("cache_key")
-    tags = instance.get_run_by_id(result.run_id).tags
+    card = (tmp_path / "out" / "adapters" / "chain_sum" / "saturated" / "dpo_entropy_beta2"
+            / "README.md").read_text()
+    assert "β (DPO)" in card and "| 2" in card
+    tags = {k: v for run_id in result.run_ids
+            for k, v in instance.get_run_by_id(run_id).tags.items()}
     line = tags["saturated_dag/chain_sum/saturated/adapter/dpo_entropy"]
     assert line.startswith("dpo · learning rate 0.01") and "β (DPO) 0.1" in line
     # an adapter's eval report: its Δ to the base model, with the paired interval
@@ -202,9 +215,10 @@ def test_one_per_core_runs_the_adapter_check_inside_the_adapters_step(
     (asset,) = [a for a in everything if sft in a.keys]
     assert {k.name for k in asset.check_keys} == {"loads_and_generates"}
     assert not [c for c in checks if sft in {k.asset_key for k in c.check_keys}]
-    result = dg.materialize(everything, selection=[sft, dg.AssetKey(
+    result = materialize(everything, selection=[sft, dg.AssetKey(
         ["chain_sum", "saturated", "sft_set"])], instance=dg.DagsterInstance.ephemeral(),
         resources=resources(tmp_path / "out", "demo", overrides))
     (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.asset_key == sft]
     assert evaluation.check_name == "loads_and_generates" and evaluation.passed
-    assert evaluation.metadata["generated_tokens"].value > 0
+    assert evaluation.metadata["adapters"].value == 1
+    assert evaluation.metadata["failed"].value == "none"

@@ -13,7 +13,7 @@ from saturated_dag.config import ProfileError, load_profile
 from saturated_dag.plan import task_plan
 from saturated_dag.scorers.registry import Scored, ScorerInputs, ScorerSpec, register, unregister
 from saturated_dag.scorers.scored_completions import score_frame
-from tests.pipeline import ONE_SFT_ADAPTER, graph, resources
+from tests.pipeline import ONE_SFT_ADAPTER, graph, materialize, resources
 from tests.scoring_data import make_partitions, make_pool
 
 
@@ -70,7 +70,7 @@ def test_a_registered_scorer_reaches_the_graph_the_plan_and_the_table(
               if a.key.path[0] == "chain_sum"
               and (a.key.path[1] in ("saturated", "eval", "results_table")
                    or a.key.path[-1] == "shortest_scores")]
-    result = dg.materialize([*everything, *checks], selection=wanted,
+    result = materialize([*everything, *checks], selection=wanted,
                             instance=dg.DagsterInstance.ephemeral(),
                             resources=resources(tmp_path / "out", "demo", overrides))
     assert result.success

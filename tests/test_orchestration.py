@@ -13,7 +13,7 @@ from jobs import eval_targets, nightly_evaluation_job, nightly_evaluation_schedu
 from resources.parquet_io import asset_file
 from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import load_profile
-from tests.pipeline import graph, resources
+from tests.pipeline import graph, materialize, resources
 from tests.scoring_data import make_partitions, make_pool
 
 
@@ -57,7 +57,7 @@ def _run_nightly(instance, assets, defs, schedule, store: Path, resources: dict)
     assert not tick.run_requests and "no adapter" in str(tick.skip_message)
 
     sft = _key("saturated", "adapter", "sft")
-    assert dg.materialize(assets, selection=[sft, _key("saturated", "sft_set")],
+    assert materialize(assets, selection=[sft, _key("saturated", "sft_set")],
                           instance=instance, resources=resources).success
     tick = schedule.evaluate_tick(dg.build_schedule_context(instance=instance))
     (request,) = tick.run_requests

@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
 from saturated_dag import paper_cost as pc
@@ -114,15 +115,26 @@ def test_paper_adapter_count_is_what_the_experiment_matrix_trains() -> None:
     assert evals.sequences == (1 + len(experiment_matrix(training)) + 2) * 200 * n
 
 
-def test_adapter_counts_equal_the_adapter_assets_dagster_builds() -> None:
-    """The same count as the graph: one adapter asset per trained adapter, per task."""
+def test_adapter_counts_equal_the_adapter_partitions_dagster_builds() -> None:
+    """The same adapters as the graph: one adapter asset per cell, one Dagster partition per
+    adapter of its grid; an adapter two cells share (a sweep row equal to a configuration of
+    a main cell's grid) is counted once."""
     from assets import profile_assets
+    from saturated_dag.experiments import experiment_plan
 
     profile = load_profile("paper")
     assets, _ = profile_assets(profile)
-    keys = [k for a in assets for k in a.keys if len(k.path) > 2 and k.path[2] == "adapter"]
-    for task in profile.tasks:
-        assert sum(1 for k in keys if k.path[0] == task) == len(pc.task_adapters(profile, task))
+    for task, plan in experiment_plan(profile).items():
+        cells = {(a.key.path[1], a.key.path[3]): a for a in assets
+                 if isinstance(a, dg.AssetsDefinition)
+                 and a.key.path[0] == task and a.key.path[2:3] == ["adapter"]}
+        assert sorted(cells) == sorted((c.split, c.name) for c in plan.cells)
+        trained = set()
+        for cell in plan.cells:
+            keys = cells[cell.split, cell.name].partitions_def.get_partition_keys()
+            assert list(keys) == list(plan.grid(cell))
+            trained |= {plan.grid(cell)[k] for k in keys}
+        assert len(trained) == len(pc.task_adapters(profile, task))
 
 
 def test_split_sizes_larger_than_their_pool_are_refused() -> None:

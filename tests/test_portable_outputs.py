@@ -16,7 +16,7 @@ import torch
 
 from saturated_dag.generation import models
 from saturated_dag.generation.models import portable_model_name, resolve
-from tests.pipeline import ONE_SFT_ADAPTER, asset_path, by_name, graph, resources
+from tests.pipeline import ONE_SFT_ADAPTER, asset_path, by_name, graph, materialize, resources
 from tests.scoring_data import store_pool_and_partitions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,7 +110,7 @@ def test_reports_and_cards_say_what_they_are(tmp_path: Path, tiny_model_dir: Pat
     def materialise(*names: str) -> dict[str, dg.AssetMaterialization]:
         keys = [a.key for a in wanted  # "eval": both reports (the base model's is an input)
                 if {a.key.path[-1], a.key.path[-2], a.key.path[-3]} & set(names)]
-        result = dg.materialize(everything, selection=keys, resources=live)
+        result = materialize(everything, selection=keys, resources=live)
         assert result.success
         return {"/".join(e.asset_key.path): e.materialization
                 for e in result.get_asset_materialization_events()}
@@ -138,7 +138,9 @@ def test_reports_and_cards_say_what_they_are(tmp_path: Path, tiny_model_dir: Pat
 
     metadata = events["chain_sum/saturated/eval/sft"].metadata
     assert metadata["configuration"].value == "sft"
-    assert metadata["adapter"].value == dg.AssetKey(["chain_sum", "saturated", "adapter", "sft"])
+    assert metadata["adapter"].value == "sft"
+    assert metadata["adapters (asset)"].value == dg.AssetKey(
+        ["chain_sum", "saturated", "adapter", "sft"])
     assert metadata["base eval report"].value == dg.AssetKey(["chain_sum", "eval", "base"])
     assert metadata["hyperparameters"].value["LoRA r"] == 4
     assert metadata["model card"].value == str(folder / "README.md")
@@ -179,7 +181,8 @@ def test_a_selected_configuration_is_named_with_its_settings_and_links(tmp_path:
         ["chain_sum", "saturated", "selection", cell.name])
     for index, seeded in enumerate(seeds):
         label = f"adapter (training replicate {index})"
-        assert got[label].value == dg.AssetKey(["chain_sum", "saturated", "adapter",
-                                                seeded.name])
+        assert got[label] == seeded.name
+        assert got["adapters (asset)"].value == dg.AssetKey(
+            ["chain_sum", "saturated", "adapter", cell.name])
         assert got[f"adapter_dir (training replicate {index})"].value == str(
             tmp_path / "adapters" / "chain_sum" / "saturated" / seeded.name)

@@ -5,6 +5,7 @@ import pytest
 
 from assets import profile_assets
 from jobs import generation_jobs, paper_jobs
+from jobs.staged import part_names
 from saturated_dag.config import load_profile
 
 
@@ -44,8 +45,10 @@ def test_instruct_profile_is_table_3(profile: str) -> None:
         "gsm8k/hard/eval/dpo_correctness_random",
         "gsm8k/hard/eval/dpo_correctness_self_judge", "gsm8k/eval/base"}
     # each of Table 3's six cells selects among Table 5's grid, as in `paper` (App. B)
-    adapters = [k for k in _keys(profile) if k.path[0] == "gsm8k" and "adapter" in k.path]
-    assert len(adapters) == 6 * 3 * 3 * 4 * 5
+    grids = [a.partitions_def.get_partition_keys() for a in profile_assets(loaded)[0]
+             if isinstance(a, dg.AssetsDefinition) and a.key.path[0] == "gsm8k"
+             and "adapter" in a.key.path]
+    assert len(grids) == 6 and {len(g) for g in grids} == {3 * 3 * 4 * 5}
     assert not [k for k in _keys(profile) if k.path[0] == "chain_sum"]
 
 
@@ -60,7 +63,7 @@ def test_the_graph_holds_only_the_profiles_tasks(profile: str) -> None:
     assert {next(iter(c.check_keys)).asset_key.path[0] for c in checks} == set(loaded.tasks)
     jobs = [*generation_jobs(loaded), *paper_jobs(loaded)]
     assert {j.name for j in jobs} == {f"{t}_generation" for t in loaded.tasks} | {
-        f"paper_{t}" for t in loaded.tasks}
+        n for t in loaded.tasks for n in part_names(f"paper_{t}", loaded, [t])}
 
 
 def test_advisory_checks_warn_and_blocking_checks_error(tmp_path) -> None:

@@ -120,7 +120,8 @@ def test_cli_run_config_with_overrides_keeps_the_locations_profile_and_folder(
     run_yaml.write_text(yaml.safe_dump(
         {"resources": {"experiment": {"config": {"profile": "demo"}}}}))
     refused = subprocess.run([DAGSTER, "job", "execute", "-f", str(REPO_ROOT / "definitions.py"),
-                              "-d", str(REPO_ROOT), "-j", "demo", "-c", str(run_yaml)],
+                              "-d", str(REPO_ROOT), "-j", "chain_sum_generation", "-c",
+                              str(run_yaml)],
                              cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert refused.returncode != 0
     assert "profile" in refused.stderr and not (cwd / "outputs").exists()

@@ -21,7 +21,7 @@ from saturated_dag.experiments import (
     trained_adapters,
 )
 from saturated_dag.selection import Trained, chosen, selection_table
-from tests.pipeline import asset_path, graph, resources
+from tests.pipeline import asset_path, graph, materialize, resources
 from tests.scoring_data import store_pool_and_partitions
 
 
@@ -160,17 +160,18 @@ def test_a_selected_cell_evaluates_the_chosen_configuration_over_its_seeds(
     overrides = {**OVERRIDES, "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
     everything, checks = graph("demo", overrides)
     keys = {a.key.to_user_string() for a in everything}
-    adapters = sorted(k for k in keys if "/adapter/" in k)
-    assert adapters == [f"chain_sum/saturated/adapter/{name}" for name in
-                        ("rrhf_entropy_lambda0", "rrhf_entropy_lambda0_lr0.0001",
-                         "rrhf_entropy_lambda0_lr0.0001_seed1", "rrhf_entropy_lambda0_seed1",
-                         "sft", "sft_lr0.0001", "sft_lr0.0001_seed1", "sft_seed1")]
+    # one adapter asset per cell, one Dagster partition per configuration x seed
+    grids = {a.key.to_user_string(): a.partitions_def.get_partition_keys()
+             for a in everything if "adapter" in a.key.path}
+    grid = ["lr0.01_seed0", "lr0.01_seed1", "lr0.0001_seed0", "lr0.0001_seed1"]
+    assert grids == {"chain_sum/saturated/adapter/sft": grid,
+                     "chain_sum/saturated/adapter/rrhf_entropy_lambda0": grid}
     assert "chain_sum/saturated/selection/sft" in keys
     wanted = [a.key for a in everything if a.key.path[0] == "chain_sum"
               and (a.key.path[1] in ("saturated", "eval", "results_table",
                                      "rank_weight_ablation")
                    or a.key.path[-1] == "entropy_scores")]
-    result = dg.materialize([*everything, *checks], selection=wanted,
+    result = materialize([*everything, *checks], selection=wanted,
                             resources=resources(out, "demo", overrides), raise_on_error=False)
     assert result.success
 

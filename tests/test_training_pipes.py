@@ -48,9 +48,10 @@ def _adapter_asset(work: Path, out: Path, data: Path, seen: dict[str, Any]
                           chat_template=policy.chat_template,
                           enable_thinking=policy.enable_thinking, data=str(data),
                           out_dir=str(out), record={"cache_key": "test"})
-        record = train_with_pipes(context, job, work, inference=inference)
+        (record,) = train_with_pipes(context, [job], work, inference=inference)
         seen["after"], seen["record"] = inference.loaded_roles(), record
-        return dg.MaterializeResult(metadata={"own": "parent"},
+        return dg.MaterializeResult(metadata={"own": "parent",
+                                              **record.pop("reported_metadata")},
                                     data_version=dg.DataVersion(record["data_version"]))
 
     return adapter
@@ -163,9 +164,9 @@ def test_release_happens_before_the_child_starts(tmp_path: Path, tiny_model_dir:
         seen["inference"] = inference
         inference.policy_backend()
         with pytest.raises(dg.Failure, match="stopped before starting the child"):
-            train_with_pipes(context, TrainingJob(
+            train_with_pipes(context, [TrainingJob(
                 profile=load_profile("demo"), task="chain_sum", method="sft",
-                base_model="m", batch_size=1, data="d", out_dir="x"), tmp_path / "work",
+                base_model="m", batch_size=1, data="d", out_dir="x")], tmp_path / "work",
                 inference=inference, client=Probe())
 
     resources = make_resources("demo", str(tmp_path), {"policy": {"model": str(tiny_model_dir)}})

@@ -372,8 +372,10 @@ def _asset_page(browser: Browser, server: Server, key: str, height: int = 3000) 
 
 
 ADAPTER = "chain_sum/hard/adapter/dpo_correctness_random"
-"""A cell every profile trains (DPO, so its page has reward margins); its eval report is
-``chain_sum/hard/eval/dpo_correctness_random``."""
+"""A cell every profile trains, a grid of two (β 0.1 and 2 on the ci profile); its eval report
+is ``chain_sum/hard/eval/dpo_correctness_random``."""
+SINGLE_ADAPTER = "chain_sum/saturated/adapter/sft"
+"""A cell of one adapter on the ci profile: its page has the adapter's own metadata."""
 
 
 @pytest.mark.slow
@@ -493,17 +495,26 @@ def test_runs_table_asset_is_in_the_catalog(demo_server: Server, browser: Browse
 
 @pytest.mark.slow
 def test_adapter_page_in_browser(demo_server: Server, browser: Browser) -> None:
-    """An adapter's page: the configuration it was trained with, its validation curve and
-    training log as tables (loss and DPO reward margins), no JSON dump."""
+    """A cell's adapters: one Dagster partition per configuration x seed; the step's grid
+    table inline, a row per adapter with its validation pass@1 and the settings that differ.
+    A cell of one adapter: the configuration it was trained with, its validation curve and
+    training log as tables, no JSON dump."""
     _asset_page(browser, demo_server, ADAPTER)
-    for key in ("method", "learning rate", "batch size", "epochs (max)", "β (DPO)", "LoRA r",
+    grid = browser.inline_table("grid")
+    assert {"partition", "adapter", "cache", "epoch kept", "validation pass@1 (%)"
+            } <= set(_headers(grid)), _headers(grid)
+    assert "beta2_seed0" in grid.inner_text()
+    assert browser.metadata_value("adapters") == "2"
+    browser.shot("adapter_grid")
+    _asset_page(browser, demo_server, SINGLE_ADAPTER)
+    for key in ("method", "learning rate", "batch size", "epochs (max)", "LoRA r",
                 "LoRA α", "LoRA dropout", "LoRA targets", "seed"):
         assert browser.metadata_value(key), key
     float(browser.metadata_value("learning rate"))  # a number, shown
     curve = browser.inline_table("validation curve")
     assert "validation pass@1 (%)" in _headers(curve)
     log = browser.inline_table("training log")
-    assert {"step", "loss", "reward margin"} <= set(_headers(log)), _headers(log)
+    assert {"step", "loss"} <= set(_headers(log)), _headers(log)
     browser.shot("adapter")
 
 

@@ -26,12 +26,22 @@ from saturated_dag.training.job import TrainingJob
 LogFn = Callable[[str], None]
 
 
+RESULT_FILE = "result.json"
+"""The adapter folder's record of its training (``TrainResult``, the weights' hash and the
+cache key it was trained under): what a later cache hit reads and checks."""
+
+
 def train_job(job: TrainingJob, log: LogFn | None = None,
-              before_publish: Callable[[], None] | None = None) -> Any:
-    """Train the adapter ``job`` describes (in whichever process calls this).
+              before_publish: Callable[[], None] | None = None,
+              bases: Any = None) -> Any:
+    """Train the adapter ``job`` describes (in whichever process calls this) and write its
+    ``result.json`` (``RESULT_FILE``) into the adapter folder, so a trained adapter is
+    whole, and reusable, the moment its training ends, whatever happens to the trainings
+    after it.
 
     ``job.data`` is the training set's Parquet file, read as a polars frame;
-    ``before_publish`` is ``train_adapter``'s (the training child checks its run is alive)."""
+    ``before_publish`` is ``train_adapter``'s (the training child checks its run is alive);
+    ``bases`` (``train.BaseModels``) shares one base-model load among several trainings."""
     from saturated_dag.evaluation import evaluate, summarise
     from saturated_dag.generation.transformers_backend import TransformersBackend
     from saturated_dag.tasks import validation_questions
@@ -50,11 +60,43 @@ def train_job(job: TrainingJob, log: LogFn | None = None,
         return summarise(table, ks=(1,))["pass@1"] / 100
 
     with environment(job.tracking_env):  # the MLflow callback's store and tags
-        return train_adapter(job.method, job.base_model, pl.read_parquet(job.data),
-                             job.trainer_settings(), job.out_dir,
-                             eval_fn=validation_pass_at_1, log=log, record=job.record,
-                             before_publish=before_publish,
-                             report_to=profile.tracking.report_to)
+        result = train_adapter(job.method, job.base_model, pl.read_parquet(job.data),
+                               job.trainer_settings(), job.out_dir,
+                               eval_fn=validation_pass_at_1, log=log, record=job.record,
+                               before_publish=before_publish,
+                               report_to=profile.tracking.report_to, bases=bases)
+    write_result(Path(result.adapter_dir), asdict(result), job.record.get("cache_key"))
+    return result
+
+
+def write_result(folder: Path, record: dict[str, Any], cache_key: str | None) -> dict[str, Any]:
+    """``folder/result.json``: the training's record, its weights' hash and its cache key."""
+    from saturated_dag.atomic import atomic_write_text
+    from saturated_dag.shards import file_fingerprint
+
+    written = {**record, "weights_version": file_fingerprint(folder / WEIGHTS),
+               "cache_key": cache_key}
+    atomic_write_text(folder / RESULT_FILE, json.dumps(written, default=float))
+    return written
+
+
+WEIGHTS = "adapter_model.safetensors"
+
+
+def train_jobs(jobs: list[TrainingJob], log: LogFn | None = None,
+               before_publish: Callable[[], None] | None = None) -> list[Any]:
+    """Train ``jobs`` one after another in this process with one load of each base model
+    (``train.BaseModels``): a cell's grid in one step. Each adapter is published, with its
+    ``result.json``, as soon as it is trained."""
+    from saturated_dag.training.train import BaseModels
+
+    bases = BaseModels()
+    results = []
+    for index, job in enumerate(jobs, 1):
+        if log is not None and len(jobs) > 1:
+            log(f"adapter {index} of {len(jobs)}: {job.out_dir}")
+        results.append(train_job(job, log=log, before_publish=before_publish, bases=bases))
+    return results
 
 
 @contextmanager

@@ -81,6 +81,29 @@ class TrainResult:
     log_history: list[dict[str, float]] = field(default_factory=list)
 
 
+class BaseModels:
+    """Base models loaded once for several trainings in one process (a cell's grid, trained
+    in one step): each training gets a deep copy of the loaded model, so LoRA's wrapping and
+    any state a trainer leaves never reach the next one, and the copy is the model a fresh
+    load would give (``tests/test_grid_partitions.py`` trains both ways and compares the
+    weights). ``loads`` counts the loads from disk."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self.loads = 0
+
+    def copy(self, base_model: str, precision: str) -> tuple[Any, Any]:
+        """A fresh copy of ``base_model`` in ``precision``, and its tokenizer."""
+        import copy
+
+        key = (base_model, precision)
+        if key not in self._loaded:
+            self._loaded[key] = load_model(base_model, dtype=precision)
+            self.loads += 1
+        model, tokenizer = self._loaded[key]
+        return copy.deepcopy(model), copy.deepcopy(tokenizer)
+
+
 class _Guard(TrainerCallback):
     """Stops on a NaN or infinite loss (or gradient norm) with a message that names it."""
 
@@ -470,6 +493,7 @@ def train_adapter(
     callbacks: list[TrainerCallback] | None = None,
     before_publish: Callable[[], None] | None = None,
     report_to: ReportTo = REPORT_TO_DEFAULT,
+    bases: BaseModels | None = None,
 ) -> TrainResult:
     """Train ``method`` on ``data`` (a polars frame) and save the best epoch's adapter at
     ``out_dir``.
@@ -480,6 +504,8 @@ def train_adapter(
     may raise to keep it unpublished (a training child whose run has died). ``report_to``
     is where the trainers report their logs (``TrainingArguments.report_to``): ``"none"``
     by default; the single place to wire an experiment tracker (a profile setting) into.
+    ``bases``: where the base model comes from when several trainings share one load (a
+    copy per training); loaded from disk for this training alone when None.
     """
     if method not in METHODS:
         raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
@@ -494,7 +520,8 @@ def train_adapter(
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     precision = resolve_dtype(settings.dtype)
-    model, tokenizer = load_model(base_model, dtype=precision)
+    model, tokenizer = (bases.copy(base_model, precision) if bases is not None
+                        else load_model(base_model, dtype=precision))
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     for leftover in remove_leftovers(out):

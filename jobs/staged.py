@@ -1,0 +1,148 @@
+"""A job over adapters of several grids, as Dagster runs it: one run per partitions definition.
+
+Each cell's adapters are one asset with one Dagster partition per configuration x training
+seed (``assets/adapters.py``). Dagster runs partitioned assets of one partitions definition
+together, so a job whose cells have different grids (``TaskPlan.partition_groups``: the demo's
+cells have 1, 2, 4 or 6 adapters) is a sequence of parts, each an ordinary asset job:
+
+- part 1: everything upstream of the adapters (pool, difficulty partitions, scores, datasets)
+  and the cells of the first grid;
+- parts 2 to k-1: the cells of one grid each;
+- part k: the cells of the last grid and everything downstream (selections, eval reports,
+  tables).
+
+Each part's job carries its grid's whole partition range as run tags, so a plain
+``dagster job execute -j <part>`` trains every adapter of its cells, each cell in one step
+(``BackfillPolicy.single_run``). With one grid the job is one part and keeps its name.
+
+    python -m jobs.staged demo     # the parts of ``demo`` on the loaded profile, in order
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import dagster as dg
+
+from assets._adapter_files import adapter_key
+from saturated_dag.config import Profile
+from saturated_dag.experiments import experiment_plan
+
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+
+
+def grid_groups(profile: Profile, tasks: Sequence[str]
+                ) -> dict[tuple[str, ...], list[dg.AssetKey]]:
+    """Each distinct grid (its partition keys) of ``tasks``' cells, with the adapter assets
+    that have it, in plan order."""
+    groups: dict[tuple[str, ...], list[dg.AssetKey]] = {}
+    plans = experiment_plan(profile)
+    for task in tasks:
+        plan = plans[task]
+        for cell in plan.cells:
+            groups.setdefault(tuple(plan.grid(cell)), []).append(adapter_key(task, cell))
+    return groups
+
+
+def part_names(name: str, profile: Profile, tasks: Sequence[str]) -> list[str]:
+    """The jobs that together run ``name``, in the order they must run."""
+    count = len(grid_groups(profile, tasks))
+    return [name] if count <= 1 else [f"{name}_part_{i}_of_{count}"
+                                      for i in range(1, count + 1)]
+
+
+def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
+                executor_def: dg.ExecutorDefinition, description: str,
+                tags: dict[str, str] | None = None) -> list[dg.UnresolvedAssetJobDefinition]:
+    """The parts of the job ``name`` over the base model and every asset of ``tasks``."""
+    groups = grid_groups(profile, tasks)
+    whole = dg.AssetSelection.assets("base_model") | dg.AssetSelection.key_prefixes(
+        *[[task] for task in tasks])
+    if not groups:
+        return [dg.define_asset_job(name, selection=whole, executor_def=executor_def,
+                                    tags=tags, description=description)]
+    adapters = dg.AssetSelection.assets(*[k for keys in groups.values() for k in keys])
+    # the base model's observation first: every adapter depends on it (an observable source
+    # is not reached by ``upstream()``)
+    before = ((adapters.upstream() - adapters) | dg.AssetSelection.assets("base_model")) & whole
+    after = whole - before - adapters
+    names = part_names(name, profile, tasks)
+    jobs = []
+    for index, (grid, keys) in enumerate(groups.items()):
+        selection = dg.AssetSelection.assets(*keys)
+        if index == 0:
+            selection = before | selection
+        if index == len(groups) - 1:
+            selection = selection | after
+        what = (description if len(groups) == 1 else
+                f"Part {index + 1} of {len(groups)} of {name}: {description} This part: "
+                + ("everything upstream of the adapters, " if index == 0 else "")
+                + f"{len(keys)} cell(s) of the grid {', '.join(grid[:3])}"
+                + (", ..." if len(grid) > 3 else "")
+                + (", then everything downstream of the adapters" if index == len(groups) - 1
+                   else "") + ".")
+        jobs.append(dg.define_asset_job(
+            names[index], selection=selection, executor_def=executor_def,
+            tags={**(tags or {}), RANGE_START: grid[0], RANGE_END: grid[-1]},
+            description=what))
+    return jobs
+
+
+def stages(assets: Sequence[Any], keys: Sequence[dg.AssetKey]
+           ) -> list[tuple[list[dg.AssetKey], dict[str, str]]]:
+    """``keys`` of ``assets`` split into runs by the rule of ``staged_jobs``: each run's keys
+    and its partition-range tags (none when no selected asset is partitioned). For a slice of
+    the graph, as ``dg.materialize`` runs it (the tests' ``tests.pipeline.materialize``)."""
+    by_key = {k: a for a in assets if isinstance(a, dg.AssetsDefinition) for k in a.keys}
+    groups: dict[tuple[str, ...], list[dg.AssetKey]] = {}
+    for key in keys:
+        partitions = by_key[key].partitions_def
+        if partitions is not None:
+            groups.setdefault(tuple(partitions.get_partition_keys()), []).append(key)
+    if not groups:
+        return [(list(keys), {})]
+    parents = {key: {dep.asset_key for dep in spec.deps}
+               for a in assets if isinstance(a, dg.AssetsDefinition) for spec in a.specs
+               for key in [spec.key]}
+    parted = {k for group in groups.values() for k in group}
+    upstream: set[dg.AssetKey] = set()
+    todo = list(parted)
+    while todo:  # every ancestor of a selected adapter asset
+        for parent in parents.get(todo.pop(), ()):
+            if parent not in upstream:
+                upstream.add(parent)
+                todo.append(parent)
+    before = [k for k in keys if k not in parted and k in upstream]
+    after = [k for k in keys if k not in parted and k not in upstream]
+    runs = []
+    for index, (grid, group) in enumerate(groups.items()):
+        selected = [*(before if index == 0 else []), *group,
+                    *(after if index == len(groups) - 1 else [])]
+        runs.append((selected, {RANGE_START: grid[0], RANGE_END: grid[-1]}))
+    return runs
+
+
+def main(argv: list[str]) -> int:
+    """Print the parts of a whole-task job (``demo``, ``study``, ``paper_<task>``) of the
+    loaded profile (``SATURATED_DAG_PROFILE``), one per line, in run order."""
+    from jobs.location import location_from_environment
+    from saturated_dag.config import load_profile
+
+    if len(argv) != 1:
+        print(__doc__)
+        return 2
+    profile = load_profile(location_from_environment()[0])
+    name = argv[0]
+    tasks = ([name.removeprefix("paper_")] if name.startswith("paper_") else profile.tasks)
+    if any(task not in profile.tasks for task in tasks):
+        print(f"{name}: profile {profile.name!r} does not run {tasks}", file=sys.stderr)
+        return 2
+    print("\n".join(part_names(name, profile, tasks)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

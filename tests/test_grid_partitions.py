@@ -1,0 +1,147 @@
+"""The configuration x seed grid as Dagster partitions: one adapter asset per cell, one
+partition per adapter of its grid; a whole-task job as one run per grid; a cell's grid trained
+in one step with one load of the base model."""
+
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from assets import profile_assets
+from jobs.location import build_defs
+from jobs.staged import RANGE_END, RANGE_START, part_names, stages
+from saturated_dag.config import load_profile
+from saturated_dag.experiments import experiment_plan, grid_key
+from saturated_dag.training import train as train_module
+from saturated_dag.training.isolated import train_job, train_jobs
+from saturated_dag.training.job import TrainingJob
+
+PROFILES = ("demo", "study", "ci", "paper", "rehearsal")
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_every_adapter_is_one_partition_of_its_cells_asset(name: str) -> None:
+    """Each cell's partition keys name its adapters one to one, in grid and seed order; the
+    adapters of all cells are the plan's (none lost, a shared one under each of its cells)."""
+    profile = load_profile(name)
+    for task, plan in experiment_plan(profile).items():
+        seen = set()
+        for cell in plan.cells:
+            grid = plan.grid(cell)
+            adapters = [a for seeds in plan.trained[cell].values() for a in seeds]
+            assert list(grid.values()) == adapters
+            assert list(grid) == [grid_key(profile.training, cell, a) for a in adapters]
+            assert all("seed" in key and "..." not in key for key in grid)
+            seen |= set(adapters)
+        assert seen == set(plan.adapters)
+        # cells of one grid run in one run, in parallel steps: none may train another's
+        # adapter (two cells share one only across grids, so the later part reuses it)
+        for grid in plan.partition_groups:
+            cells = [c for c in plan.cells if tuple(plan.grid(c)) == grid]
+            shared = [a for c in cells for a in plan.grid(c).values()]
+            assert len(shared) == len(set(shared)), (name, task, grid)
+
+
+def test_the_demo_grid_keys_say_what_varies() -> None:
+    """Keys name the settings the cell's grid varies, always written out, then the seed."""
+    profile = load_profile("demo")
+    plan = experiment_plan(profile)["chain_sum"]
+    keys = {f"{c.split}/{c.name}": list(plan.grid(c)) for c in plan.cells}
+    assert keys["saturated/sft"] == ["lr0.0003_seed0", "lr0.001_seed0"]
+    assert keys["hard/dpo_correctness_random"][:2] == ["beta0.1_lr0.0003_seed0",
+                                                       "beta2_lr0.0003_seed0"]
+    assert len(plan.partition_groups) == 4  # four distinct grids: four runs for the demo
+
+
+def test_a_whole_task_job_is_one_part_per_grid_and_covers_the_graph_once() -> None:
+    """``demo``'s parts: each part's adapter assets share one partitions definition; together
+    the parts select every asset of the graph exactly once, the upstream assets in the first
+    and the downstream ones in the last; each part carries its grid's whole range."""
+    profile = load_profile("demo")
+    defs = build_defs("demo", "outputs")
+    graph = defs.resolve_asset_graph()
+    names = part_names("demo", profile, profile.tasks)
+    assert names == [f"demo_part_{i}_of_4" for i in range(1, 5)]
+    selected: list[dg.AssetKey] = []
+    for index, name in enumerate(names):
+        job = defs.resolve_job_def(name)
+        keys = set(job.asset_layer.executable_asset_keys)
+        selected += keys
+        partitioned = {graph.get(k).partitions_def for k in keys
+                       if graph.get(k).partitions_def is not None}
+        assert len(partitioned) == 1, name
+        (grid,) = partitioned
+        assert (job.tags[RANGE_START], job.tags[RANGE_END]) == (
+            grid.get_partition_keys()[0], grid.get_partition_keys()[-1])
+        if index == 0:
+            assert dg.AssetKey(["chain_sum", "generation_pool"]) in keys
+        if index == len(names) - 1:
+            assert dg.AssetKey(["chain_sum", "results_table"]) in keys
+    executable = {k for k in graph.get_all_asset_keys() if graph.get(k).is_executable}
+    assert sorted(selected) == sorted(executable)  # each once
+    # the tests' rule for a slice of the graph is the jobs' rule
+    assets, _ = profile_assets(profile)
+    runs = stages(assets, sorted(executable))
+    jobs = [set(defs.resolve_job_def(n).asset_layer.executable_asset_keys) for n in names]
+    assert [(set(keys) - j, j - set(keys)) for (keys, _), j in zip(runs, jobs, strict=True)
+            ] == [(set(), set())] * len(names)
+
+
+def test_the_paper_location_holds_one_adapter_asset_per_cell() -> None:
+    """The paper's 3,060 adapters are 53 assets (a cell each), so its graph stays small."""
+    profile = load_profile("paper")
+    assets, _ = profile_assets(profile)
+    adapters = [a for a in assets if isinstance(a, dg.AssetsDefinition)
+                and "adapter" in a.key.path]
+    plans = experiment_plan(profile)
+    assert len(adapters) == sum(len(p.cells) for p in plans.values()) == 53
+    assert sum(len(a.partitions_def.get_partition_keys()) for a in adapters) == sum(
+        len(p.grid(c)) for p in plans.values() for c in p.cells)
+    assert all(a.backfill_policy == dg.BackfillPolicy.single_run() for a in adapters)
+
+
+def _sft_jobs(tmp_path: Path, model: Path) -> list[TrainingJob]:
+    profile = load_profile("demo", {
+        "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
+                      "strict_grid": None, "eval_questions_per_cell": 2},
+        "sampling": {"n": 2, "max_new_tokens": 4},
+        "policy": {"model": str(model), "batch_size": 8},
+        "training": {"epochs": 1, "batch_size": 2, "per_device_batch_size": 2,
+                     "max_length": 96, "lora_r": 4, "lora_alpha": 8,
+                     "validation_questions_per_cell": 1}})
+    prompt = "<|user|>Compute the following step by step:\n1 + 2 =<|end|><|assistant|>"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    data = tmp_path / "data.parquet"
+    pl.DataFrame({"prompt": [prompt] * 4, "completion": [" 1 + 2 = 3. Answer: 3"] * 4}
+                 ).write_parquet(data)
+    return [TrainingJob(profile=profile, task="chain_sum", method="sft", base_model=str(model),
+                        batch_size=8, data=str(data), out_dir=str(tmp_path / name),
+                        training_overrides={"learning_rate": rate, "seed": seed},
+                        record={"cache_key": name})
+            for name, rate, seed in (("a", 1e-2, 0), ("b", 1e-3, 1))]
+
+
+def test_a_grid_trains_with_one_base_model_load_and_the_same_weights(
+        tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two adapters in one process load the base model once; each gets a copy, so the
+    second adapter's weights are those it gets trained alone from a fresh load."""
+    loads = []
+    real = train_module.load_model
+    monkeypatch.setattr(train_module, "load_model",
+                        lambda *a, **k: loads.append(a) or real(*a, **k))
+    together = _sft_jobs(tmp_path / "together", tiny_model_dir)
+    train_jobs(together)
+    assert len(loads) == 1
+    alone = _sft_jobs(tmp_path / "alone", tiny_model_dir)[1]
+    train_job(alone)
+    assert len(loads) == 2
+    weights = "adapter_model.safetensors"
+    assert (Path(together[1].out_dir) / weights).read_bytes() == (
+        Path(alone.out_dir) / weights).read_bytes()
+    assert (Path(together[0].out_dir) / weights).read_bytes() != (
+        Path(alone.out_dir) / weights).read_bytes()
+    for job in together:  # each published whole, with the record a cache hit checks
+        record = pl.read_json(Path(job.out_dir) / "result.json")
+        assert record["cache_key"][0] == job.record["cache_key"]
+        assert record["weights_version"][0]
