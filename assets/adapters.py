@@ -36,7 +36,6 @@ from assets._adapter_files import (
     adapter_curves_png,
     adapter_dir,
     adapter_key,
-    adapter_weights_version,
     adapter_work_dir,
 )
 from assets._metadata import frame_table, image
@@ -317,7 +316,9 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
         "overrides of the profile": dg.MetadataValue.json(dict(exp.overrides)),
         "isolated_process": profile.training.isolate,
         "cache": "hit" if a.hit else "miss", "cache_key": a.key})
-    version = adapter_weights_version(out)  # what the training recorded, checked on a hit
+    # the weights' hash, as the training recorded it (a cache hit has just checked it
+    # against the file: ``_cached_result``), not read and hashed once more
+    version = result["weights_version"]
     card = adapter_facts(profile, task, exp, out, record,
                          {**result, "weights_version": version}, data.height,
                          inference.policy_settings().model)

@@ -27,16 +27,18 @@ from pathlib import Path
 from typing import Any
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+RESULT_FILE = "result.json"  # saturated_dag.training.isolated.RESULT_FILE
 
 
 def adapter_version(adapter_dir: Path) -> str:
-    """The data version of a trained adapter: the hash of its weights file."""
-    from saturated_dag.shards import file_fingerprint
-
-    weights = adapter_dir / ADAPTER_WEIGHTS
-    if not weights.is_file():
-        raise FileNotFoundError(f"training wrote no {ADAPTER_WEIGHTS} in {adapter_dir}")
-    return file_fingerprint(weights)
+    """The data version of a trained adapter: the hash of its weights file, as its training
+    recorded it in ``result.json`` the moment it published the adapter (``train_job``), so
+    the weights are not read and hashed a second time."""
+    record = adapter_dir / RESULT_FILE
+    if not (adapter_dir / ADAPTER_WEIGHTS).is_file() or not record.is_file():
+        raise FileNotFoundError(f"training wrote no {ADAPTER_WEIGHTS} or {RESULT_FILE} in "
+                                f"{adapter_dir}")
+    return json.loads(record.read_text(encoding="utf-8"))["weights_version"]
 
 
 def combined_version(versions: list[str]) -> str:
