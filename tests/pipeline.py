@@ -51,12 +51,6 @@ class Staged:
     def asset_materializations_for_node(self, node: str) -> list[Any]:
         return [m for run in self.runs for m in run.asset_materializations_for_node(node)]
 
-    def output_for_node(self, node: str) -> Any:
-        for run in self.runs:
-            if node in {n.name for n in run.job_def.nodes}:
-                return run.output_for_node(node)
-        raise KeyError(node)
-
 
 def materialize(assets: list[Any], selection: list[Any], **kwargs: Any) -> Staged:
     """``dg.materialize`` of ``selection`` (asset keys or assets), one run per grid of the
