@@ -11,12 +11,28 @@ import dagster as dg
 
 from saturated_dag.experiments import Experiment
 from saturated_dag.shards import file_fingerprint
+from saturated_dag.training.folders import current_folder
+
+
+def adapter_home(output_dir: str, task: str, exp: Experiment) -> Path:
+    """``<output_dir>/adapters/<task>/<split>/<name>``: the whole name is the folder, dots and
+    all, so ``lambda0.01`` and ``lambda0.5`` never share one. It holds one folder per cache
+    key the adapter was trained under and ``current``, naming the one last materialised
+    (``saturated_dag.training.folders``)."""
+    return Path(output_dir) / "adapters" / task / exp.split / exp.name
 
 
 def adapter_dir(output_dir: str, task: str, exp: Experiment) -> Path:
-    """``<output_dir>/adapters/<task>/<split>/<name>``: the whole name is the folder, dots and
-    all, so ``lambda0.01`` and ``lambda0.5`` never share one."""
-    return Path(output_dir) / "adapters" / task / exp.split / exp.name
+    """The adapter's current folder, ``<home>/<key>`` (what its asset last materialised); the
+    home itself, which holds no adapter files, when it was never materialised, so a reader's
+    ``(folder / "adapter_config.json").is_file()`` says it is missing."""
+    home = adapter_home(output_dir, task, exp)
+    try:
+        folder = current_folder(home)
+    except ValueError as err:
+        raise dg.Failure(f"{err}: re-materialise adapter {exp.name} ({task}, "
+                         f"{exp.split} split)") from err
+    return home if folder is None else folder
 
 
 def adapter_key(task: str, cell: Experiment) -> dg.AssetKey:
@@ -26,14 +42,12 @@ def adapter_key(task: str, cell: Experiment) -> dg.AssetKey:
 
 def adapter_work_dir(output_dir: str, task: str, exp: Experiment) -> Path:
     """Scratch folder of a training run beside the adapter (kept only when training fails)."""
-    out = adapter_dir(output_dir, task, exp)
-    return out.parent / f".{exp.name}-run"
+    return adapter_home(output_dir, task, exp).parent / f".{exp.name}-run"
 
 
 def adapter_curves_png(output_dir: str, task: str, exp: Experiment) -> Path:
     """The adapter's training-curve figure, beside its folder."""
-    out = adapter_dir(output_dir, task, exp)
-    return out.parent / f"{exp.name}_curves.png"
+    return adapter_home(output_dir, task, exp).parent / f"{exp.name}_curves.png"
 
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"

@@ -3,9 +3,11 @@ one Dagster partition per configuration x training seed of the cell's selection 
 ``grid_key``: ``lr0.0003_seed0``). A run over several partitions trains them in one step, one
 after another (``BackfillPolicy.single_run``); the step's one materialisation, recorded for
 each of its partitions, holds a table with a row per adapter (and, for a step of one adapter,
-that adapter's whole metadata). The folders stay one per adapter
-(``<output_dir>/adapters/<task>/<split>/<adapter name>``), so a sweep row that shares a main
-cell's configuration finds its adapter as a cache hit.
+that adapter's whole metadata). Each adapter has its home,
+``<output_dir>/adapters/<task>/<split>/<adapter name>``, and in it one folder per cache key,
+written once by its training; the step records the current one in ``<home>/current``
+(``saturated_dag.training.folders``). A sweep row that shares a main cell's configuration
+finds its adapter as a cache hit.
 
 Training runs 1-4 epochs and keeps the epoch with the best validation pass@1 (App. B), in its
 own process by default (``training.isolate``), started through Dagster Pipes: its log lines,
@@ -35,6 +37,7 @@ from assets._adapter_files import (
     ADAPTER_WEIGHTS,
     adapter_curves_png,
     adapter_dir,
+    adapter_home,
     adapter_key,
     adapter_work_dir,
 )
@@ -59,6 +62,7 @@ from saturated_dag.training.config import (
     settings_line,
     settings_summary,
 )
+from saturated_dag.training.folders import key_folder, record_current, retire_old_layout
 from saturated_dag.training.isolated import RESULT_FILE
 from saturated_dag.training.job import TrainingJob
 
@@ -106,8 +110,7 @@ def _train(context: dg.AssetExecutionContext, inference: InferenceResource,
     released first (one owner of the device). Returns what the child reported (Pipes)."""
     inference.release()
     if isolate:
-        records = train_with_pipes(context, jobs, work, inference)
-        return dict(records[0].get("reported_metadata", {}))
+        return train_with_pipes(context, jobs, work, inference).metadata
     from saturated_dag.training.isolated import train_jobs
 
     train_jobs(jobs, log=context.log.info)
@@ -221,9 +224,11 @@ LOADS_DESCRIPTION = ("Every adapter the run materialised loads on the base model
 
 @dataclass
 class _Adapter:
-    """One adapter of a step: where it lives, its cache key, and its record once trained."""
+    """One adapter of a step: its home, its cache key and key folder (``out``), and its
+    record once trained."""
 
     exp: Experiment
+    home: Path
     out: Path
     key: str
     planned: dict[str, Any]
@@ -236,9 +241,13 @@ def _look_up(context: dg.AssetExecutionContext, experiment: ExperimentResource,
              data: pl.DataFrame) -> _Adapter:
     """The adapter's cache key, and its stored record when it is a cache hit."""
     profile = experiment.settings
-    out = adapter_dir(experiment.output_dir, task, exp)
+    home = adapter_home(experiment.output_dir, task, exp)
+    for old in retire_old_layout(home):
+        context.log.info(f"removed {old}, an earlier layout's adapter folder (trained by "
+                         "older code, never reused)")
     key = training_key(profile, task, exp, code_version_of(context),
                        policy_identity(inference.policy_settings()), data)
+    out = key_folder(home, key)
     planned = asdict(settings_for(exp.method, exp.training(profile.training)))
     # the run's tags say what each of its adapters is trained with (the UI's run list)
     context.instance.add_run_tags(context.run_id, {
@@ -249,7 +258,7 @@ def _look_up(context: dg.AssetExecutionContext, experiment: ExperimentResource,
         context.log.info(f"cache hit: adapter {exp.name} {key[:12]} reused from {out}")
     elif why not in ("no trained adapter", "no cache"):
         context.log.warning(f"adapter {exp.name}: not reused ({why}); training again")
-    return _Adapter(exp, out, key, planned, result, hit=result is not None)
+    return _Adapter(exp, home, out, key, planned, result, hit=result is not None)
 
 
 def _train_missing(context: dg.AssetExecutionContext, experiment: ExperimentResource,
@@ -312,7 +321,7 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
                           f"{task} {exp.split}: {exp.name}")
     metadata["training curves"] = image(png, "validation pass@1 and reward margins")
     metadata.update({  # where it is and how it was made: below the science
-        "adapter_dir": dg.MetadataValue.path(result["adapter_dir"]),
+        "adapter_dir": dg.MetadataValue.path(str(out)),
         "overrides of the profile": dg.MetadataValue.json(dict(exp.overrides)),
         "isolated_process": profile.training.isolate,
         "cache": "hit" if a.hit else "miss", "cache_key": a.key})
@@ -382,6 +391,10 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
         adapters = [_look_up(context, experiment, inference, task, grid[partition], data)
                     for partition in keys]
         reported = _train_missing(context, experiment, inference, task, cell, adapters, data)
+        for a in adapters:  # what the eval reports, selection and tables now read
+            for old in record_current(a.home, a.out):
+                context.log.info(f"adapter {a.exp.name}: removed {old.name}, trained under "
+                                 "an earlier cache key")
         done = [(partition, *_adapter_metadata(context, experiment, inference, task, a, data))
                 for partition, a in zip(keys, adapters, strict=True)]
         # One materialisation for the step, which Dagster records for each of its partitions
@@ -393,7 +406,7 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
             "cache hits": sum(m["cache"] == "hit" for _, m, _ in done)})
         summary["grid"] = grid_table(done)
         summary["adapter folders"] = dg.MetadataValue.path(
-            str(adapter_dir(experiment.output_dir, task, cell).parent))
+            str(adapter_home(experiment.output_dir, task, cell).parent))
         summary.update(reported)  # the training child's: seconds, base-model loads
         checks = ([loads_and_generates(experiment, inference, task,
                                        [grid[partition] for partition in keys])]

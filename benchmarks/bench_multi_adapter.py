@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--adapters", type=int, default=8)
     parser.add_argument("--adapters-dir", type=Path, default=None,
-                        help="use the trained adapters in this folder's subfolders")
+                        help="use the trained adapters under this split folder "
+                        "(outputs/adapters/<task>/<split>)")
     parser.add_argument("--questions", type=int, default=96)
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=160)
@@ -97,7 +98,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                             max_new_tokens=args.max_new_tokens, seed=0)
     with tempfile.TemporaryDirectory() as scratch:
         if args.adapters_dir is not None:
-            adapters = sorted(p.parent for p in args.adapters_dir.glob("*/adapter_config.json"))
+            # <name>/<cache key>/: an adapter's key folders (saturated_dag.training.folders)
+            adapters = sorted(p.parent for p in args.adapters_dir.glob("*/*/adapter_config.json"))
             adapters = adapters[: args.adapters]
         else:
             adapters = random_adapters(args.model, args.adapters, Path(scratch), args.scale)

@@ -2,7 +2,7 @@
 
 Each cell's adapters are one asset with one Dagster partition per configuration x training
 seed (``assets/adapters.py``). Dagster runs partitioned assets of one partitions definition
-together, so a job whose cells have different grids (``TaskPlan.partition_groups``: the demo's
+together, so a job whose cells have different grids (``TaskPlan.cells_by_grid``: the demo's
 cells have 1, 2, 4 or 6 adapters) is a sequence of parts, each an ordinary asset job:
 
 - part 1: everything upstream of the adapters (pool, difficulty partitions, scores, datasets)
@@ -20,9 +20,11 @@ Each part's job carries its grid's whole partition range as run tags, so a plain
 
 from __future__ import annotations
 
+import operator
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from functools import reduce
+from typing import Any, TypeVar
 
 import dagster as dg
 
@@ -33,6 +35,8 @@ from saturated_dag.experiments import experiment_plan
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
 
+T = TypeVar("T")
+
 
 def grid_groups(profile: Profile, tasks: Sequence[str]
                 ) -> dict[tuple[str, ...], list[dg.AssetKey]]:
@@ -41,9 +45,8 @@ def grid_groups(profile: Profile, tasks: Sequence[str]
     groups: dict[tuple[str, ...], list[dg.AssetKey]] = {}
     plans = experiment_plan(profile)
     for task in tasks:
-        plan = plans[task]
-        for cell in plan.cells:
-            groups.setdefault(tuple(plan.grid(cell)), []).append(adapter_key(task, cell))
+        for grid, cells in plans[task].cells_by_grid.items():
+            groups.setdefault(grid, []).extend(adapter_key(task, cell) for cell in cells)
     return groups
 
 
@@ -52,6 +55,18 @@ def part_names(name: str, profile: Profile, tasks: Sequence[str]) -> list[str]:
     count = len(grid_groups(profile, tasks))
     return [name] if count <= 1 else [f"{name}_part_{i}_of_{count}"
                                       for i in range(1, count + 1)]
+
+
+def split_into_parts(groups: Sequence[tuple[tuple[str, ...], T]], before: T, after: T,
+                     join: Callable[[list[T]], T]) -> list[tuple[tuple[str, ...], T]]:
+    """The one rule of the parts, for asset selections (``staged_jobs``) and for lists of
+    keys (``stages``): part 1 is ``before`` (what is upstream of the adapters) and the first
+    grid's cells; each middle part one grid's cells; the last part the last grid's cells and
+    ``after`` (everything downstream). ``groups``: each grid's keys with its cells."""
+    last = len(groups) - 1
+    return [(grid, join([*([before] if index == 0 else []), cells,
+                         *([after] if index == last else [])]))
+            for index, (grid, cells) in enumerate(groups)]
 
 
 def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
@@ -71,12 +86,11 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
     after = whole - before - adapters
     names = part_names(name, profile, tasks)
     jobs = []
-    for index, (grid, keys) in enumerate(groups.items()):
-        selection = dg.AssetSelection.assets(*keys)
-        if index == 0:
-            selection = before | selection
-        if index == len(groups) - 1:
-            selection = selection | after
+    parts = split_into_parts(
+        [(grid, dg.AssetSelection.assets(*keys)) for grid, keys in groups.items()],
+        before, after, lambda pieces: reduce(operator.or_, pieces))
+    for index, ((grid, keys), (_, selection)) in enumerate(zip(groups.items(), parts,
+                                                              strict=True)):
         what = (description if len(groups) == 1 else
                 f"Part {index + 1} of {len(groups)} of {name}: {description} This part: "
                 + ("everything upstream of the adapters, " if index == 0 else "")
@@ -93,7 +107,8 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
 
 def stages(assets: Sequence[Any], keys: Sequence[dg.AssetKey]
            ) -> list[tuple[list[dg.AssetKey], dict[str, str]]]:
-    """``keys`` of ``assets`` split into runs by the rule of ``staged_jobs``: each run's keys
+    """``keys`` of ``assets`` split into runs by the rule of ``staged_jobs``
+    (``split_into_parts``): each run's keys
     and its partition-range tags (none when no selected asset is partitioned). For a slice of
     the graph, as ``dg.materialize`` runs it (the tests' ``tests.pipeline.materialize``)."""
     by_key = {k: a for a in assets if isinstance(a, dg.AssetsDefinition) for k in a.keys}
@@ -117,12 +132,9 @@ def stages(assets: Sequence[Any], keys: Sequence[dg.AssetKey]
                 todo.append(parent)
     before = [k for k in keys if k not in parted and k in upstream]
     after = [k for k in keys if k not in parted and k not in upstream]
-    runs = []
-    for index, (grid, group) in enumerate(groups.items()):
-        selected = [*(before if index == 0 else []), *group,
-                    *(after if index == len(groups) - 1 else [])]
-        runs.append((selected, {RANGE_START: grid[0], RANGE_END: grid[-1]}))
-    return runs
+    parts = split_into_parts(list(groups.items()), before, after,
+                             lambda pieces: [k for piece in pieces for k in piece])
+    return [(selected, {RANGE_START: grid[0], RANGE_END: grid[-1]}) for grid, selected in parts]
 
 
 def main(argv: list[str]) -> int:

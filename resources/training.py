@@ -16,7 +16,7 @@ import os
 import sys
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import dagster as dg
 
@@ -48,18 +48,27 @@ def _tail(path: Path, lines: int) -> str:
         return "\n".join(line.rstrip("\n") for line in deque(handle, maxlen=lines))
 
 
+class ChildTraining(NamedTuple):
+    """What one training child gave back: a result record per job, in order; the metadata it
+    reported (the caller puts it on the step's materialisation: seconds, base-model loads,
+    and for one adapter its epochs and loss); and its data version (the adapter's weights
+    hash for one adapter, a hash over them for several)."""
+
+    records: list[dict[str, Any]]
+    metadata: dict[str, Any]
+    data_version: str
+
+
 def train_with_pipes(context: dg.AssetExecutionContext, jobs: list[TrainingJob],
                      work_dir: Path, inference: InferenceResource | None = None,
                      client: dg.PipesSubprocessClient | None = None,
-                     tail_lines: int = 40) -> list[dict[str, Any]]:
+                     tail_lines: int = 40) -> ChildTraining:
     """Train the adapters ``jobs`` describe in one Pipes child (one base-model load); their
-    result records, in order.
+    result records, in order, with what the child reported (``ChildTraining``).
 
     ``inference`` (when given) is released first: no engine of this process stays on the
     device while the child trains; the start and end go to its residency log, and the child
-    records its own life there too. The child's reported metadata is returned as
-    ``records[0]["reported_metadata"]`` (the caller puts it on the step's materialisation)
-    and, for one adapter, its data version as ``records[0]["data_version"]``. A failing
+    records its own life there too. A failing
     child raises ``dg.Failure`` with its exit status and the last ``tail_lines`` lines of
     its log (traceback included); the adapters it finished before are published and reused
     by the next run.
@@ -105,7 +114,4 @@ def train_with_pipes(context: dg.AssetExecutionContext, jobs: list[TrainingJob],
     if len(records) != len(jobs):
         raise dg.Failure(f"{what}: the child recorded {len(records)} results for "
                          f"{len(jobs)} jobs")
-    if len(records) == 1:
-        records[0]["data_version"] = version.value
-    records[0]["reported_metadata"] = dict(reported[0].metadata or {})
-    return records
+    return ChildTraining(records, dict(reported[0].metadata or {}), version.value)

@@ -414,10 +414,14 @@ class TaskPlan:
         return self.grids[cell]
 
     @property
-    def partition_groups(self) -> list[tuple[str, ...]]:
-        """The distinct key sets of the cells' grids, in cell order: one partitions
-        definition each, so the cells of one group can run in one Dagster run."""
-        return list(dict.fromkeys(tuple(self.grids[cell]) for cell in self.cells))
+    def cells_by_grid(self) -> dict[tuple[str, ...], list[Experiment]]:
+        """The cells of each distinct grid (its keys), in cell order: one partitions
+        definition each, so the cells of one grid can run in one Dagster run
+        (``jobs/staged.py`` splits a job into parts by it)."""
+        groups: dict[tuple[str, ...], list[Experiment]] = {}
+        for cell in self.cells:
+            groups.setdefault(tuple(self.grids[cell]), []).append(cell)
+        return groups
 
 
 

@@ -104,3 +104,27 @@ ONE_SFT_ADAPTER = {
 }
 """A chain-sum profile that trains and evaluates one SFT adapter on two saturated questions
 (lay ``policy`` over it): the smallest graph that reaches an eval report."""
+
+
+def adapter_folder(out: Path, name: str, task: str = "chain_sum", split: str = "saturated"
+                   ) -> Path:
+    """Adapter ``name``'s current key folder under output folder ``out``, as its home's
+    ``current`` names it (what the readers resolve)."""
+    from saturated_dag.training.folders import current_folder
+
+    folder = current_folder(out / "adapters" / task / split / name)
+    assert folder is not None, f"adapter {name} has no current key folder"
+    return folder
+
+
+def seed_adapter_folder(out: Path, name: str, task: str = "chain_sum",
+                        split: str = "saturated", key: str = "0123456789abcdef") -> Path:
+    """An empty key folder made current for adapter ``name``, for a test to write the files
+    of a trained adapter into by hand."""
+    from saturated_dag.training.folders import key_folder, record_current
+
+    home = out / "adapters" / task / split / name
+    folder = key_folder(home, key)
+    folder.mkdir(parents=True)
+    record_current(home, folder)
+    return folder

@@ -13,7 +13,7 @@ import datasets
 import polars as pl
 
 from saturated_dag.atomic import atomic_write_parquet
-from tests.pipeline import graph, materialize, resources
+from tests.pipeline import adapter_folder, graph, materialize, resources, seed_adapter_folder
 from tests.scoring_data import eval_report, make_partitions, make_pool
 
 OVERRIDES = {
@@ -51,11 +51,11 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
     assert checks[("entropy", "chosen_differs_from_rejected")]
     assert all(checks.values()) and len(checks) >= 5, checks
     for name in ("dpo_entropy", "rrhf_entropy", "sft", "raft_entropy"):
-        adapter = tmp_path / "out" / "adapters" / "chain_sum" / "saturated" / name
+        adapter = adapter_folder(tmp_path / "out", name)
         assert (adapter / "adapter_config.json").is_file()
         record = json.loads((adapter / "training_config.json").read_text())
         assert record["best_epoch"] == 1 and "val_pass@1" in record["epochs"][0]
-        assert (adapter.parent / f"{name}_curves.png").is_file()
+        assert (adapter.parent.parent / f"{name}_curves.png").is_file()
     pairs = pl.read_parquet(store / "chain_sum" / "saturated" / "dpo_pairs" / "entropy.parquet")
     assert set(pairs["question_id"]) == {"q_sat1", "q_sat2"}
     raft = pl.read_parquet(store / "chain_sum" / "saturated" / "raft_set" / "entropy.parquet")
@@ -106,8 +106,7 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
     assert metadata["epochs (max)"].value == 1 and "training log" in metadata
     keys = list(metadata)
     assert keys.index("learning rate") < keys.index("cache_key")
-    card = (tmp_path / "out" / "adapters" / "chain_sum" / "saturated" / "dpo_entropy_beta2"
-            / "README.md").read_text()
+    card = (adapter_folder(tmp_path / "out", "dpo_entropy_beta2") / "README.md").read_text()
     assert "β (DPO)" in card and "| 2" in card
     tags = {k: v for run_id in result.run_ids
             for k, v in instance.get_run_by_id(run_id).tags.items()}
@@ -186,8 +185,7 @@ def test_a_row_pinning_the_profiles_value_names_its_adapter_in_the_sweep_table(
     out = tmp_path / "out"
     _seed_reports(out / "assets", reports, ["q1", "q2", "q3"])
     for name, epoch in (("dpo_entropy", 3), ("dpo_entropy_beta2", 2)):
-        folder = out / "adapters" / "chain_sum" / "saturated" / name
-        folder.mkdir(parents=True)
+        folder = seed_adapter_folder(out, name)
         (folder / "training_config.json").write_text(json.dumps({"best_epoch": epoch}))
     table = [a.key for a in everything if a.key.path[-1] == "dpo_beta_sweep"]
     dg.materialize(everything, selection=table, resources=resources(out, "demo", overrides))

@@ -37,8 +37,8 @@ def test_every_adapter_is_one_partition_of_its_cells_asset(name: str) -> None:
         assert seen == set(plan.adapters)
         # cells of one grid run in one run, in parallel steps: none may train another's
         # adapter (two cells share one only across grids, so the later part reuses it)
-        for grid in plan.partition_groups:
-            cells = [c for c in plan.cells if tuple(plan.grid(c)) == grid]
+        for grid, cells in plan.cells_by_grid.items():
+            assert all(tuple(plan.grid(c)) == grid for c in cells)
             shared = [a for c in cells for a in plan.grid(c).values()]
             assert len(shared) == len(set(shared)), (name, task, grid)
 
@@ -51,7 +51,8 @@ def test_the_demo_grid_keys_say_what_varies() -> None:
     assert keys["saturated/sft"] == ["lr0.0003_seed0", "lr0.001_seed0"]
     assert keys["hard/dpo_correctness_random"][:2] == ["beta0.1_lr0.0003_seed0",
                                                        "beta2_lr0.0003_seed0"]
-    assert len(plan.partition_groups) == 4  # four distinct grids: four runs for the demo
+    assert len(plan.cells_by_grid) == 4  # four distinct grids: four runs for the demo
+    assert sum(map(len, plan.cells_by_grid.values())) == len(plan.cells)
 
 
 def test_a_whole_task_job_is_one_part_per_grid_and_covers_the_graph_once() -> None:

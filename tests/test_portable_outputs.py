@@ -16,7 +16,16 @@ import torch
 
 from saturated_dag.generation import models
 from saturated_dag.generation.models import portable_model_name, resolve
-from tests.pipeline import ONE_SFT_ADAPTER, asset_path, by_name, graph, materialize, resources
+from tests.pipeline import (
+    ONE_SFT_ADAPTER,
+    adapter_folder,
+    asset_path,
+    by_name,
+    graph,
+    materialize,
+    resources,
+    seed_adapter_folder,
+)
 from tests.scoring_data import store_pool_and_partitions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -125,7 +134,7 @@ def test_reports_and_cards_say_what_they_are(tmp_path: Path, tiny_model_dir: Pat
     assert base.select(identity).unique().rows() == [(None, None, None, None,
                                                       str(tiny_model_dir))]
 
-    folder = out / "adapters" / "chain_sum" / "saturated" / "sft"
+    folder = adapter_folder(out, "sft")
     card = ModelCard.load(folder / "README.md")
     assert card.data.base_model == str(tiny_model_dir.resolve())  # outside the project
     assert card.data.library_name == "peft"
@@ -168,8 +177,7 @@ def test_a_selected_configuration_is_named_with_its_settings_and_links(tmp_path:
     cell = Experiment("saturated", "dpo", "self_judge", ("dpo_pairs", "self_judge"))
     chosen = cell.with_settings(training, {"dpo_beta": 0.5})
     seeds = replicates(training, chosen, 2)
-    first = tmp_path / "adapters" / "chain_sum" / "saturated" / seeds[0].name
-    first.mkdir(parents=True)
+    first = seed_adapter_folder(tmp_path, seeds[0].name)
     settings = {**SftSettings().__dict__, "lora": SftSettings().lora.__dict__, "beta": 0.5,
                 "loss_type": "sigmoid"}
     (first / "training_config.json").write_text(json.dumps({"settings": settings}))
@@ -184,5 +192,7 @@ def test_a_selected_configuration_is_named_with_its_settings_and_links(tmp_path:
         assert got[label] == seeded.name
         assert got["adapters (asset)"].value == dg.AssetKey(
             ["chain_sum", "saturated", "adapter", cell.name])
+        home = tmp_path / "adapters" / "chain_sum" / "saturated" / seeded.name
+        # the current key folder; a replicate never materialised: its home (no files)
         assert got[f"adapter_dir (training replicate {index})"].value == str(
-            tmp_path / "adapters" / "chain_sum" / "saturated" / seeded.name)
+            first if index == 0 else home)

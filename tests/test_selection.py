@@ -21,7 +21,7 @@ from saturated_dag.experiments import (
     trained_adapters,
 )
 from saturated_dag.selection import Trained, chosen, selection_table
-from tests.pipeline import asset_path, graph, materialize, resources
+from tests.pipeline import adapter_folder, asset_path, graph, materialize, resources
 from tests.scoring_data import store_pool_and_partitions
 
 
@@ -182,17 +182,16 @@ def test_a_selected_cell_evaluates_the_chosen_configuration_over_its_seeds(
     for row in table.iter_rows(named=True):
         values = []
         for seed in ("", "_seed1"):
-            record = json.loads((out / "adapters" / "chain_sum" / "saturated"
-                                 / f"{row['configuration']}{seed}" / "result.json").read_text())
+            record = json.loads((adapter_folder(out, f"{row['configuration']}{seed}")
+                                 / "result.json").read_text())
             values += [e["val_pass@1"] for e in record["epochs"]
                        if e["epoch"] == record["best_epoch"]]
         assert row["validation pass@1"] == pytest.approx(100 * sum(values) / 2)
     assert row["learning_rate"] == 1e-4 and table["learning_rate"][0] == 1e-2
 
-    folder = out / "adapters" / "chain_sum" / "saturated"
     weights = "adapter_model.safetensors"
-    assert (folder / "sft" / weights).read_bytes() != (folder / "sft_seed1" / weights
-                                                        ).read_bytes()  # another seed
+    assert (adapter_folder(out, "sft") / weights).read_bytes() != (
+        adapter_folder(out, "sft_seed1") / weights).read_bytes()  # another seed
     report = pl.read_parquet(asset_path(out, "chain_sum", "saturated", "eval", "sft"))
     assert sorted(report["training_replicate"].unique().to_list()) == [0, 1]
     events = {e.asset_key.to_user_string(): e.materialization.metadata

@@ -29,6 +29,8 @@ FAST = {"epochs": 2, "batch_size": 2, "per_device_batch_size": 2, "learning_rate
         "max_length": 96, "lora": LORA}
 PROMPT = "<|user|>Compute the following step by step:\n1 + 2 =<|end|><|assistant|>"
 GOOD, BAD = "1 + 2 = 3 \\boxed{3}", "The answer probably is 3 \\boxed{3}"
+KEY_A, KEY_B = "0123456789abcdef" + "0" * 48, "fedcba9876543210" + "0" * 48
+"""Two cache keys: their first 16 hex digits name their adapters' key folders."""
 
 
 def _rrhf_data() -> pl.DataFrame:
@@ -92,7 +94,10 @@ def test_dpo_and_sft_train_adapters(tiny_model_dir: Path, tmp_path: Path) -> Non
 
 
 def test_nan_loss_stops_and_keeps_previous_adapter(tiny_model_dir: Path, tmp_path: Path) -> None:
-    out = tmp_path / "rrhf"
+    from saturated_dag.training.folders import key_folder
+
+    home = tmp_path / "rrhf"
+    out = key_folder(home, KEY_A)
     train_adapter("rrhf", str(tiny_model_dir), _rrhf_data(), RrhfSettings(**{**FAST, "epochs": 1}),
                   out)
     before = _lora_tensors(out)
@@ -102,14 +107,13 @@ def test_nan_loss_stops_and_keeps_previous_adapter(tiny_model_dir: Path, tmp_pat
     broken = tmp_path / "broken_model"
     model.save_pretrained(broken)
     tok.save_pretrained(broken)
-    with pytest.raises(FloatingPointError, match="σ-RRHF loss is nan"):
-        train_adapter("rrhf", str(broken), _rrhf_data(), RrhfSettings(**FAST), out)
-    after = _lora_tensors(out)
-    assert all(torch.equal(before[k], after[k]) for k in before)
-    names = sorted(p.name for p in tmp_path.iterdir())
-    live = [n for n in names if n.startswith(".rrhf@")]  # the folder the `rrhf` link names
-    assert len(live) == 1 and (tmp_path / "rrhf").resolve().name == live[0]
-    assert [n for n in names if n not in live] == ["broken_model", "rrhf"]  # no debris
+    for key in (KEY_B, KEY_A):  # a new key's training, and a retraining of the same key
+        with pytest.raises(FloatingPointError, match="σ-RRHF loss is nan"):
+            train_adapter("rrhf", str(broken), _rrhf_data(), RrhfSettings(**FAST),
+                          key_folder(home, key))
+        after = _lora_tensors(out)
+        assert all(torch.equal(before[k], after[k]) for k in before)
+        assert [p.name for p in home.iterdir()] == [KEY_A[:16]]  # no debris, no new folder
     # TRL's trainers are guarded too: the logged loss is checked at every logging step
     dpo = pl.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 2)
     with pytest.raises(FloatingPointError, match="training loss is nan"):
@@ -161,22 +165,77 @@ def test_trl_dataset_holds_the_frames_rows_in_order() -> None:
     assert dataset.to_dict() == data.select(columns).to_dict(as_series=False)
 
 
-def test_swap_in_replaces_an_adapter_in_one_rename(tmp_path: Path) -> None:
-    from saturated_dag.training.train import swap_in
+def test_an_adapter_is_published_into_its_key_folder_by_one_rename(tmp_path: Path) -> None:
+    """A key folder is written once: publishing moves the finished folder in; one left from
+    before under the same key (found unusable) is moved into the scratch folder first, and
+    recording a key current removes the home's other key folders, never a scratch folder."""
+    from saturated_dag.training.folders import (
+        current_folder,
+        key_folder,
+        publish,
+        record_current,
+    )
 
-    out = tmp_path / "adapters" / "sft"
-    out.mkdir(parents=True)
-    (out / "weights").write_text("old")  # a plain folder from an older version
-    for text in ("new", "newer"):
-        folder = tmp_path / "adapters" / f"build-{text}"
+    home = tmp_path / "adapters" / "sft"
+    home.mkdir(parents=True)
+    assert current_folder(home) is None
+    live_scratch = home / f".{KEY_B[:16]}-abcdefgh"
+    live_scratch.mkdir()
+    for key, text in ((KEY_A, "a"), (KEY_A, "a again"), (KEY_B, "b")):
+        folder = tmp_path / f"build-{text}"
         folder.mkdir()
         (folder / "weights").write_text(text)
         scratch = tmp_path / f"scratch-{text}"
         scratch.mkdir()
-        swap_in(folder, out, scratch)
-        assert out.is_symlink() and (out / "weights").read_text() == text
-    hidden = sorted(p.name for p in out.parent.iterdir() if p.name.startswith(".sft@"))
-    assert len(hidden) == 1  # the replaced version was removed, the live one kept
+        out = key_folder(home, key)
+        publish(folder, out, scratch)
+        assert not folder.exists() and (out / "weights").read_text() == text
+        removed = record_current(home, out)
+        assert current_folder(home) == out and out.name == key[:16]
+    assert (scratch_a := tmp_path / "scratch-a again" / "unusable" / "weights").read_text() == "a"
+    assert scratch_a.is_file() and [p.name for p in removed] == [KEY_A[:16]]
+    assert sorted(p.name for p in home.iterdir()) == sorted(
+        [live_scratch.name, KEY_B[:16], "current"])
+
+
+def test_a_key_folder_needs_a_hex_key_and_a_bad_pointer_is_refused_by_name(
+        tmp_path: Path) -> None:
+    from saturated_dag.training.folders import current_folder, key_folder
+
+    with pytest.raises(ValueError, match="hex digits"):
+        key_folder(tmp_path, "not-a-key")
+    (tmp_path / "current").write_text("../../etc\n")
+    with pytest.raises(ValueError, match=r"current: '\.\./\.\./etc' is not a key folder"):
+        current_folder(tmp_path)
+
+
+def test_an_earlier_layouts_folders_are_retired(tmp_path: Path) -> None:
+    """``<name>`` as a symlink to ``.<name>@<ns>``, its temporary links, and a plain folder of
+    the layout before the symlinks go; another adapter's files of a shared prefix stay."""
+    from saturated_dag.training.folders import retire_old_layout
+
+    parent = tmp_path / "adapters" / "gsm8k" / "easy"
+    parent.mkdir(parents=True)
+    (parent / ".sft@200").mkdir()
+    (parent / ".sft@100").mkdir()
+    (parent / "sft").symlink_to(".sft@200")
+    (parent / ".sft.link-4242").symlink_to(".sft@200")
+    (parent / ".sft_entropy@100").mkdir()
+    (parent / "sft_entropy").symlink_to(".sft_entropy@100")
+    (parent / "sft_curves.png").write_bytes(b"png")
+    removed = retire_old_layout(parent / "sft")
+    assert {p.name for p in removed} == {"sft", ".sft@200", ".sft@100", ".sft.link-4242"}
+    assert sorted(p.name for p in parent.iterdir()) == [".sft_entropy@100", "sft_curves.png",
+                                                         "sft_entropy"]
+    plain = parent / "dpo"
+    plain.mkdir()
+    (plain / "adapter_config.json").write_text("{}")
+    assert retire_old_layout(plain) == [plain] and not plain.exists()
+    keyed = parent / "rrhf"  # the keyed layout: nothing to retire
+    (keyed / KEY_A[:16]).mkdir(parents=True)
+    (keyed / KEY_A[:16] / "adapter_config.json").write_text("{}")
+    assert retire_old_layout(keyed) == [] and (keyed / KEY_A[:16]).is_dir()
+    assert retire_old_layout(tmp_path / "missing" / "sft") == []
 
 
 def _varied_rrhf_data(questions: int) -> pl.DataFrame:
@@ -416,62 +475,28 @@ def _scratch(parent: Path, name: str, pid: int | None = None) -> Path:
     return folder
 
 
-def _debris_of_two_adapters(parent: Path) -> tuple[set[str], set[str]]:
-    """Leftovers of adapter ``sft`` and files of other adapters with names sharing its
-    prefix (``sft_entropy``, ``sft-abc``, ``sft.link``): (sft's leftovers, everything else)."""
-    parent.mkdir(parents=True)
-    live = parent / ".sft@200"
-    live.mkdir()
-    (parent / "sft").symlink_to(live.name)
-    for name in (".sft@100", ".sft_entropy@100", ".sft-abc@100"):
-        (parent / name).mkdir()
-    (parent / ".sft_entropy").mkdir()  # not a leftover's name at all
-    (parent / "sft_entropy").symlink_to(".sft_entropy@100")
-    _scratch(parent, ".sft-abc12345")  # an older version's: no owner file
-    _scratch(parent, ".sft-x_9y8z7w", pid=_dead_pid())
-    for name in (".sft_entropy-abc12345", ".sft-abc-q1w2e3r4", ".sft-abc-run", ".sft-run",
-                 ".sft-abc123", ".sft.link-12345678"):  # the last: adapter `sft.link`'s
-        _scratch(parent, name)
-    (parent / ".sft.link-4242").symlink_to(live.name)
-    (parent / ".sft_entropy.link-4242").symlink_to(".sft_entropy@100")
-    (parent / "sft_curves.png").write_bytes(b"png")
-    ours = {".sft@100", ".sft-abc12345", ".sft-x_9y8z7w", ".sft.link-4242"}
-    return ours, {p.name for p in parent.iterdir()} - ours
-
-
-def test_remove_leftovers_takes_only_that_adapters_debris(tmp_path: Path) -> None:
-    from saturated_dag.training.train import remove_leftovers
-
-    parent = tmp_path / "adapters" / "gsm8k" / "easy"
-    ours, others = _debris_of_two_adapters(parent)
-    removed = remove_leftovers(parent / "sft")
-    assert {p.name for p in removed} == ours
-    assert {p.name for p in parent.iterdir()} == others  # other adapters' files untouched
-    assert (parent / "sft").resolve() == (parent / ".sft@200").resolve()  # the live one kept
-    # the other way round: sft_entropy's start takes its own and leaves sft's alone
-    removed = remove_leftovers(parent / "sft_entropy")
-    assert {p.name for p in removed} == {".sft_entropy-abc12345", ".sft_entropy.link-4242"}
-    assert (parent / ".sft_entropy@100").is_dir() and (parent / ".sft@200").is_dir()
-    assert remove_leftovers(tmp_path / "missing" / "sft") == []
-
-
-def test_remove_leftovers_spares_a_live_run(tmp_path: Path) -> None:
-    """A run still alive on this machine (here: the test's parent process) keeps its scratch
-    folder, and the swapped-in folders and links it may be between renaming are kept too."""
+def test_remove_leftovers_takes_dead_scratch_of_any_key_and_spares_a_live_run(
+        tmp_path: Path) -> None:
+    """An adapter's home holds only its own folders, so every dead ``.<key>-XXXXXXXX`` in it
+    is a killed training's; a live process's (here: the test's parent) stays, and so do the
+    key folders, the pointer and anything not named like a scratch folder."""
     import os
 
-    from saturated_dag.training.train import remove_leftovers
+    from saturated_dag.training.folders import remove_leftovers
 
-    parent = tmp_path / "adapters"
-    parent.mkdir()
-    _scratch(parent, ".sft-live1234", pid=os.getppid())
-    _scratch(parent, ".sft-dead1234", pid=_dead_pid())
-    (parent / ".sft@100").mkdir()
-    (parent / ".sft.link-1").symlink_to(".sft@100")
-    removed = remove_leftovers(parent / "sft")
-    assert [p.name for p in removed] == [".sft-dead1234"]
-    assert sorted(p.name for p in parent.iterdir()) == [".sft-live1234", ".sft.link-1",
-                                                        ".sft@100"]
+    home = tmp_path / "adapters" / "sft"
+    home.mkdir(parents=True)
+    a, b = KEY_A[:16], KEY_B[:16]
+    (home / a).mkdir()
+    (home / "current").write_text(a + "\n")
+    dead = [_scratch(home, f".{a}-abc12345"), _scratch(home, f".{b}-x_9y8z7w", pid=_dead_pid())]
+    live = _scratch(home, f".{b}-live1234", pid=os.getppid())
+    _scratch(home, ".notakey-abc12345")
+    removed = remove_leftovers(home)
+    assert sorted(removed) == sorted(dead)
+    assert sorted(p.name for p in home.iterdir()) == sorted(
+        [".notakey-abc12345", a, "current", live.name])
+    assert remove_leftovers(tmp_path / "missing" / "sft") == []
 
 
 def test_mkdtemp_names_fit_the_leftover_pattern() -> None:
@@ -479,9 +504,9 @@ def test_mkdtemp_names_fit_the_leftover_pattern() -> None:
     import re
     import tempfile
 
-    from saturated_dag.training.train import _leftover_patterns
+    from saturated_dag.atomic import scratch_pattern
 
-    scratch = _leftover_patterns("sft_lambda0.01")[0]
+    scratch = scratch_pattern("sft_lambda0.01")
     names = [Path(tempfile.mkdtemp(prefix=".sft_lambda0.01-", dir=tempfile.gettempdir()))
              for _ in range(20)]
     try:
@@ -495,16 +520,19 @@ def test_mkdtemp_names_fit_the_leftover_pattern() -> None:
 
 def test_training_start_removes_a_killed_runs_leftovers_and_keeps_the_umask(
         tiny_model_dir: Path, tmp_path: Path) -> None:
-    """A killed run's ``.sft-XXXXXXXX`` goes on the next start of ``sft``; ``sft_entropy``'s
-    stays. The adapter's folder and files get the umask's modes (002: group-writable), not
-    mkdtemp's 0700."""
+    """A killed training's ``<home>/.<key>-XXXXXXXX`` goes on the next training of the adapter
+    (under any key); another adapter's home is not touched. The adapter's folder and files
+    get the umask's modes (002: group-writable), not mkdtemp's 0700."""
     import os
     import stat
 
-    out = tmp_path / "adapters" / "sft"
-    out.parent.mkdir(parents=True)
-    killed = _scratch(out.parent, ".sft-k1ll3d00")
-    other = _scratch(out.parent, ".sft_entropy-k1ll3d00")
+    from saturated_dag.training.folders import key_folder
+
+    home = tmp_path / "adapters" / "sft"
+    home.mkdir(parents=True)
+    out = key_folder(home, KEY_A)
+    killed = _scratch(home, f".{KEY_B[:16]}-k1ll3d00")
+    other = _scratch(tmp_path / "adapters", ".sft_entropy-k1ll3d00")
     said: list[str] = []
     previous = os.umask(0o002)
     try:
@@ -514,12 +542,11 @@ def test_training_start_removes_a_killed_runs_leftovers_and_keeps_the_umask(
     finally:
         os.umask(previous)
     assert not killed.exists() and other.is_dir()
-    assert any(".sft-k1ll3d00" in line for line in said)
-    assert sorted(p.name for p in out.parent.iterdir() if not p.name.startswith(".sft@")) == [
-        ".sft_entropy-k1ll3d00", "sft"]  # and this run left nothing of its own
-    folder = Path(result.adapter_dir).resolve()
-    assert stat.S_IMODE(folder.stat().st_mode) == 0o775
-    for path in folder.iterdir():
+    assert any(killed.name in line for line in said)
+    assert [p.name for p in home.iterdir()] == [KEY_A[:16]]  # this run left nothing else
+    assert Path(result.adapter_dir) == out and not out.is_symlink()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o775
+    for path in out.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == (0o775 if path.is_dir() else 0o664), path
 
 

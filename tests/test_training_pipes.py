@@ -48,11 +48,12 @@ def _adapter_asset(work: Path, out: Path, data: Path, seen: dict[str, Any]
                           chat_template=policy.chat_template,
                           enable_thinking=policy.enable_thinking, data=str(data),
                           out_dir=str(out), record={"cache_key": "test"})
-        (record,) = train_with_pipes(context, [job], work, inference=inference)
+        trained = train_with_pipes(context, [job], work, inference=inference)
+        (record,) = trained.records
         seen["after"], seen["record"] = inference.loaded_roles(), record
-        return dg.MaterializeResult(metadata={"own": "parent",
-                                              **record.pop("reported_metadata")},
-                                    data_version=dg.DataVersion(record["data_version"]))
+        seen["data_version"] = trained.data_version
+        return dg.MaterializeResult(metadata={"own": "parent", **trained.metadata},
+                                    data_version=dg.DataVersion(trained.data_version))
 
     return adapter
 
@@ -95,7 +96,7 @@ def test_training_reports_logs_metadata_and_data_version_through_pipes(
     assert metadata["adapter_weights_version"] == file_fingerprint(weights)
     assert metadata["training_seconds"] > 0
     assert materialization.tags["dagster/data_version"] == file_fingerprint(weights)
-    assert record["data_version"] == file_fingerprint(weights)
+    assert seen["data_version"] == file_fingerprint(weights)
 
     assert any("training sft on 4 rows" in m for m in log), log  # a line the child logged
     assert any("[pipes] external process successfully opened" in m for m in log)

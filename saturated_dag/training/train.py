@@ -7,12 +7,11 @@ the base, so the reference model of DPO is the adapter-disabled base (no second 
 Gradient checkpointing (non-reentrant) and gradient accumulation are the same switches for
 every method; docs/training-memory.md estimates what each method needs on the paper profile.
 
-The final adapter folder is written beside its destination and swapped in by one atomic
-symlink rename (``swap_in``), so a crash or a NaN loss never replaces a previous one and a
-reader never finds the adapter missing. A run killed part-way leaves its scratch folder
-``.<name>-XXXXXXXX`` beside the adapter (and perhaps a half-swapped ``.<name>@<ns>`` folder
-or ``.<name>.link-<pid>`` link); the next start of the same adapter removes them
-(``remove_leftovers``), and only them: never another adapter's, never a live run's.
+The adapter is trained into a scratch folder beside its destination, a folder named by its
+cache key (``training.folders``), and published by one rename into it, so a crash or a NaN loss
+leaves no folder under that key and never touches another key's. A run killed part-way leaves
+its scratch folder ``<home>/.<key>-XXXXXXXX``; the next training of the adapter removes it
+(``folders.remove_leftovers``), never a live run's.
 
 The adapter travels: its ``adapter_config.json`` names the base model portably
 (``portable_model_name``: the hub id, or a path relative to the project for a model inside
@@ -27,9 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,13 +35,7 @@ from typing import Any
 import polars as pl
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback, set_seed
 
-from saturated_dag.atomic import (
-    fsync_dir,
-    give_umask_modes,
-    make_scratch,
-    remove_dead_scratch,
-    scratch_pattern,
-)
+from saturated_dag.atomic import give_umask_modes, make_scratch
 from saturated_dag.generation.models import load_model, portable_model_name
 from saturated_dag.methods import METHODS as REGISTERED_METHODS
 from saturated_dag.training.config import (
@@ -55,6 +46,7 @@ from saturated_dag.training.config import (
     TrainSettings,
     resolve_dtype,
 )
+from saturated_dag.training.folders import publish, remove_leftovers
 from saturated_dag.training.rrhf_trainer import (
     GroupCollator,
     RrhfConfig,
@@ -427,60 +419,6 @@ def framework_versions() -> dict[str, str]:
     return found
 
 
-def swap_in(folder: Path, out: Path, scratch: Path) -> None:
-    """Make ``out`` the finished adapter ``folder`` in one atomic step.
-
-    ``out`` is a symlink to a sibling ``.<name>@<time>`` folder; replacing the link is a
-    single rename, so a reader (or a crash) sees the old adapter or the new one, never
-    neither. A plain folder left by an older version is moved aside first, once.
-    """
-    target = out.parent / f".{out.name}@{time.time_ns()}"
-    os.replace(folder, target)
-    previous = out.resolve() if out.is_symlink() else None
-    if out.exists() and not out.is_symlink():
-        os.replace(out, scratch / "previous")
-    link = out.parent / f".{out.name}.link-{os.getpid()}"
-    link.unlink(missing_ok=True)
-    os.symlink(target.name, link)
-    os.replace(link, out)
-    fsync_dir(out.parent)
-    if previous is not None and previous != target and previous.parent == out.parent:
-        shutil.rmtree(previous, ignore_errors=True)
-
-
-def _leftover_patterns(name: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    """The scratch folder, swapped-in folder and temporary link names of adapter ``name``."""
-    quoted = re.escape(name)
-    return (scratch_pattern(name), re.compile(rf"\.{quoted}@\d+"),
-            re.compile(rf"\.{quoted}\.link-\d+"))
-
-
-def remove_leftovers(out: Path) -> list[Path]:
-    """Remove what killed runs of adapter ``out`` left beside it; return what was removed.
-
-    Scratch folders ``.<name>-XXXXXXXX`` (``saturated_dag.atomic.make_scratch``) of runs no longer
-    alive; and, when no run of this adapter is alive, swapped-in folders ``.<name>@<ns>`` that
-    the ``<name>`` link does not name (a crash between the rename and the link swap) and
-    temporary links ``.<name>.link-<pid>``. Only real folders match the first two and only
-    symlinks the last, so a file of a dotted name (adapter ``x.link``) is never taken for one.
-    """
-    removed, live_run = remove_dead_scratch(out)
-    if live_run or not out.parent.is_dir():  # a live run may be between rename and link swap
-        return removed
-    _, swapped, link = _leftover_patterns(out.name)
-    entries = sorted(out.parent.iterdir())
-    current = out.resolve() if out.is_symlink() else None
-    for entry in entries:
-        if swapped.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
-            if entry.resolve() != current:
-                shutil.rmtree(entry, ignore_errors=True)
-                removed.append(entry)
-        elif link.fullmatch(entry.name) and entry.is_symlink():
-            entry.unlink(missing_ok=True)
-            removed.append(entry)
-    return removed
-
-
 def train_adapter(
     method: str,
     base_model: str,
@@ -498,9 +436,10 @@ def train_adapter(
     """Train ``method`` on ``data`` (a polars frame) and save the best epoch's adapter at
     ``out_dir``.
 
+    ``out_dir`` is the adapter's key folder (``folders.key_folder``), published by one rename.
     ``record`` is added to the adapter's ``training_config.json`` (e.g. its cache key), with
     the settings and the precision actually used. ``callbacks`` are extra Trainer callbacks
-    (progress or probes). ``before_publish`` runs right before the adapter is swapped in and
+    (progress or probes). ``before_publish`` runs right before the adapter is published and
     may raise to keep it unpublished (a training child whose run has died). ``report_to``
     is where the trainers report their logs (``TrainingArguments.report_to``): ``"none"``
     by default; the single place to wire an experiment tracker (a profile setting) into.
@@ -524,8 +463,8 @@ def train_adapter(
                         else load_model(base_model, dtype=precision))
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    for leftover in remove_leftovers(out):
-        say(f"removed {leftover.name}, left beside {out.name} by a killed training run")
+    for leftover in remove_leftovers(out.parent):
+        say(f"removed {leftover.name}, left in {out.parent} by a killed training run")
     work = make_scratch(out)
     try:
         # LoRA's A matrices are drawn when the adapter is created, before the Trainer seeds
@@ -565,7 +504,7 @@ def train_adapter(
         give_umask_modes(final)
         if before_publish is not None:
             before_publish()
-        swap_in(final, out, work)
+        publish(final, out, work)
         return TrainResult(str(out), best, selector.epochs,
                            [dict(h) for h in trainer.state.log_history])
     finally:
