@@ -89,8 +89,8 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
     parts = split_into_parts(
         [(grid, dg.AssetSelection.assets(*keys)) for grid, keys in groups.items()],
         before, after, lambda pieces: reduce(operator.or_, pieces))
-    for index, ((grid, keys), (_, selection)) in enumerate(zip(groups.items(), parts,
-                                                              strict=True)):
+    for index, (grid, selection) in enumerate(parts):
+        keys = groups[grid]
         what = (description if len(groups) == 1 else
                 f"Part {index + 1} of {len(groups)} of {name}: {description} This part: "
                 + ("everything upstream of the adapters, " if index == 0 else "")
@@ -108,9 +108,9 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
 def stages(assets: Sequence[Any], keys: Sequence[dg.AssetKey]
            ) -> list[tuple[list[dg.AssetKey], dict[str, str]]]:
     """``keys`` of ``assets`` split into runs by the rule of ``staged_jobs``
-    (``split_into_parts``): each run's keys
-    and its partition-range tags (none when no selected asset is partitioned). For a slice of
-    the graph, as ``dg.materialize`` runs it (the tests' ``tests.pipeline.materialize``)."""
+    (``split_into_parts``): each run's keys and its partition-range tags (none when no
+    selected asset is partitioned). For a slice of the graph, as ``dg.materialize`` runs it
+    (the tests' ``tests.pipeline.materialize``)."""
     by_key = {k: a for a in assets if isinstance(a, dg.AssetsDefinition) for k in a.keys}
     groups: dict[tuple[str, ...], list[dg.AssetKey]] = {}
     for key in keys:

@@ -68,10 +68,9 @@ def train_with_pipes(context: dg.AssetExecutionContext, jobs: list[TrainingJob],
 
     ``inference`` (when given) is released first: no engine of this process stays on the
     device while the child trains; the start and end go to its residency log, and the child
-    records its own life there too. A failing
-    child raises ``dg.Failure`` with its exit status and the last ``tail_lines`` lines of
-    its log (traceback included); the adapters it finished before are published and reused
-    by the next run.
+    records its own life there too. A failing child raises ``dg.Failure`` with its exit
+    status and the last ``tail_lines`` lines of its log (traceback included); the adapters
+    it finished before are published and reused by the next run.
     """
     residency = ResidencyLog(None)
     if inference is not None:

@@ -219,10 +219,9 @@ def atomic_save_figure(figure: Any, path: Path | str, **kwargs: Any) -> Path:
 
 # ``tempfile.mkdtemp``'s random part: 8 characters from this alphabet (CPython's
 # ``tempfile._RandomNameSequence``). It has no "-", "." or "@", so ``.sft-`` plus 8 of them
-# is never a file of another adapter: adapter ``sft-abc`` leaves ``.sft-abc-XXXXXXXX``,
-# ``.sft-abc-run``, ``.sft-abc@<ns>`` and ``.sft-abc.link-<pid>``, each with a character after
-# ``.sft-`` that the pattern refuses or of another length, and ``sft_entropy``'s
-# ``.sft_entropy-...`` does not start with ``.sft-`` at all.
+# is never another target's scratch folder: target ``sft-abc`` leaves ``.sft-abc-XXXXXXXX``
+# (a character after ``.sft-`` that the pattern refuses, or another length), and
+# ``sft_entropy``'s ``.sft_entropy-...`` does not start with ``.sft-`` at all.
 MKDTEMP_PART = "[a-z0-9_]{8}"
 OWNER_FILE = "owner.json"
 
