@@ -15,13 +15,12 @@ Each part's job carries its grid's whole partition range as run tags, so a plain
 ``dagster job execute -j <part>`` trains every adapter of its cells, each cell in one step
 (``BackfillPolicy.single_run``). With one grid the job is one part and keeps its name.
 
-    python -m jobs.staged demo     # the parts of ``demo`` on the loaded profile, in order
+    python -m jobs.parts demo      # the parts of ``demo`` on the loaded profile, in order
 """
 
 from __future__ import annotations
 
 import operator
-import sys
 from collections.abc import Callable, Sequence
 from functools import reduce
 from typing import Any, TypeVar
@@ -135,26 +134,3 @@ def stages(assets: Sequence[Any], keys: Sequence[dg.AssetKey]
     parts = split_into_parts(list(groups.items()), before, after,
                              lambda pieces: [k for piece in pieces for k in piece])
     return [(selected, {RANGE_START: grid[0], RANGE_END: grid[-1]}) for grid, selected in parts]
-
-
-def main(argv: list[str]) -> int:
-    """Print the parts of a whole-task job (``demo``, ``study``, ``paper_<task>``) of the
-    loaded profile (``SATURATED_DAG_PROFILE``), one per line, in run order."""
-    from jobs.location import location_from_environment
-    from saturated_dag.config import load_profile
-
-    if len(argv) != 1:
-        print(__doc__)
-        return 2
-    profile = load_profile(location_from_environment()[0])
-    name = argv[0]
-    tasks = ([name.removeprefix("paper_")] if name.startswith("paper_") else profile.tasks)
-    if any(task not in profile.tasks for task in tasks):
-        print(f"{name}: profile {profile.name!r} does not run {tasks}", file=sys.stderr)
-        return 2
-    print("\n".join(part_names(name, profile, tasks)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

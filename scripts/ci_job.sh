@@ -10,7 +10,7 @@ rm -rf "$DAGSTER_HOME" "$SATURATED_DAG_OUTPUT_DIR"
 .venv/bin/python scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 start=$(date +%s)
 # the demo's parts, one run per grid of the cells' adapters (jobs/staged.py), in order
-parts=$(.venv/bin/python -m jobs.staged demo)
+parts=$(.venv/bin/python -m jobs.parts demo)
 for job in $parts; do
   .venv/bin/dagster job execute -f definitions.py -j "$job" >> "$DAGSTER_HOME/run.log" 2>&1 || {
     tail -50 "$DAGSTER_HOME/run.log"; echo "CI job failed in $job"; exit 1; }

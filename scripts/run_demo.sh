@@ -13,7 +13,7 @@ out=${SATURATED_DAG_OUTPUT_DIR:-outputs}
 job=${1:-demo}
 start=$(date +%s)
 # the job's parts: one run per grid of the cells' adapters (jobs/staged.py), in order
-for part in $(.venv/bin/python -m jobs.staged "$job"); do
+for part in $(.venv/bin/python -m jobs.parts "$job"); do
   .venv/bin/dagster job execute -f definitions.py -j "$part"
 done
 wall=$(( $(date +%s) - start ))

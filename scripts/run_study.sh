@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
 .venv/bin/python scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 start=$(date +%s)
 # the job's parts: one run per grid of the cells' adapters (jobs/staged.py), in order
-for part in $(.venv/bin/python -m jobs.staged study); do
+for part in $(.venv/bin/python -m jobs.parts study); do
   .venv/bin/dagster job execute -f definitions.py -j "$part"
 done
 end=$(date +%s)

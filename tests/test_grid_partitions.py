@@ -146,3 +146,28 @@ def test_a_grid_trains_with_one_base_model_load_and_the_same_weights(
         record = pl.read_json(Path(job.out_dir) / "result.json")
         assert record["cache_key"][0] == job.record["cache_key"]
         assert record["weights_version"][0]
+
+
+def test_the_parts_cli_prints_the_parts_in_order_and_refuses_what_the_profile_lacks() -> None:
+    """``python -m jobs.parts``, which the run scripts loop over: the demo's parts, one per
+    line, without runpy's "found in sys.modules" warning; a task the profile does not run, or
+    no job, exits 2 naming why."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    def parts(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "jobs.parts", *args], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "SATURATED_DAG_PROFILE": "demo"})
+
+    listed = parts("demo")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    profile = load_profile("demo")
+    assert listed.stdout.split() == part_names("demo", profile, profile.tasks)
+    assert "RuntimeWarning" not in listed.stderr
+    refused = parts("paper_gsm8k")
+    assert refused.returncode == 2 and "does not run ['gsm8k']" in refused.stderr
+    assert parts().returncode == 2
