@@ -11,7 +11,7 @@ import dagster as dg
 
 from saturated_dag.experiments import Experiment
 from saturated_dag.shards import file_fingerprint
-from saturated_dag.training.folders import current_folder
+from saturated_dag.training.folders import ADAPTER_WEIGHTS, current_folder
 
 
 def adapter_home(output_dir: str, task: str, exp: Experiment) -> Path:
@@ -50,7 +50,6 @@ def adapter_curves_png(output_dir: str, task: str, exp: Experiment) -> Path:
     return adapter_home(output_dir, task, exp).parent / f"{exp.name}_curves.png"
 
 
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 
 def adapter_weights_version(folder: Path) -> str:

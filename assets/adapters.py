@@ -62,8 +62,12 @@ from saturated_dag.training.config import (
     settings_line,
     settings_summary,
 )
-from saturated_dag.training.folders import key_folder, record_current, retire_old_layout
-from saturated_dag.training.isolated import RESULT_FILE
+from saturated_dag.training.folders import (
+    RESULT_FILE,
+    key_folder,
+    record_current,
+    retire_old_layout,
+)
 from saturated_dag.training.job import TrainingJob
 
 
@@ -163,7 +167,7 @@ def _cached_result(out: Path, key: str) -> tuple[dict | None, str]:
     """The stored result of an adapter trained under ``key`` if it is whole and current, and
     why not otherwise. Whole means its weights are there and hash to what the training
     recorded: a folder that lost or changed its weights is trained again, never reused."""
-    record, result = out / "training_config.json", out / "result.json"
+    record, result = out / "training_config.json", out / RESULT_FILE
     if not (record.is_file() and result.is_file() and (out / "adapter_config.json").is_file()):
         return None, "no trained adapter"
     if json.loads(record.read_text()).get("cache_key") != key:

@@ -24,6 +24,7 @@ from saturated_dag.experiments import Experiment, cell_adapters
 from saturated_dag.result_tables import selection_summary
 from saturated_dag.runs_table import scientific
 from saturated_dag.selection import SETTINGS, Trained, chosen, selection_table
+from saturated_dag.training.folders import RESULT_FILE
 
 SETTING_NAMES = {"learning_rate": "learning rate", "epochs": "max epochs",
                  "batch_size": "batch size", "dpo_beta": "β", "rrhf_rank_weight": "λ"}
@@ -79,7 +80,7 @@ def same_adapters(profile: Profile, cell: Experiment,
 
 def _validation(folder: Path) -> tuple[float, int]:
     """A trained adapter's kept epoch and its validation pass@1 (fraction)."""
-    record = folder / "result.json"
+    record = folder / RESULT_FILE
     if not record.is_file():
         raise dg.Failure(f"adapter {folder} has no result.json: materialise it first")
     result = json.loads(record.read_text())

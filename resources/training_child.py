@@ -22,23 +22,8 @@ from __future__ import annotations
 import json
 import time
 import traceback
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-RESULT_FILE = "result.json"  # saturated_dag.training.isolated.RESULT_FILE
-
-
-def adapter_version(adapter_dir: Path) -> str:
-    """The data version of a trained adapter: the hash of its weights file, as its training
-    recorded it in ``result.json`` the moment it published the adapter (``train_job``), so
-    the weights are not read and hashed a second time."""
-    record = adapter_dir / RESULT_FILE
-    if not (adapter_dir / ADAPTER_WEIGHTS).is_file() or not record.is_file():
-        raise FileNotFoundError(f"training wrote no {ADAPTER_WEIGHTS} or {RESULT_FILE} in "
-                                f"{adapter_dir}")
-    return json.loads(record.read_text(encoding="utf-8"))["weights_version"]
 
 
 def combined_version(versions: list[str]) -> str:
@@ -99,10 +84,11 @@ def main() -> None:
                 if len(jobs) > 1:
                     say(f"adapter {index} of {len(jobs)}: {job.out_dir}")
                 try:
-                    record = asdict(train_job(
+                    # the adapter's result.json record, its weights' hash included
+                    record = train_job(
                         job, log=say, bases=bases,
-                        before_publish=lambda job=job: require_parent(parent, job.out_dir)))
-                    versions.append(adapter_version(Path(record["adapter_dir"])))
+                        before_publish=lambda job=job: require_parent(parent, job.out_dir))
+                    versions.append(record["weights_version"])
                 except BaseException:
                     log_file.write(traceback.format_exc())
                     residency.record("child_end", "training", job.out_dir, failed=True)

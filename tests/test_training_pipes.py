@@ -16,10 +16,10 @@ import pytest
 
 from resources import InferenceResource, make_resources
 from resources.training import train_with_pipes
-from resources.training_child import ADAPTER_WEIGHTS
 from saturated_dag.config import load_profile
 from saturated_dag.residency import read_events, violations
 from saturated_dag.shards import file_fingerprint
+from saturated_dag.training.folders import ADAPTER_WEIGHTS
 from saturated_dag.training.job import TrainingJob
 
 PROMPT = "<|user|>Compute the following step by step:\n1 + 2 =<|end|><|assistant|>"

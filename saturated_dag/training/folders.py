@@ -37,6 +37,14 @@ KEY_CHARS = 16
 """Hex digits of the cache key in a folder's name: 64 bits, and the record inside the folder
 (``training_config.json``, ``result.json``) holds the whole key, which a cache hit checks."""
 
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+"""The weights file of a PEFT adapter folder; its hash is the adapter's data version."""
+
+RESULT_FILE = "result.json"
+"""The key folder's record of its training (``TrainResult``, the weights' hash and the cache
+key it was trained under), written as the training publishes it
+(``isolated.write_result``): what a later cache hit reads and checks."""
+
 CURRENT_FILE = "current"
 """The file in an adapter's home that names its current key folder."""
 

@@ -21,23 +21,22 @@ from typing import Any
 
 import polars as pl
 
+from saturated_dag.training.folders import ADAPTER_WEIGHTS, RESULT_FILE
 from saturated_dag.training.job import TrainingJob
 
 LogFn = Callable[[str], None]
 
 
-RESULT_FILE = "result.json"
-"""The adapter folder's record of its training (``TrainResult``, the weights' hash and the
-cache key it was trained under): what a later cache hit reads and checks."""
 
 
 def train_job(job: TrainingJob, log: LogFn | None = None,
               before_publish: Callable[[], None] | None = None,
-              bases: Any = None) -> Any:
+              bases: Any = None) -> dict[str, Any]:
     """Train the adapter ``job`` describes (in whichever process calls this) and write its
     ``result.json`` (``RESULT_FILE``) into the adapter folder, so a trained adapter is
     whole, and reusable, the moment its training ends, whatever happens to the trainings
-    after it.
+    after it. Returns that record (``TrainResult``'s fields, ``weights_version``,
+    ``cache_key``), so no caller reads the file back or hashes the weights again.
 
     ``job.data`` is the training set's Parquet file, read as a polars frame;
     ``before_publish`` is ``train_adapter``'s (the training child checks its run is alive);
@@ -65,8 +64,7 @@ def train_job(job: TrainingJob, log: LogFn | None = None,
                                eval_fn=validation_pass_at_1, log=log, record=job.record,
                                before_publish=before_publish,
                                report_to=profile.tracking.report_to, bases=bases)
-    write_result(Path(result.adapter_dir), asdict(result), job.record.get("cache_key"))
-    return result
+    return write_result(Path(result.adapter_dir), asdict(result), job.record.get("cache_key"))
 
 
 def write_result(folder: Path, record: dict[str, Any], cache_key: str | None) -> dict[str, Any]:
@@ -74,17 +72,14 @@ def write_result(folder: Path, record: dict[str, Any], cache_key: str | None) ->
     from saturated_dag.atomic import atomic_write_text
     from saturated_dag.shards import file_fingerprint
 
-    written = {**record, "weights_version": file_fingerprint(folder / WEIGHTS),
+    written = {**record, "weights_version": file_fingerprint(folder / ADAPTER_WEIGHTS),
                "cache_key": cache_key}
     atomic_write_text(folder / RESULT_FILE, json.dumps(written, default=float))
     return written
 
 
-WEIGHTS = "adapter_model.safetensors"
-
-
 def train_jobs(jobs: list[TrainingJob], log: LogFn | None = None,
-               before_publish: Callable[[], None] | None = None) -> list[Any]:
+               before_publish: Callable[[], None] | None = None) -> list[dict[str, Any]]:
     """Train ``jobs`` one after another in this process with one load of each base model
     (``train.BaseModels``): a cell's grid in one step. Each adapter is published, with its
     ``result.json``, as soon as it is trained."""
@@ -124,7 +119,7 @@ def _main(job_path: str, result_path: str) -> None:
     result = train_job(job, log=lambda m: print(f"[train] {m}", flush=True))
     out = Path(result_path)
     tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(result), default=float))
+    tmp.write_text(json.dumps(result, default=float))
     os.replace(tmp, out)
 
 

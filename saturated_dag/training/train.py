@@ -46,7 +46,7 @@ from saturated_dag.training.config import (
     TrainSettings,
     resolve_dtype,
 )
-from saturated_dag.training.folders import publish, remove_leftovers
+from saturated_dag.training.folders import ADAPTER_WEIGHTS, publish, remove_leftovers
 from saturated_dag.training.rrhf_trainer import (
     GroupCollator,
     RrhfConfig,
@@ -152,7 +152,7 @@ def _lora_b_moved(folder: Path) -> bool:
     so an adapter whose every ``lora_B`` is 0 adds nothing to the base model)."""
     from safetensors import safe_open
 
-    weights = folder / "adapter_model.safetensors"
+    weights = folder / ADAPTER_WEIGHTS
     with safe_open(str(weights), framework="pt") as handle:
         return any(bool(handle.get_tensor(k).count_nonzero()) for k in handle.keys()
                    if "lora_B" in k)
