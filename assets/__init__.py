@@ -37,7 +37,7 @@ def task_assets(profile: Profile, task: str
     in_step = step_layout(profile).processes == "per_step"
     scores = score_assets(profile, task)
     trained = plan.trained
-    grids = {cell: plan.grid(cell) for cell in plan.cells}
+    grids = plan.grids  # each cell's adapters by grid key: its asset's partitions
     selections = [selection_asset(task, cell, trained[cell]) for cell in plan.selections]
     scorer_assets = score_asset_names(profile, task)
     datasets = preference_dataset_assets(task, list(plan.cells), scorer_assets)

@@ -424,7 +424,6 @@ class TaskPlan:
         return groups
 
 
-
 def build_task_plan(profile: Profile, task: str) -> TaskPlan:
     """``task``'s plan under ``profile`` (``TaskPlan``)."""
     training, n = profile.training, profile.sampling.n
