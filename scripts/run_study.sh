@@ -11,10 +11,9 @@ export SATURATED_DAG_OUTPUT_DIR=${SATURATED_DAG_OUTPUT_DIR:-outputs/study}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
 .venv/bin/python scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 start=$(date +%s)
-# the job's parts: one run per grid of the cells' adapters (jobs/staged.py), in order
-for part in $(.venv/bin/python -m jobs.parts study); do
-  .venv/bin/dagster job execute -f definitions.py -j "$part"
-done
+# the job's parts: one run per grid of the cells' adapters (jobs/staged.py), in order, in one
+# process (the runs `dagster job execute -f definitions.py -j <part>` makes, one load)
+.venv/bin/python -m jobs.run_parts study
 end=$(date +%s)
 echo "study job: $((end - start)) s"
 .venv/bin/python scripts/run_record.py --output-dir "$SATURATED_DAG_OUTPUT_DIR" --job study \

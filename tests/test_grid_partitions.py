@@ -171,3 +171,46 @@ def test_the_parts_cli_prints_the_parts_in_order_and_refuses_what_the_profile_la
     refused = parts("paper_gsm8k")
     assert refused.returncode == 2 and "does not run ['gsm8k']" in refused.stderr
     assert parts().returncode == 2
+
+
+@dg.op
+def _toy_step(context: dg.OpExecutionContext) -> None:
+    if context.job_name == "fails":
+        raise RuntimeError("planted failure")
+
+
+def toy_part(name: str) -> dg.JobDefinition:
+    """A one-op job named ``name`` that fails when the name is ``fails`` (for ``run_parts``)."""
+    return dg.JobDefinition(graph_def=dg.GraphDefinition(name=name, node_defs=[_toy_step]),
+                            executor_def=dg.in_process_executor)
+
+
+def test_run_parts_runs_each_part_in_order_and_stops_at_the_first_failure(capsys) -> None:
+    """``python -m jobs.run_parts``, which the run scripts call: one Dagster run per part, in
+    order, on the instance; a failed part stops the sequence with exit 1, naming its run,
+    and the finished parts keep their runs."""
+    from jobs.run_parts import run_parts
+
+    toy = (__name__, "toy_part")
+    with dg.instance_for_test() as instance:
+        assert run_parts(["first", "second"], instance, toy) == 0
+        assert [r.job_name for r in reversed(instance.get_runs())] == ["first", "second"]
+        assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in instance.get_runs())
+    with dg.instance_for_test() as instance:
+        assert run_parts(["first", "fails", "never"], instance, toy) == 1
+        runs = {r.job_name: r for r in instance.get_runs()}
+        assert sorted(runs) == ["fails", "first"]
+        assert runs["first"].status == dg.DagsterRunStatus.SUCCESS
+        assert runs["fails"].status == dg.DagsterRunStatus.FAILURE
+    assert f"run {runs['fails'].run_id} of fails failed" in capsys.readouterr().err
+
+
+def test_run_parts_builds_each_run_from_the_code_location() -> None:
+    """The runs' job comes from ``definitions.py`` by name, so a part run this way is the
+    same job ``dagster job execute -f definitions.py -j <part>`` runs."""
+    import definitions
+    from jobs.run_parts import RECONSTRUCTOR, part_job
+
+    assert RECONSTRUCTOR == ("jobs.run_parts", "part_job")
+    name = part_names("demo", load_profile("demo"), ["chain_sum"])[0]
+    assert part_job(name) is definitions.defs.resolve_job_def(name)
