@@ -115,9 +115,10 @@ def _train(context: dg.AssetExecutionContext, inference: InferenceResource,
     inference.release()
     if isolate:
         return train_with_pipes(context, jobs, work, inference).metadata
+    from saturated_dag.parallel import training_workers
     from saturated_dag.training.isolated import train_jobs
 
-    train_jobs(jobs, log=context.log.info)
+    train_jobs(jobs, log=context.log.info, workers=training_workers(jobs[0].profile))
     return {}
 
 

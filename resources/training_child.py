@@ -55,6 +55,7 @@ def main() -> None:
 
     from saturated_dag.atomic import atomic_write_text
     from saturated_dag.lifeline import bind_to_parent, require_parent
+    from saturated_dag.parallel import limit_threads, training_workers
     from saturated_dag.residency import ResidencyLog
     from saturated_dag.training.isolated import train_job
     from saturated_dag.training.job import TrainingJob
@@ -66,6 +67,8 @@ def main() -> None:
         bind_to_parent(parent)
         jobs = [TrainingJob.from_json(json.dumps(job), f"training job {i} received through Pipes")
                 for i, job in enumerate(pipes.get_extra("jobs"))]
+        if jobs and training_workers(jobs[0].profile):
+            limit_threads(1)  # on a CPU every training runs one thread, wherever it runs
         result_path = Path(pipes.get_extra("result"))
         where = pipes.get_extra("residency_log") if "residency_log" in pipes.extras else None
         residency = ResidencyLog(Path(where) if where else None)

@@ -25,6 +25,8 @@ step, about 1.1 s each, and most demo steps last 1 to 4 s.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +78,33 @@ def step_layout(profile: Any) -> StepLayout:
     if profile.execution.model_steps == "one_per_core":
         return StepLayout(cpu_cores(), 1, "per_step")
     return StepLayout(1, cpu_cores(), "run")
+
+
+def training_workers(profile: Any) -> int:
+    """Processes that train a step's adapters side by side, one torch thread each
+    (``training.isolated.train_jobs``): on a CPU, the cores when the run's own process holds
+    them (``one_at_a_time``) and 1 under ``one_per_core`` (its steps already share them);
+    0 on an accelerator (no side by side, torch's threads)."""
+    layout = step_layout(profile)
+    if layout.threads is None:
+        return 0
+    return cpu_cores() if layout.processes == "run" else 1
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """torch on ``threads`` for the block (``None``: unchanged), then as it was."""
+    if threads is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def limit_threads(threads: int) -> None:

@@ -214,3 +214,68 @@ def test_run_parts_builds_each_run_from_the_code_location() -> None:
     assert RECONSTRUCTOR == ("jobs.run_parts", "part_job")
     name = part_names("demo", load_profile("demo"), ["chain_sum"])[0]
     assert part_job(name) is definitions.defs.resolve_job_def(name)
+
+
+def _keyed(jobs: list[TrainingJob]) -> list[TrainingJob]:
+    """``jobs`` with the adapter folders' layout: ``<adapter name>/<key folder>``."""
+    return [job.model_copy(update={"out_dir": str(Path(job.out_dir) / "key")}) for job in jobs]
+
+
+def dies_on_b(job: TrainingJob, tag: str) -> dict:
+    """A side-by-side worker's training that kills its process on adapter ``b`` (the OOM
+    killer), and waits on the others so the kill lands mid-grid."""
+    import os
+    import time
+
+    from saturated_dag.training.side_by_side import train_in_worker
+
+    if Path(job.out_dir).parent.name == "b":
+        os._exit(9)
+    time.sleep(2)
+    return train_in_worker(job, tag)
+
+
+def test_a_grid_trains_side_by_side_one_thread_per_process_with_the_weights_of_one_alone(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    """Item 1 of the throughput issue on CPU: a grid's adapters train at the same time in one
+    process per core, each with one torch thread, and each adapter's weights are those it
+    gets trained alone in a one-thread process."""
+    import os
+
+    import torch
+
+    lines: list[str] = []
+    jobs = _keyed(_sft_jobs(tmp_path / "together", tiny_model_dir))
+    records = train_jobs(jobs, log=lines.append, workers=2)
+    assert [r["cache_key"] for r in records] == ["a", "b"]
+    workers = [r["worker"] for r in records]
+    assert {w["torch_threads"] for w in workers} == {1}
+    assert len({w["pid"] for w in workers}) == 2 and os.getpid() not in {
+        w["pid"] for w in workers}
+    first, second = sorted(workers, key=lambda w: w["start"])
+    assert second["start"] < first["end"]  # at the same time
+    assert any(line.startswith("a: training sft") for line in lines)  # progress, named
+    assert any(line.startswith("b: training sft") for line in lines)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        alone = train_job(_sft_jobs(tmp_path / "alone", tiny_model_dir)[1])
+    finally:
+        torch.set_num_threads(threads)
+    weights = "adapter_model.safetensors"
+    assert (Path(records[1]["adapter_dir"]) / weights).read_bytes() == (
+        Path(alone["adapter_dir"]) / weights).read_bytes()
+
+
+def test_a_training_process_that_dies_fails_the_grid_naming_what_is_not_trained(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    """A side-by-side worker killed mid-grid fails the step with the adapters that were not
+    trained, instead of hanging or passing."""
+    from saturated_dag.training.side_by_side import train_side_by_side
+
+    jobs = _keyed(_sft_jobs(tmp_path / "grid", tiny_model_dir))
+    with pytest.raises(RuntimeError, match="a training process died") as raised:
+        train_side_by_side(jobs, 2, train=dies_on_b)
+    assert jobs[1].out_dir in str(raised.value)
+    with pytest.raises(ValueError, match="before_publish"):
+        train_jobs(jobs, workers=2, before_publish=lambda: None)

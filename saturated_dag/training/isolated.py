@@ -79,18 +79,35 @@ def write_result(folder: Path, record: dict[str, Any], cache_key: str | None) ->
 
 
 def train_jobs(jobs: list[TrainingJob], log: LogFn | None = None,
-               before_publish: Callable[[], None] | None = None) -> list[dict[str, Any]]:
-    """Train ``jobs`` one after another in this process with one load of each base model
-    (``train.BaseModels``): a cell's grid in one step. Each adapter is published, with its
-    ``result.json``, as soon as it is trained."""
+               before_publish: Callable[[], None] | None = None,
+               workers: int = 0) -> list[dict[str, Any]]:
+    """Train ``jobs`` with one load of each base model (``train.BaseModels``): a cell's grid
+    in one step. Each adapter is published, with its ``result.json``, as soon as it is
+    trained.
+
+    ``workers`` (a CPU's cores, ``parallel.training_workers``; 0 on an accelerator) makes
+    every training run one torch thread, so an adapter's weights depend neither on the
+    machine's cores nor on how many adapters its step trains: several side by side in that
+    many processes (``side_by_side``), a single one in this process. With 0, one after
+    another in this process, with its threads."""
+    from saturated_dag.parallel import torch_threads
     from saturated_dag.training.train import BaseModels
 
+    if workers and before_publish is not None:
+        raise ValueError("CPU trainings have no before_publish check: a training child "
+                         "(whose run may die) trains with workers=0")
+    if workers > 1 and len(jobs) > 1:
+        from saturated_dag.training.side_by_side import train_side_by_side
+
+        return train_side_by_side(jobs, workers, log)
     bases = BaseModels()
     results = []
-    for index, job in enumerate(jobs, 1):
-        if log is not None and len(jobs) > 1:
-            log(f"adapter {index} of {len(jobs)}: {job.out_dir}")
-        results.append(train_job(job, log=log, before_publish=before_publish, bases=bases))
+    with torch_threads(1 if workers else None):
+        for index, job in enumerate(jobs, 1):
+            if log is not None and len(jobs) > 1:
+                log(f"adapter {index} of {len(jobs)}: {job.out_dir}")
+            results.append(train_job(job, log=log, before_publish=before_publish,
+                                     bases=bases))
     return results
 
 
