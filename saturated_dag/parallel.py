@@ -13,13 +13,17 @@ The layouts (``StepLayout``, chosen by ``step_layout``):
 - an accelerator (a CUDA device, or any vLLM engine): the run's own process, one model step
   at a time per device, so the engine loads once for all steps;
 - CPU, ``execution.model_steps: one_at_a_time`` (the default): the run's own process, one
-  model step at a time with a torch thread per core;
+  model step at a time with a torch thread per core, and a step's several trainings side by
+  side in one one-thread worker process per core (``training_workers``,
+  ``training.side_by_side``);
 - CPU, ``one_per_core``: a process per step (Dagster's multiprocess executor), one per core
   at once, each with one torch thread.
 
-The default on CPU is measured, not assumed: on the demo one per core ran 342 s against 263 s
-one at a time (``docs/performance.md``, "Steps and threads"): Dagster starts a process per
-step, about 1.1 s each, and most demo steps last 1 to 4 s.
+On a CPU every training runs one torch thread, wherever it runs, so an adapter's weights do
+not depend on the machine's cores. The default on CPU is measured, not assumed: on the demo
+one per core ran 342 s against 263 s one at a time (``docs/performance.md``, "Steps and
+threads"): Dagster starts a process per step, about 1.1 s each, and most demo steps last 1 to
+4 s; the trainings, which do pay for a second core, use it inside their step.
 """
 
 from __future__ import annotations

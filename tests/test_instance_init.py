@@ -41,4 +41,6 @@ def test_every_script_that_starts_runs_initialises_the_instance_first() -> None:
         lines = [line for line in (ROOT / "scripts" / script).read_text().splitlines()
                  if not line.lstrip().startswith("#")]
         init = next(i for i, line in enumerate(lines) if "scripts/init_instance.py" in line)
-        assert init < next(i for i, line in enumerate(lines) if "job execute" in line), script
+        starts = [i for i, line in enumerate(lines)
+                  if "job execute" in line or "jobs.run_parts" in line]
+        assert starts and init < starts[0], script

@@ -6,12 +6,13 @@ second torch thread in the same process adds little, while a second process trai
 adapter of the grid doubles what the two cores do (``BENCHMARKS.md``, "Training side by
 side"). Dagster's multiprocess executor would give the same overlap across steps, but it
 starts a process per step, which costs more than the demo's short steps last
-(``docs/performance.md``). Here the workers are forked from a fork server that has imported
-torch, transformers, TRL, PEFT and the trainer once per process that trains (``PRELOAD``), so
-the workers start once per process that trains (a second or two) and then serve every grid
-of its steps, warm. Not forked from the step's own process: polars' thread pools do not
-survive a fork, and the training reads its Parquet set with polars (a child forked from a
-process that has used polars hangs in ``read_parquet``).
+(``docs/performance.md``). Here the workers are started once per process that trains (a few
+seconds, the two importing torch, TRL and PEFT at once on their two cores: ``PRELOAD``) and
+then serve every grid of its steps, warm. They are spawned, not forked: polars' thread pools
+do not survive a fork (a child forked from a process that had used polars hung in
+``read_parquet``), and multiprocessing's fork server is one per process, preloaded and given
+its environment by whoever starts it first (Dagster's multiprocess executor under
+``one_per_core``).
 
 Each worker runs one torch thread (``parallel.limit_threads``), so nothing oversubscribes, and
 an adapter's weights do not depend on how many cores the machine has or which worker trained
@@ -19,8 +20,9 @@ it. Each adapter is published, with its ``result.json``, as soon as its training
 training that raises lets the others finish, then fails the step. A worker that dies (the
 OOM killer) stops the others: the adapters already published stay, the step fails naming
 those that are not, and its re-execution trains only those (the rest are cache hits). A
-worker dies within a second of the run's process (``lifeline.die_with``). Log lines travel back through a queue, so the run log shows each
-training's progress as before, prefixed by its adapter.
+worker dies within a second of the run's process (``lifeline.die_with``). Log lines travel
+back through a queue, so the run log shows each training's progress as before, prefixed by
+its adapter.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ PRELOAD = ["saturated_dag.training.isolated", "saturated_dag.training.train",
            "saturated_dag.training.rrhf_trainer", "saturated_dag.evaluation",
            "saturated_dag.generation.transformers_backend", "saturated_dag.generation.models",
            "saturated_dag.tasks", "trl.trainer.dpo_trainer", "trl.trainer.sft_trainer", "peft"]
-"""What the workers' fork server imports once, so that no worker imports it again."""
+"""What each worker imports when it starts, before its first training."""
 
 _WORKER: dict[str, Any] = {}
 """The worker process's state: the queue its log lines go to."""
@@ -55,13 +57,17 @@ process exits or a worker dies."""
 
 
 def _start_worker(lines: Any, owner: int) -> None:
-    """In each worker: one torch thread, and death within a second of the process that
-    owns the pool (the run's), as a step process of ``one_per_core`` does."""
+    """In each worker: one torch thread, death within a second of the process that owns the
+    pool (the run's), as a step process of ``one_per_core`` does, and the imports."""
+    import importlib
+
     from saturated_dag.lifeline import die_with
     from saturated_dag.parallel import limit_threads
 
     limit_threads(1)
     die_with(owner)
+    for module in PRELOAD:
+        importlib.import_module(module)
     _WORKER["lines"] = lines
 
 
@@ -93,8 +99,7 @@ def train_in_worker(job: TrainingJob, tag: str) -> dict[str, Any]:
 def _pool(count: int) -> tuple[ProcessPoolExecutor, Any]:
     """The pool of ``count`` one-thread workers, started on first use."""
     if count not in _POOLS:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(PRELOAD)
+        context = multiprocessing.get_context("spawn")
         lines = context.Queue()
         _POOLS[count] = (ProcessPoolExecutor(count, mp_context=context,
                                              initializer=_start_worker,
