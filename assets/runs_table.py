@@ -75,10 +75,11 @@ def runs_table_asset(task: str, cells: list[Experiment],
         for cell in cells:
             same_adapters(profile, cell, trained[cell])
         adapters = task_adapters(profile, task)
-        folders = {a.adapter.name: adapter_dir(experiment.output_dir, task, a.adapter)
-                   for a in adapters}
-        records = {name: read_record(folder) for name, folder in folders.items()}
-        missing = sorted(name for name, record in records.items() if record is None)
+        folders = {a.adapter: adapter_dir(experiment.output_dir, task, a.adapter)
+                   for a in adapters}  # by adapter: splits share names
+        records = {exp: read_record(folder) for exp, folder in folders.items()}
+        missing = sorted(f"{exp.split}/{exp.name}" for exp, record in records.items()
+                         if record is None)
         if missing:
             context.log.warning(f"{len(missing)} adapter(s) have no training_config.json "
                                 f"(their rows show the planned settings): {missing[:5]}")
@@ -88,7 +89,7 @@ def runs_table_asset(task: str, cells: list[Experiment],
                    for i, c in enumerate(cells)}
         base = per_question_results(inputs["base"])
         frame = runs_table(profile, task, adapters, records,
-                           {name: str(folder) for name, folder in folders.items()},
+                           {exp: str(folder) for exp, folder in folders.items()},
                            chosen_configurations(profile, adapters, selections), reports, base,
                            eval_set_name(profile, task, base["question_id"].n_unique()))
         tables = Path(experiment.output_dir) / task

@@ -159,16 +159,19 @@ def _eval_rows(adapters: Sequence[TrainedAdapter], chosen: Mapping[str, str],
 
 
 def runs_table(profile: Profile, task: str, adapters: Sequence[TrainedAdapter],
-               records: Mapping[str, AdapterRecord | None], paths: Mapping[str, str],
+               records: Mapping[Experiment, AdapterRecord | None],
+               paths: Mapping[Experiment, str],
                chosen: Mapping[str, str], reports: Mapping[str, pl.DataFrame],
                base: pl.DataFrame | None, eval_set: str | None = None) -> pl.DataFrame:
     """The runs table of ``task``: one row per adapter, in ``adapters``' order.
 
     ``records``: each adapter's ``read_record`` (None: not trained yet; its settings are then
     the planned ones and its kept epoch and validation are null). ``paths``: each adapter's
-    folder. ``chosen``: ``chosen_configurations``. ``reports`` and ``base``: per-question eval
-    results (``evaluation.per_question_results``) by ``cell_key`` and of the base model; an
-    adapter no report evaluates has null eval columns. Percentages, as in the other tables.
+    folder. Both by the adapter itself, not its name: splits train adapters of the same name
+    (``dpo_self_judge`` on saturated and on strict_saturated). ``chosen``:
+    ``chosen_configurations``. ``reports`` and ``base``: per-question eval results
+    (``evaluation.per_question_results``) by ``cell_key`` and of the base model; an adapter
+    no report evaluates has null eval columns. Percentages, as in the other tables.
     """
     k = profile.sampling.n
     declared = schema("runs_table", k=k)
@@ -176,7 +179,7 @@ def runs_table(profile: Profile, task: str, adapters: Sequence[TrainedAdapter],
     rows = []
     for a in adapters:
         exp = a.adapter
-        record = records.get(exp.name)
+        record = records.get(exp)
         planned = asdict(settings_for(exp.method, exp.training(profile.training)))
         settings = record.settings if record is not None and record.settings else planned
         validation = None if record is None or record.validation is None else (
@@ -189,7 +192,7 @@ def runs_table(profile: Profile, task: str, adapters: Sequence[TrainedAdapter],
             "epoch kept": None if record is None else record.best_epoch,
             "validation pass@1": validation,
             "chosen": any(chosen.get(cell_key(c)) == a.configuration.name for c in a.cells),
-            "adapter_path": paths.get(exp.name)}
+            "adapter_path": paths.get(exp)}
         # the results table's own split/method/scorer name its rows, not this adapter
         row.update({c: v for c, v in evaluated.get(exp, {}).items()
                     if c not in ("split", "method", "scorer")})

@@ -235,6 +235,29 @@ def dies_on_b(job: TrainingJob, tag: str) -> dict:
     return train_in_worker(job, tag)
 
 
+def raises_on_b(job: TrainingJob, tag: str) -> dict:
+    """A side-by-side worker's training that raises on adapter ``b`` at once."""
+    from saturated_dag.training.side_by_side import train_in_worker
+
+    if Path(job.out_dir).parent.name == "b":
+        raise ValueError("planted training error")
+    return train_in_worker(job, tag)
+
+
+def test_a_training_that_raises_lets_the_grid_finish_then_fails_with_its_own_error(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    """A side-by-side training that raises: the others of the step still publish their
+    adapters, then the step fails with that training's own error, naming its adapter."""
+    from saturated_dag.training.side_by_side import train_side_by_side
+
+    jobs = _keyed(_sft_jobs(tmp_path / "grid", tiny_model_dir))
+    with pytest.raises(ValueError, match="planted training error") as raised:
+        train_side_by_side(jobs, 2, train=raises_on_b)
+    assert any(jobs[1].out_dir in note for note in raised.value.__notes__)
+    assert (Path(jobs[0].out_dir) / "adapter_model.safetensors").is_file()
+    assert not Path(jobs[1].out_dir).exists()
+
+
 def test_a_grid_trains_side_by_side_one_thread_per_process_with_the_weights_of_one_alone(
         tmp_path: Path, tiny_model_dir: Path) -> None:
     """Item 1 of the throughput issue on CPU: a grid's adapters train at the same time in one

@@ -80,19 +80,39 @@ def _write_record(folder: Path, exp: Experiment, profile, best: int, val: float)
 def _frame(tmp_path: Path) -> pl.DataFrame:
     profile = _profile()
     adapters = task_adapters(profile, TASK)
-    folders = {a.adapter.name: tmp_path / a.adapter.name for a in adapters}
+    folders = {a.adapter: tmp_path / a.adapter.name for a in adapters}
     for a in adapters:
         if a.adapter.name != "sft_seed1":  # one adapter not trained yet
-            _write_record(folders[a.adapter.name], a.adapter, profile, 2, 0.75)
+            _write_record(folders[a.adapter], a.adapter, profile, 2, 0.75)
     chosen = chosen_configurations(profile, adapters, {
         "saturated/dpo_entropy": "dpo_entropy_lr0.0003", "saturated/sft": "sft"})
     reports = {"saturated/dpo_entropy": _report(ALL_RIGHT, HALF),
                "saturated/dpo_entropy_lr0.001": _report(HALF, HALF),
                "saturated/sft": _report(HALF, ALL_RIGHT)}
     return runs_table(profile, TASK, adapters,
-                      {name: read_record(folder) for name, folder in folders.items()},
-                      {name: str(folder) for name, folder in folders.items()}, chosen,
+                      {exp: read_record(folder) for exp, folder in folders.items()},
+                      {exp: str(folder) for exp, folder in folders.items()}, chosen,
                       reports, _per_question(BASE), "toy eval set")
+
+
+def test_each_row_reads_its_own_splits_adapter_on_the_demo_profile(tmp_path: Path) -> None:
+    """The demo trains adapters of one name on several splits (``dpo_self_judge`` on
+    saturated and strict_saturated): each row's record and folder are its own split's, not
+    the last same-named adapter's (30 of the demo's 78 rows were another split's)."""
+    profile = load_profile("demo")
+    adapters = task_adapters(profile, "chain_sum")
+    validation = {"saturated": 0.125, "strict_saturated": 0.25, "hard": 0.5}
+    folders = {a.adapter: tmp_path / a.adapter.split / a.adapter.name for a in adapters}
+    for exp, folder in folders.items():
+        _write_record(folder, exp, profile, 2, validation[exp.split])
+    names = [a.adapter.name for a in adapters]
+    assert len(set(names)) < len(names)  # the case this test is about
+    frame = runs_table(profile, "chain_sum", adapters,
+                       {exp: read_record(folder) for exp, folder in folders.items()},
+                       {exp: str(folder) for exp, folder in folders.items()}, {}, {}, None)
+    for row in frame.iter_rows(named=True):
+        assert f"/{row['split']}/" in row["adapter_path"], row
+        assert row["validation pass@1"] == 100 * validation[row["split"]], row
 
 
 def test_enumerates_every_configuration_and_seed_once() -> None:

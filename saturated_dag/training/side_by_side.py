@@ -121,7 +121,8 @@ def train_side_by_side(jobs: list[TrainingJob], workers: int, log: LogFn | None 
     (a module-level function, run in a worker) returns for each, in ``jobs``' order.
 
     Every training runs to its end, even when another fails, so each finished adapter is
-    published; then the first failure is raised."""
+    published; then the first failure is raised as it was, with a note naming its adapter
+    and the others that failed."""
     say = log or (lambda _line: None)
     count = max(1, min(workers, len(jobs)))
     pool, lines = _pool(count)
@@ -155,11 +156,14 @@ def train_side_by_side(jobs: list[TrainingJob], workers: int, log: LogFn | None 
         _discard(count)
         raise
     _drain(lines, say, tags, sent, until_all_sent=True)
-    if errors:
+    if errors:  # the training's own error (its type and message), named
         first = min(errors)
-        raise RuntimeError(f"training {jobs[first].out_dir} failed"
-                           + (f" (and {len(errors) - 1} more of this step)"
-                              if len(errors) > 1 else "")) from errors[first]
+        error = errors[first]
+        error.add_note(f"training {jobs[first].out_dir} side by side"
+                       + (f"; {len(errors) - 1} more of this step failed too: "
+                          + ", ".join(jobs[i].out_dir for i in sorted(errors)[1:])
+                          if len(errors) > 1 else ""))
+        raise error
     return [records[i] for i in range(len(jobs))]
 
 
