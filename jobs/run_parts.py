@@ -46,7 +46,8 @@ def run_parts(parts: list[str], instance: dg.DagsterInstance,
             if not result.success:
                 print(f"run {result.run_id} of {part} failed: the parts after it were not "
                       "run (open the run in the UI, fix the cause, and run this command "
-                      "again: finished assets are reused)", file=sys.stderr)
+                      "again: finished stages and adapters come from their caches)",
+                      file=sys.stderr)
                 return 1
             print(f"part {index} of {len(parts)}: {part} succeeded in "
                   f"{time.monotonic() - started:.1f} s (run {result.run_id})",

@@ -93,10 +93,10 @@ def train_jobs(jobs: list[TrainingJob], log: LogFn | None = None,
     from saturated_dag.parallel import torch_threads
     from saturated_dag.training.train import BaseModels
 
-    if workers and before_publish is not None:
-        raise ValueError("CPU trainings have no before_publish check: a training child "
-                         "(whose run may die) trains with workers=0")
     if workers > 1 and len(jobs) > 1:
+        if before_publish is not None:
+            raise ValueError("side-by-side training has no before_publish check: a training "
+                             "child, whose run may die, trains with workers=0")
         from saturated_dag.training.side_by_side import train_side_by_side
 
         return train_side_by_side(jobs, workers, log)
