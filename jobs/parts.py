@@ -2,7 +2,7 @@
 ``paper_<task>``) on the loaded profile, one per line, in run order (``jobs/staged.py``).
 
 ``scripts/ci_job.sh`` loops over them with ``dagster job execute``; the run scripts execute
-them in one process (``python -m jobs.run_parts``). A module of its own, which the ``jobs``
+them in one process (``python -m run_parts``). A module of its own, which the ``jobs``
 package does not import: run as ``-m``, a module the package had already imported would be
 loaded twice (runpy's RuntimeWarning).
 """

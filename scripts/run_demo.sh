@@ -14,7 +14,7 @@ job=${1:-demo}
 start=$(date +%s)
 # the job's parts: one run per grid of the cells' adapters (jobs/staged.py), in order, in one
 # process (the runs `dagster job execute -f definitions.py -j <part>` makes, one load)
-.venv/bin/python -m jobs.run_parts "$job"
+.venv/bin/python -m run_parts "$job"
 wall=$(( $(date +%s) - start ))
 # what produced these tables (commit, machine, wall time), for a docs/results.md snapshot
 .venv/bin/python scripts/run_record.py --output-dir "$out" --job "$job" \

@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
 start=$(date +%s)
 # the job's parts: one run per grid of the cells' adapters (jobs/staged.py), in order, in one
 # process (the runs `dagster job execute -f definitions.py -j <part>` makes, one load)
-.venv/bin/python -m jobs.run_parts study
+.venv/bin/python -m run_parts study
 end=$(date +%s)
 echo "study job: $((end - start)) s"
 .venv/bin/python scripts/run_record.py --output-dir "$SATURATED_DAG_OUTPUT_DIR" --job study \

@@ -186,10 +186,10 @@ def toy_part(name: str) -> dg.JobDefinition:
 
 
 def test_run_parts_runs_each_part_in_order_and_stops_at_the_first_failure(capsys) -> None:
-    """``python -m jobs.run_parts``, which the run scripts call: one Dagster run per part, in
+    """``python -m run_parts``, which the run scripts call: one Dagster run per part, in
     order, on the instance; a failed part stops the sequence with exit 1, naming its run,
     and the finished parts keep their runs."""
-    from jobs.run_parts import run_parts
+    from run_parts import run_parts
 
     toy = (__name__, "toy_part")
     with dg.instance_for_test() as instance:
@@ -209,9 +209,9 @@ def test_run_parts_builds_each_run_from_the_code_location() -> None:
     """The runs' job comes from ``definitions.py`` by name, so a part run this way is the
     same job ``dagster job execute -f definitions.py -j <part>`` runs."""
     import definitions
-    from jobs.run_parts import RECONSTRUCTOR, part_job
+    from run_parts import RECONSTRUCTOR, part_job
 
-    assert RECONSTRUCTOR == ("jobs.run_parts", "part_job")
+    assert RECONSTRUCTOR == ("run_parts", "part_job")
     name = part_names("demo", load_profile("demo"), ["chain_sum"])[0]
     assert part_job(name) is definitions.defs.resolve_job_def(name)
 

@@ -42,5 +42,5 @@ def test_every_script_that_starts_runs_initialises_the_instance_first() -> None:
                  if not line.lstrip().startswith("#")]
         init = next(i for i, line in enumerate(lines) if "scripts/init_instance.py" in line)
         starts = [i for i, line in enumerate(lines)
-                  if "job execute" in line or "jobs.run_parts" in line]
+                  if "job execute" in line or "run_parts" in line]
         assert starts and init < starts[0], script

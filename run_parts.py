@@ -1,5 +1,8 @@
-"""``python -m jobs.run_parts <job>``: execute a whole-task job (``demo``, ``study``,
+"""``python -m run_parts <job>``: execute a whole-task job (``demo``, ``study``,
 ``paper_<task>``) part after part, in one process (``jobs/staged.py``).
+
+Beside ``definitions.py``, not under ``jobs/``: it loads the code location, which nothing in
+the Dagster layer may import (``[tool.importlinter]`` in ``pyproject.toml``).
 
 Each part is the same run that ``dagster job execute -f definitions.py -j <part>`` makes:
 Dagster's ``execute_job`` on the instance of ``DAGSTER_HOME``, with the job's own executor,
@@ -19,12 +22,17 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import dagster as dg
 
 RECONSTRUCTOR = (__spec__.name if __spec__ is not None else __name__, "part_job")
 """Where a run of a part finds its job again (this module's ``part_job``): by its module
 name even when this file runs as ``__main__``, so a step process can rebuild the job."""
+
+ROOT = str(Path(__file__).resolve().parent)
+"""The folder this module and ``definitions.py`` are imported from (the runs' working
+directory: Dagster drops the script's own folder from ``sys.path`` while it imports)."""
 
 
 def part_job(name: str) -> dg.JobDefinition:
@@ -41,7 +49,8 @@ def run_parts(parts: list[str], instance: dg.DagsterInstance,
     for index, part in enumerate(parts, start=1):
         print(f"part {index} of {len(parts)}: {part}", file=sys.stderr, flush=True)
         started = time.monotonic()
-        job = dg.build_reconstructable_job(*reconstructor, reconstructable_args=(part,))
+        job = dg.build_reconstructable_job(*reconstructor, reconstructable_args=(part,),
+                                           reconstructor_working_directory=ROOT)
         with dg.execute_job(job, instance=instance, raise_on_error=False) as result:
             if not result.success:
                 print(f"run {result.run_id} of {part} failed: the parts after it were not "
