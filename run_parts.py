@@ -67,14 +67,10 @@ def run_parts(parts: list[str], instance: dg.DagsterInstance,
 def main(argv: list[str]) -> int:
     """Execute the parts of a whole-task job of the loaded profile (``SATURATED_DAG_PROFILE``)
     on the instance of ``DAGSTER_HOME``."""
-    from jobs.parts import job_parts
+    from jobs.parts import parts_of_argv
 
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
-    parts = job_parts(argv[0])
-    if isinstance(parts, str):
-        print(parts, file=sys.stderr)
+    parts = parts_of_argv(argv, __doc__)
+    if parts is None:
         return 2
     with dg.DagsterInstance.get() as instance:
         return run_parts(parts, instance)

@@ -28,15 +28,25 @@ def job_parts(name: str) -> list[str] | str:
     return part_names(name, profile, tasks)
 
 
-def main(argv: list[str]) -> int:
-    """Print the parts of a whole-task job of the loaded profile, one per line, in run
-    order."""
+def parts_of_argv(argv: list[str], usage: str) -> list[str] | None:
+    """The parts of the one job named in ``argv``; None, with ``usage`` or the reason on
+    stderr, when ``argv`` names no job or the profile does not run it (both CLIs: this
+    one and ``run_parts.py``)."""
     if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
+        print(usage, file=sys.stderr)
+        return None
     parts = job_parts(argv[0])
     if isinstance(parts, str):
         print(parts, file=sys.stderr)
+        return None
+    return parts
+
+
+def main(argv: list[str]) -> int:
+    """Print the parts of a whole-task job of the loaded profile, one per line, in run
+    order."""
+    parts = parts_of_argv(argv, __doc__)
+    if parts is None:
         return 2
     print("\n".join(parts))
     return 0

@@ -267,6 +267,10 @@ def test_a_grid_trains_side_by_side_one_thread_per_process_with_the_weights_of_o
 
     import torch
 
+    from saturated_dag.parallel import cpu_cores, training_workers
+
+    # the defaults: the demo's profile trains side by side on every core of a CPU
+    assert training_workers(load_profile("demo")) == cpu_cores()
     lines: list[str] = []
     jobs = _keyed(_sft_jobs(tmp_path / "together", tiny_model_dir))
     records = train_jobs(jobs, log=lines.append, workers=2)

@@ -78,9 +78,6 @@ def train_in_worker(job: TrainingJob, tag: str) -> dict[str, Any]:
     which is not written to ``result.json``. The base model is read from disk for each
     training (milliseconds, once the worker is warm), so a base model rewritten on disk
     between two steps is never served stale."""
-    import os
-    import time
-
     import torch
 
     from saturated_dag.training.isolated import train_job
