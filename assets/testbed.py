@@ -46,10 +46,11 @@ def testbed_asset() -> dg.AssetsDefinition:
         key=TESTBED_KEY, group_name="testbed", io_manager_key="parquet_io",
         deps=["base_model"], kinds={"polars", "parquet"},
         metadata=schema_metadata("testbed_validation", report=True),
-        description="The calibrated testbed: σ-RRHF and DPO with the oracle (positive "
-        "control), its shuffled scores (negative control), the reliability dial and the real "
-        "scorers, each a paired Δ pass@1 to the base model with its 95% interval over data "
-        "seeds, training seeds and questions (docs/testbed.md).")
+        description="The calibrated testbed: σ-RRHF and DPO each with the oracle (its "
+        "positive control), its shuffled scores (its negative control) and the reliability "
+        "dial, SFT with its two controls, and the real scorers; each row a paired Δ pass@1 "
+        "to the base model with its 95% interval over data seeds, training seeds and "
+        "questions (docs/testbed.md).")
     def testbed_validation(context: dg.AssetExecutionContext,
                            experiment: ExperimentResource) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
@@ -72,8 +73,8 @@ def testbed_asset() -> dg.AssetsDefinition:
                 result.styles.filter(pl.col("row").is_in(
                     [BASE, "σ-RRHF · oracle", "SFT · sft"])), max_rows=60),
             "recipe selection": frame_table(result.selection, max_rows=40, decimals=4),
-            "positive control passed": bool(v.get("positive control", {}).get("passed")),
-            "negative control passed": bool(v.get("negative control", {}).get("passed")),
+            **{f"{name} passed": bool(verdict["passed"]) for name, verdict in v.items()
+               if name.startswith((testbed.POSITIVE, testbed.NEGATIVE))},
             "facts": dg.MetadataValue.json(json.loads(json.dumps(
                 {k: v for k, v in result.facts.items() if k != "folder"}, default=float))),
             "verdicts (file)": dg.MetadataValue.path(str(paths["verdicts"])),

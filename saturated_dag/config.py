@@ -629,7 +629,9 @@ class TestbedSettings(_Strict):
     σ-RRHF's curve, which keeps the testbed within its 20 minutes)."""
     sft: bool = True
     """Also train SFT on every saturated completion (not a null: it moves mass away from
-    ``bare`` whatever the scorer, since bare answers are rarely all correct)."""
+    ``bare`` whatever the scorer, since bare answers are rarely all correct), and SFT's two
+    controls with SFT's recipe: RAFT on the oracle's best completion per question and on a
+    random correct one (``testbed.SFT_CONTROLS``)."""
     learning_rates: list[float] = Field(default_factory=lambda: [1e-4, 3e-4, 1e-3],
                                         min_length=1)
     dpo_betas: list[float] = Field(default_factory=lambda: [0.1, 5.0], min_length=1)
@@ -643,8 +645,16 @@ class TestbedSettings(_Strict):
     noise alone chose η = 1e-3 over 3e-4 (93.2% against 92.7%), and at 1e-3 the shuffled and
     random controls lost 2-3 points."""
     positive_min_effect: float = Field(8.0, gt=0)
-    """The positive control passes when σ-RRHF with the oracle gains at least this many points
-    of pass@1 with its 95% interval above 0."""
+    """σ-RRHF's positive control passes when σ-RRHF with the oracle gains at least this many
+    points of pass@1 with its 95% interval above 0."""
+    dpo_min_effect: float = Field(5.0, gt=0)
+    """DPO's positive control passes when DPO with the oracle gains at least this many points
+    with its 95% interval above 0 (each method is read against its own control)."""
+    sft_min_effect: float = Field(3.0, gt=0)
+    """SFT's positive control passes when SFT on the oracle's best completion per question
+    beats SFT on a random correct completion by at least this many points, interval above 0
+    (the study's 3-point resolution): the ranking, not the selection of correct completions,
+    must be what SFT learns from."""
     null_band: float = Field(3.0, gt=0)
     """The negative control passes when its 95% interval contains 0 and lies within
     ±``null_band`` points."""

@@ -23,6 +23,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
+from saturated_dag.methods import METHODS, label
 from saturated_dag.statistics import (
     LEVEL,
     Interval,
@@ -118,18 +119,83 @@ def compare_all(reports: Mapping[str, pl.DataFrame],
             for r, a in zip(results, adjusted, strict=True)]
 
 
-def null_reading(result: Result, control_passed: bool | None) -> str:
-    """How a result that is not a positive finding may be read: "no effect larger than X
-    points" (X the far edge of its 95% interval) only when the same run's positive control
-    passed (``testbed``), since only then has the instrument been shown to see an effect it
-    should; otherwise a null says nothing. A finding that holds reads as itself."""
+@dataclass(frozen=True)
+class Control:
+    """One method's positive control in the run the findings come from (the testbed's
+    ``controls``): the planted signal trained with that method, and whether it was found."""
+
+    method: str
+    name: str  # e.g. "σ-RRHF positive control (oracle)"
+    passed: bool
+
+
+def row_method(row: str) -> str | None:
+    """The training method of a findings row (``<split>/<cell>``, as the eval reports are
+    named); None for ``base``. Read off the cell's name, which starts with its method
+    (``experiments.Experiment.name``)."""
+    if row == "base":
+        return None
+    cell = row.split("/", 1)[-1]
+    for name in sorted(METHODS, key=len, reverse=True):
+        if cell == name or cell.startswith(f"{name}_"):
+            return name
+    raise ValueError(f"findings row {row!r}: its cell does not start with a known method "
+                     f"({', '.join(METHODS)})")
+
+
+def _swapped(row: str, reference: str, pair: frozenset[str]) -> bool:
+    """Whether ``row`` and ``reference`` are one cell with the two scorers of ``pair``
+    exchanged (``saturated/dpo_self_judge`` against ``saturated/dpo_strong_judge``)."""
+    a, b = sorted(pair)
+    return (row.replace(a, b) == reference.replace(a, b) and row != reference
+            and (a in row or a in reference) and (b in row or b in reference))
+
+
+def null_reading(result: Result, controls: Mapping[str, Control] | None,
+                 copies: Sequence[frozenset[str]] = ()) -> str:
+    """How a result that is not a positive finding may be read.
+
+    "no effect larger than X points" (X the far edge of its 95% interval) only when *every*
+    method the comparison involves has a passing positive control of its own in the same run
+    (``controls``, by method; None when the run had no testbed): a control of σ-RRHF says
+    nothing about DPO. A contrast of two scorers that are copies of each other (``copies``:
+    pairs of scorer names, such as the embedded world's self-judge and rubric) reads
+    "unreadable: identical by construction", whatever its interval. A finding that holds reads
+    as itself."""
+    comparison = result.comparison
+    if result.delta is not None and any(_swapped(comparison.row, comparison.reference, pair)
+                                        for pair in copies):
+        return "unreadable: identical by construction (the two scorers are copies)"
     if result.delta is None or result.verdict == HOLDS:
         return ""
-    if not control_passed:
-        return ("unreadable: no passing positive control in this run"
-                if control_passed is not None else "unreadable: this run has no testbed")
+    if controls is None:
+        return "unreadable: this run has no testbed"
+    involved = [m for m in (row_method(comparison.row), row_method(comparison.reference))
+                if m is not None]
+    for method in dict.fromkeys(involved):
+        control = controls.get(method)
+        if control is None:
+            return f"unreadable: no positive control of {label(method)} in this run"
+        if not control.passed:
+            return f"unreadable: {control.name} did not pass"
     bound = max(abs(result.delta.low), abs(result.delta.high))
     return f"no effect larger than {bound:.1f} points"
+
+
+def licence(result: Result, controls: Mapping[str, Control] | None) -> str:
+    """The controls a reading rests on, with their verdicts: one per method the comparison
+    involves (the findings table's "control" column)."""
+    comparison = result.comparison
+    methods = dict.fromkeys(m for m in (row_method(comparison.row),
+                                        row_method(comparison.reference)) if m is not None)
+    if controls is None:
+        return "none (no testbed in this run)"
+    parts = []
+    for method in methods:
+        control = controls.get(method)
+        parts.append(f"none for {label(method)}" if control is None else
+                     f"{control.name}: {'passed' if control.passed else 'FAILED'}")
+    return "; ".join(parts)
 
 
 QUALITY = ("self_judge", "strong_judge", "entropy")

@@ -31,7 +31,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ import polars as pl
 
 from saturated_dag.atomic import atomic_write_parquet, atomic_write_text
 from saturated_dag.config import Profile, TestbedSettings
+from saturated_dag.findings import Control
 from saturated_dag.methods import METHODS
 from saturated_dag.schemas import schema
 from saturated_dag.scorers import oracle as known
@@ -48,6 +49,7 @@ from saturated_dag.scorers.scored_completions import (
     completions_to_score,
     score_frame,
 )
+from saturated_dag.selection import choose
 from saturated_dag.statistics import Interval, paired_delta
 
 LogFn = Callable[[str], None]
@@ -238,6 +240,8 @@ class Testbed:
         if method == "sft":
             saturated = set(saturated_ids(pool))
             table, _ = pdata.sft_set(pool, saturated)
+        elif method == "raft":  # SFT's controls: the scorer's best correct completion
+            table, _ = pdata.raft_set(pool, scores[scorer], seed=data_seed)
         elif method == "rrhf":
             table, _ = pdata.rrhf_groups(pool, scores[scorer])
         else:
@@ -255,18 +259,22 @@ class Testbed:
         return self.root / "runs" / f"{run.name}_{_key(key)}"
 
     def train_settings(self, run: Run) -> dict[str, Any]:
-        t = self.profile.training
-        settings: dict[str, Any] = {
-            "epochs": self.settings.epochs, "batch_size": t.batch_size,
-            "per_device_batch_size": t.per_device_batch_size,
-            "learning_rate": run.recipe.learning_rate, "max_length": t.max_length,
-            "seed": run.training_seed, "dtype": t.dtype,
-            "lora": {"r": t.lora_r, "alpha": t.lora_alpha, "dropout": t.lora_dropout}}
+        """The run's trainer settings, built by the graph's own route
+        (``training.config.settings_for`` on the profile's ``training`` section with the
+        run's recipe, epochs and seed laid over it, validated): every setting the graph's
+        adapters train with (gradient checkpointing, the σ-RRHF switches, ...) reaches the
+        testbed's runs too, so the controls vouch for the code that prints the tables."""
+        from saturated_dag.config import TrainingSettings, merge_settings
+        from saturated_dag.training.config import settings_for
+
+        update: dict[str, Any] = {"epochs": self.settings.epochs,
+                                  "learning_rate": run.recipe.learning_rate,
+                                  "seed": run.training_seed}
         if run.recipe.method == "dpo":
-            settings["beta"] = run.recipe.beta
-        if run.recipe.method == "rrhf":
-            settings["rank_weight"] = t.rrhf_rank_weight
-        return settings
+            update["dpo_beta"] = run.recipe.beta
+        training = TrainingSettings.model_validate(merge_settings(
+            self.profile.training.model_dump(mode="json"), update))
+        return asdict(settings_for(run.recipe.method, training))
 
     def train_job(self, run: Run, data: Path, evaluate: bool) -> tuple[str, dict[str, Any]]:
         return ("train", {**self.common, "method": run.recipe.method, "data": str(data),
@@ -364,35 +372,10 @@ class TestbedResult:
 
 def choose_recipe(recipes: list[Recipe], validation: list[pl.DataFrame], rule: str
                   ) -> tuple[int, list[tuple[float, float]]]:
-    """The index of the recipe a selection rule picks from each recipe's per-question
-    validation results (``question_id, n, correct``; the same questions for every recipe), and
-    per recipe (points behind the best, the paired standard error of that gap).
-
-    ``best``: the highest validation pass@1 (App. B), the smaller step on ties. ``one_se``: the
-    one-standard-error rule (Hastie, Tibshirani and Friedman, *The Elements of Statistical
-    Learning*, §7.10): among the recipes within one paired standard error of the best, the
-    smallest learning rate (then the best score) -- a difference the validation set cannot
-    resolve does not buy a larger step, which also moves the model where the signal is
-    noise."""
-    if rule not in ("best", "one_se"):
-        raise ValueError(f"unknown selection rule {rule!r}; known: best, one_se")
-    order = sorted(validation[0]["question_id"].to_list())
-    rates = []
-    for table in validation:
-        by_id = dict(zip(table["question_id"], (table["correct"] / table["n"]).to_list(),
-                         strict=True))
-        rates.append(np.array([by_id[q] for q in order]))
-    means = [100 * float(r.mean()) for r in rates]
-    best = max(range(len(recipes)), key=lambda i: (means[i], -recipes[i].learning_rate))
-    margins = []
-    for i, r in enumerate(rates):
-        diff = 100 * (rates[best] - r)
-        se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
-        margins.append((means[best] - means[i], se))
-    if rule == "best":
-        return best, margins
-    within = [i for i in range(len(recipes)) if margins[i][0] <= margins[i][1]]
-    return min(within, key=lambda i: (recipes[i].learning_rate, -means[i])), margins
+    """The recipe the profile's rule picks (``testbed.selection_rule``), by the project's one
+    selection code (``selection.choose``); per recipe, (points behind the best, its paired
+    standard error)."""
+    return choose(validation, [r.learning_rate for r in recipes], rule)
 
 
 def _validation(folder: Path) -> tuple[float, int]:
@@ -420,7 +403,7 @@ def run_testbed(profile: Profile, out_dir: str | Path, log: LogFn | None = None,
     _execute(samples, workers, say, "base-model sampling (pools, eval set)")
     pools = {d: pl.read_parquet(bed.pool_path(d)) for d in s.data_seeds}
     scores, facts = {}, {}
-    names = list(dict.fromkeys([*s.scorers, *s.dpo_scorers]))
+    names = list(dict.fromkeys([*s.scorers, *s.dpo_scorers, *(SFT_CONTROLS if s.sft else [])]))
     for d, pool in pools.items():
         scores[d], facts[d] = scores_for(pool, d, names, profile.scoring.epsilon)
         found = facts[d]["_training_questions"]["saturated"]
@@ -468,9 +451,13 @@ def run_testbed(profile: Profile, out_dir: str | Path, log: LogFn | None = None,
             f"({s.selection_rule} rule)")
     selection = pl.DataFrame(selection_rows)
 
-    # 2. every row's replicates with its method's recipe
+    # 2. every row's replicates with its method's recipe; SFT's controls (RAFT on the
+    # oracle's best and on a random correct completion) train with SFT's recipe
     rows_of = {(m, scorer_of(m, sc)) for m in methods
                for sc in (s.dpo_scorers if m == "dpo" else s.scorers)}
+    if s.sft:
+        chosen["raft"] = Recipe("raft", chosen["sft"].learning_rate)
+        rows_of |= {("raft", scorer) for scorer in SFT_CONTROLS}
     runs = {key: [Run(chosen[key[0]], key[1], d, t) for d in s.data_seeds
                   for t in s.training_seeds] for key in sorted(rows_of)}
     todo = [bed.train_job(run, data(run.recipe.method, run.scorer, run.data_seed), True)
@@ -508,13 +495,24 @@ def _per_question(samples: pl.DataFrame, questions: list[str]) -> np.ndarray:
     return np.array([found[q] for q in questions])
 
 
+SFT_CONTROLS = {"oracle": "SFT positive control (the oracle's best completion)",
+                "random": "SFT reference (a random correct completion)"}
+"""SFT's two controls, trained as RAFT (SFT on a scorer's best completion per question): the
+oracle's best, and a random correct completion. Their contrast separates "the ranking
+taught SFT something" from "any selection of correct completions helps"."""
+
+
 def role_of(method: str, scorer: str) -> str:
+    """The row's part in the testbed; every method's controls are named alike, and the
+    ``method`` column says whose they are."""
     if method == "sft":
         return "SFT (not a null)"
+    if method == "raft":
+        return SFT_CONTROLS.get(scorer, "RAFT")
     if scorer == "oracle":
-        return "positive control" if method == "rrhf" else "oracle (DPO)"
+        return "positive control"
     if scorer == known.SHUFFLED:
-        return "negative control" if method == "rrhf" else "shuffled (DPO)"
+        return "negative control"
     if scorer in known.DIAL:
         return "dial"
     return "real scorer" if scorer != "random" else "random scorer"
@@ -580,14 +578,20 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
         rows.append({
             "method": METHOD_LABELS[method], "scorer": scorer, "role": role_of(method, scorer),
             "recipe": chosen[method].label,
-            "target ρ": known.DIAL.get(scorer) if method != "sft" else None,
+            "target ρ": known.DIAL.get(scorer) if method in ("rrhf", "dpo") else None,
             "ρ with oracle": agreement.get(scorer) if method != "sft" else None,
             "replicates": delta.replicates, "questions": delta.questions,
             "pass@1": 100 * float(matrix.mean()), "Δ pass@1": delta.estimate,
             "Δ low": delta.low, "Δ high": delta.high, "p": delta.p,
             "detectable effect": half * (1.959964 + Z_POWER) / 1.959964})
     table = pl.DataFrame(rows, schema=ROW_SCHEMA).sort("method", "role", "scorer")
-    verdicts = _verdicts(s, intervals, evals, agreement)
+    contrast = None
+    if ("raft", "oracle") in evals and ("raft", "random") in evals:
+        best, anyone = (np.stack([_per_question(f.filter(pl.col("cell").is_in(usable)),
+                                                questions) for f in evals[("raft", sc)]])
+                        for sc in ("oracle", "random"))
+        contrast = paired_delta(best, anyone).scaled(100)
+    verdicts = _verdicts(s, intervals, evals, agreement, contrast)
     per_cell = _cell_deltas(base, evals.get(("rrhf", "oracle"), []), cells)
     samples = {f"{METHOD_LABELS[m]} · {sc}": pl.concat(frames) for (m, sc), frames in
                evals.items()}
@@ -616,38 +620,78 @@ def _cell_deltas(base: pl.DataFrame, frames: list[pl.DataFrame], cells: pl.DataF
     return cells.join(frame, on="cell", how="left")
 
 
+POSITIVE, NEGATIVE = "positive control", "negative control"
+
+
+def _effect_verdict(delta: Interval, minimum: float, what: str) -> dict[str, Any]:
+    return {"Δ": delta.estimate, "low": delta.low, "high": delta.high,
+            "passed": delta.estimate >= minimum and delta.low > 0,
+            "rule": f"{what}: Δ ≥ {minimum:g} points and the 95% interval above 0"}
+
+
 def _verdicts(s: TestbedSettings, intervals: dict[tuple[str, str], Interval],
               evals: dict[tuple[str, str], list[pl.DataFrame]],
-              agreement: dict[str, float]) -> dict[str, Any]:
+              agreement: dict[str, float],
+              sft_contrast: Interval | None = None) -> dict[str, Any]:
+    """Each method's controls, read off that method's own rows only (a control of σ-RRHF
+    says nothing about DPO): ``positive control (<method>)``, ``negative control
+    (<method>)`` and ``dose-response (<method>)`` for σ-RRHF and DPO; for SFT, the oracle's
+    best completion against a random correct one (``sft_contrast``)."""
     out: dict[str, Any] = {}
-    positive = intervals.get(("rrhf", "oracle"))
-    if positive is not None:
-        out["positive control"] = {
-            "Δ": positive.estimate, "low": positive.low, "high": positive.high,
-            "passed": positive.estimate >= s.positive_min_effect and positive.low > 0,
-            "rule": f"Δ ≥ {s.positive_min_effect:g} points and the 95% interval above 0"}
-    negative = intervals.get(("rrhf", known.SHUFFLED))
-    if negative is not None:
-        out["negative control"] = {
-            "Δ": negative.estimate, "low": negative.low, "high": negative.high,
-            "passed": (negative.low <= 0 <= negative.high and negative.low >= -s.null_band
-                       and negative.high <= s.null_band),
-            "rule": f"the 95% interval contains 0 and lies within ±{s.null_band:g} points"}
+    minimum = {"rrhf": s.positive_min_effect, "dpo": s.dpo_min_effect}
     for method in ("rrhf", "dpo"):
+        name = METHOD_LABELS[method]
+        positive = intervals.get((method, "oracle"))
+        if positive is not None:
+            out[f"{POSITIVE} ({name})"] = _effect_verdict(
+                positive, minimum[method], f"{name} with the oracle against the base model")
+        negative = intervals.get((method, known.SHUFFLED))
+        if negative is not None:
+            out[f"{NEGATIVE} ({name})"] = {
+                "Δ": negative.estimate, "low": negative.low, "high": negative.high,
+                "passed": (negative.low <= 0 <= negative.high
+                           and negative.low >= -s.null_band and negative.high <= s.null_band),
+                "rule": f"{name} with shuffled oracle scores: the 95% interval contains 0 and "
+                        f"lies within ±{s.null_band:g} points"}
         points = [(known.DIAL[sc], intervals[(method, sc)].estimate)
                   for sc in known.DIAL if (method, sc) in intervals]
         if len(points) >= 3:
             rho = _spearman([p[0] for p in points], [p[1] for p in points])
-            out[f"dose-response ({METHOD_LABELS[method]})"] = {
+            out[f"dose-response ({name})"] = {
                 "points": len(points), "spearman": rho,
                 "passed": rho is not None and rho >= 0.8,
                 "rule": "Spearman of Δ against the dial's ρ at least 0.8"}
-    passed = out.get("positive control", {}).get("passed", False)
+    if sft_contrast is not None:
+        out[f"{POSITIVE} (SFT)"] = _effect_verdict(
+            sft_contrast, s.sft_min_effect,
+            "SFT on the oracle's best completion against SFT on a random correct one")
+    found = controls(out)
+    passed = [label for label, c in found.items() if c.passed]
     out["smallest detectable effect"] = {
-        "positive control passed": passed,
-        "reading": ("a null elsewhere in this run reads 'no effect larger than its "
-                    "detectable effect'" if passed else
-                    "the positive control did not pass: no null of this run can be read")}
+        "passed by method": {m: c.passed for m, c in found.items()},
+        "reading": (f"a null of {', '.join(dict.fromkeys(METHOD_LABELS[m] for m in passed))} "
+                    "elsewhere in this run reads 'no effect larger than its detectable "
+                    "effect'; a null of any other method is unreadable" if passed else
+                    "no method's positive control passed: no null of this run can be read")}
+    return out
+
+
+CONTROLLED = {"rrhf": "rrhf", "dpo": "dpo", "sft": "sft", "raft": "sft"}
+"""Method -> the label of the positive control that licenses its nulls (RAFT is SFT on one
+completion per question: SFT's control is trained as RAFT, so it covers both)."""
+
+
+def controls(verdicts: dict[str, Any]) -> dict[str, Control]:
+    """Each method's positive control from the testbed's verdicts (``findings.null_reading``
+    reads a method's null only beside its own passing control)."""
+    out: dict[str, Control] = {}
+    for method, owner in CONTROLLED.items():
+        name = METHOD_LABELS[owner]
+        verdict = verdicts.get(f"{POSITIVE} ({name})")
+        if verdict is not None:
+            what = "the oracle's best against a random correct" if owner == "sft" else "oracle"
+            out[method] = Control(method, f"{name} positive control ({what})",
+                                  bool(verdict["passed"]))
     return out
 
 
@@ -655,7 +699,7 @@ def headline(result: TestbedResult) -> str:
     """One paragraph: what the testbed found, with its numbers."""
     v = result.verdicts
     parts = []
-    for name in ("positive control", "negative control"):
+    for name in (n for n in v if n.startswith((POSITIVE, NEGATIVE))):
         if name in v:
             r = v[name]
             parts.append(f"{name}: Δ pass@1 {r['Δ']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}] "

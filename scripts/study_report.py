@@ -53,21 +53,24 @@ def _interval(i) -> str:
 
 
 def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFrame | None,
-                     control_passed: bool | None = None, copies: bool = False) -> str:
-    """The findings table; a null is read against the same run's positive control
-    (``control_passed``: None when the run had no testbed), and with ``copies`` the
-    self-judge vs strong-judge agreement is marked identical by construction."""
+                     controls: dict | None = None, copies: bool = False) -> str:
+    """The findings table; a null is read against the same run's positive control of every
+    method it involves (``controls``, by method: ``testbed.controls``; None when the run had
+    no testbed), and with ``copies`` a self-judge vs strong-judge contrast (and their
+    agreement) is marked identical by construction."""
     from saturated_dag.findings import (
         NEGLIGIBLE,
         agreement,
         compare_all,
+        licence,
         null_reading,
         paper_comparisons,
     )
     from saturated_dag.scorers.judges import JUDGES_ARE_COPIES
 
+    pairs = [frozenset({"self_judge", "strong_judge"})] if copies else []
     lines = ["| paper | finding | compared | Δ (points, 95% interval) | verdict | Holm p | "
-             "holds after Holm | reading |", "|---|---|---|---|---|---|---|---|"]
+             "holds after Holm | reading | control |", "|---|---|---|---|---|---|---|---|---|"]
     tally: dict[str, int] = {}
     results = compare_all(reports, paper_comparisons())
     for result in results:
@@ -79,7 +82,8 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
         lines.append(f"| {comparison.paper} | {comparison.finding} | `{comparison.row}` − "
                      f"`{comparison.reference}` (pass@{comparison.k}) | {shown} | "
                      f"**{result.verdict}** | {holm_p} | {after} | "
-                     f"{null_reading(result, control_passed)} |")
+                     f"{null_reading(result, controls, pairs)} | "
+                     f"{licence(result, controls)} |")
     summary = ", ".join(f"{count} {verdict}" for verdict, count in sorted(tally.items()))
     tested = sum(r.delta is not None for r in results)
     surviving = sum(r.holds_after_holm for r in results)
@@ -136,10 +140,13 @@ def achieved(output_dir: Path) -> str:
             "(half-width at most 3 points).")
 
 
-def testbed_section(output_dir: Path) -> tuple[bool | None, str]:
-    """The same run's testbed (docs/testbed.md): whether its positive control passed, and its
-    verdicts and validation table as Markdown; (None, "") when the run had none."""
+def testbed_section(output_dir: Path) -> tuple[dict | None, str]:
+    """The same run's testbed (docs/testbed.md): each method's positive control
+    (``testbed.controls``), and its verdicts and validation table as Markdown; (None, "") when
+    the run had none."""
     import json
+
+    from saturated_dag.testbed import controls
 
     path = output_dir / TASK / "testbed_verdicts.json"
     if not path.is_file():
@@ -160,7 +167,7 @@ def testbed_section(output_dir: Path) -> tuple[bool | None, str]:
         lines.append(f"| {r['role']} | {r['method']} | {r['scorer']} | {rho} | "
                      f"{r['Δ pass@1']:+.2f} [{r['Δ low']:+.2f}, {r['Δ high']:+.2f}] | "
                      f"{r['detectable effect']:.2f} |")
-    return bool(verdicts.get("positive control", {}).get("passed")), "\n".join(lines)
+    return controls(verdicts), "\n".join(lines)
 
 
 def section(profile: object, output_dir: Path, wall_seconds: float | None) -> str:

@@ -23,8 +23,8 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     from study_report import testbed_section
 
-    passed, text = testbed_section(Path(args.output_dir))
-    if passed is None:
+    controls, text = testbed_section(Path(args.output_dir))
+    if controls is None:
         raise SystemExit(f"no testbed outputs under {args.output_dir}: run "
                          "scripts/run_testbed.sh")
     print(text)

@@ -125,26 +125,70 @@ def _interval(estimate, low, high):
     return Interval(estimate, low, high, 4, 300)
 
 
+def _passing_rows(method: str) -> dict[tuple[str, str], Interval]:
+    """A method whose controls all pass: the oracle +12, shuffled +0.5 [−1.5, +2.5], and a
+    dial that falls with ρ."""
+    rows = {(method, "oracle"): _interval(12.0, 9.0, 15.0),
+            (method, known.SHUFFLED): _interval(0.5, -1.5, 2.5)}
+    for name, value in zip(known.DIAL, [12.0, 8.0, 5.0, 2.0, 0.5], strict=True):
+        rows.setdefault((method, name), _interval(value, value - 2, value + 2))
+    return rows
+
+
+POS_RRHF, NEG_RRHF = "positive control (σ-RRHF)", "negative control (σ-RRHF)"
+POS_DPO, NEG_DPO = "positive control (DPO)", "negative control (DPO)"
+
+
 def test_verdicts_read_the_controls_off_their_intervals():
     s = Settings()
-    intervals = {("rrhf", "oracle"): _interval(12.0, 9.0, 15.0),
-                 ("rrhf", known.SHUFFLED): _interval(0.5, -1.5, 2.5)}
-    for name, value in zip(known.DIAL, [12.0, 8.0, 5.0, 2.0, 0.5], strict=True):
-        intervals.setdefault(("rrhf", name), _interval(value, value - 2, value + 2))
+    intervals = _passing_rows("rrhf")
     v = testbed._verdicts(s, intervals, {}, {})
-    assert v["positive control"]["passed"] and v["negative control"]["passed"]
+    assert v[POS_RRHF]["passed"] and v[NEG_RRHF]["passed"]
     assert v["dose-response (σ-RRHF)"]["spearman"] == pytest.approx(1.0)
     # a positive control below the threshold, or with its interval touching 0, fails
     intervals[("rrhf", "oracle")] = _interval(7.0, 4.0, 10.0)
-    assert not testbed._verdicts(s, intervals, {}, {})["positive control"]["passed"]
+    assert not testbed._verdicts(s, intervals, {}, {})[POS_RRHF]["passed"]
     intervals[("rrhf", "oracle")] = _interval(9.0, -0.5, 18.0)
-    assert not testbed._verdicts(s, intervals, {}, {})["positive control"]["passed"]
+    assert not testbed._verdicts(s, intervals, {}, {})[POS_RRHF]["passed"]
     # a shuffled control whose interval reaches past the null band fails, as does one that
     # excludes 0
     intervals[("rrhf", known.SHUFFLED)] = _interval(0.5, -3.5, 4.0)
-    assert not testbed._verdicts(s, intervals, {}, {})["negative control"]["passed"]
+    assert not testbed._verdicts(s, intervals, {}, {})[NEG_RRHF]["passed"]
     intervals[("rrhf", known.SHUFFLED)] = _interval(2.0, 0.5, 2.9)
-    assert not testbed._verdicts(s, intervals, {}, {})["negative control"]["passed"]
+    assert not testbed._verdicts(s, intervals, {}, {})[NEG_RRHF]["passed"]
+
+
+def test_each_methods_control_verdicts_are_computed_from_its_own_rows():
+    """σ-RRHF's passing rows license nothing about DPO: DPO's verdicts read DPO's rows alone,
+    and changing σ-RRHF's rows leaves them as they were."""
+    s = Settings()
+    dpo_flat = {("dpo", name): _interval(-0.4, -1.4, 0.6) for name in (*known.DIAL,
+                                                                         known.SHUFFLED)}
+    v = testbed._verdicts(s, {**_passing_rows("rrhf"), **dpo_flat}, {}, {})
+    assert v[POS_RRHF]["passed"] and not v[POS_DPO]["passed"]
+    assert v[NEG_DPO]["passed"]  # DPO's shuffled rows are flat, as a null should be
+    found = testbed.controls(v)
+    assert found["rrhf"].passed and not found["dpo"].passed
+    failing_rrhf = {key: _interval(-5.0, -8.0, -2.0) for key in _passing_rows("rrhf")}
+    again = testbed._verdicts(s, {**failing_rrhf, **dpo_flat}, {}, {})
+    assert {k: again[k] for k in (POS_DPO, NEG_DPO)} == {k: v[k] for k in (POS_DPO, NEG_DPO)}
+    assert not again[POS_RRHF]["passed"]
+    # DPO's own threshold (5 points), not σ-RRHF's 8
+    v = testbed._verdicts(s, {**dpo_flat, ("dpo", "oracle"): _interval(6.0, 3.0, 9.0)}, {}, {})
+    assert v[POS_DPO]["passed"] and testbed.controls(v)["dpo"].passed
+    assert "rrhf" not in testbed.controls(v)  # no σ-RRHF rows: no σ-RRHF control
+
+
+def test_sfts_control_is_the_oracles_best_against_a_random_correct_completion():
+    s = Settings()
+    v = testbed._verdicts(s, {}, {}, {}, sft_contrast=_interval(4.0, 1.0, 7.0))
+    assert v["positive control (SFT)"]["passed"]
+    found = testbed.controls(v)
+    assert found["sft"].passed and found["raft"].passed  # RAFT is the controls' own trainer
+    v = testbed._verdicts(s, {}, {}, {}, sft_contrast=_interval(1.0, -1.0, 3.0))
+    assert not testbed.controls(v)["sft"].passed
+    assert testbed.role_of("raft", "oracle").startswith("SFT positive control")
+    assert testbed.role_of("raft", "random").startswith("SFT reference")
 
 
 def test_the_shipped_testbed_profile_is_the_documented_design():
@@ -185,13 +229,30 @@ def test_a_tiny_testbed_runs_end_to_end(tmp_path):
     assert set(result.rows["scorer"]) == {"oracle", "oracle_shuffled", "oracle_rho0"}
     assert result.rows["questions"].unique().to_list() == [
         4 * len(result.facts["cells used"])]
-    assert "positive control" in result.verdicts and "negative control" in result.verdicts
+    assert POS_RRHF in result.verdicts and NEG_RRHF in result.verdicts
+    assert "positive control (DPO)" not in result.verdicts  # no DPO rows, no DPO control
     paths = testbed.write_outputs(result, tmp_path / "chain_sum")
     assert all(p.exists() for p in paths.values())
     logs.clear()
     again = testbed.run_testbed(profile, tmp_path, log=logs.append)
     assert not any("item(s)" in line for line in logs)  # nothing trained or sampled again
     assert again.rows.equals(result.rows)
+
+
+def test_sfts_two_controls_train_with_sfts_recipe_and_give_its_verdict(tmp_path):
+    """The shipped default trains SFT (``testbed.sft``): its two controls, RAFT on the
+    oracle's best and on a random correct completion, train with SFT's chosen recipe, and
+    SFT's positive control is their paired contrast."""
+    assert Settings().sft and load_profile("testbed").testbed.sft
+    profile = load_profile("testbed", {"testbed": {**TINY["testbed"], "sft": True,
+                                                   "scorers": ["oracle"]}})
+    result = testbed.run_testbed(profile, tmp_path)
+    raft = result.rows.filter(pl.col("method") == "RAFT")
+    assert sorted(raft["scorer"]) == ["oracle", "random"]
+    sft_recipe = result.rows.filter(pl.col("method") == "SFT")["recipe"].to_list()
+    assert set(raft["recipe"]) == set(sft_recipe)
+    assert "positive control (SFT)" in result.verdicts
+    assert set(testbed.controls(result.verdicts)) == {"rrhf", "sft", "raft"}
 
 
 def _validation(rates: list[float]) -> pl.DataFrame:
@@ -221,16 +282,114 @@ def test_one_standard_error_rule_prefers_the_smaller_step_within_the_noise():
         testbed.choose_recipe(recipes, tables, "median")
 
 
-def test_a_null_is_read_only_beside_a_passing_positive_control():
-    from saturated_dag.findings import Comparison, Result, null_reading
+def test_a_null_is_read_only_beside_a_passing_positive_control_of_its_own_method():
+    from saturated_dag.findings import Comparison, Control, Result, licence, null_reading
 
-    comparison = Comparison("x", "Table 1", "a", "base", "greater")
+    rrhf = {"rrhf": Control("rrhf", "σ-RRHF positive control (oracle)", True)}
+    comparison = Comparison("x", "Table 1", "saturated/rrhf_self_judge", "base", "greater")
     open_result = Result(comparison, _interval(0.5, -1.2, 2.4), "inconclusive")
-    assert null_reading(open_result, True) == "no effect larger than 2.4 points"
-    assert null_reading(open_result, False).startswith("unreadable: no passing positive")
+    assert null_reading(open_result, rrhf) == "no effect larger than 2.4 points"
+    failed = {"rrhf": Control("rrhf", "σ-RRHF positive control (oracle)", False)}
+    assert null_reading(open_result, failed) == (
+        "unreadable: σ-RRHF positive control (oracle) did not pass")
     assert null_reading(open_result, None) == "unreadable: this run has no testbed"
     holds = Result(comparison, _interval(3.0, 1.0, 5.0), "holds")
-    assert null_reading(holds, True) == ""
+    assert null_reading(holds, rrhf) == ""
+    assert licence(open_result, rrhf) == "σ-RRHF positive control (oracle): passed"
+
+
+def test_a_dpo_null_with_a_failing_dpo_control_reads_unreadable():
+    """The hard split's "self-judge pairs beat random pairs" involves DPO alone: σ-RRHF's
+    passing control does not license its null."""
+    from saturated_dag.findings import Comparison, Control, Result, licence, null_reading
+
+    controls = {"rrhf": Control("rrhf", "σ-RRHF positive control (oracle)", True),
+                "dpo": Control("dpo", "DPO positive control (oracle)", False)}
+    comparison = Comparison("hard split: self-judge pairs beat random pairs", "Table 7",
+                            "hard/dpo_correctness_self_judge", "hard/dpo_correctness_random",
+                            "greater")
+    null = Result(comparison, _interval(0.2, -0.9, 1.3), "inconclusive")
+    assert null_reading(null, controls) == "unreadable: DPO positive control (oracle) did not pass"
+    assert licence(null, controls) == "DPO positive control (oracle): FAILED"
+    # a comparison of two methods needs both controls
+    mixed = Result(Comparison("x", "Table 7", "hard/rrhf_self_judge",
+                              "hard/dpo_correctness_self_judge", "greater"),
+                   _interval(0.2, -0.9, 1.3), "inconclusive")
+    assert null_reading(mixed, controls).startswith("unreadable: DPO")
+    assert null_reading(mixed, {"rrhf": controls["rrhf"]}) == (
+        "unreadable: no positive control of DPO in this run")
+    controls["dpo"] = Control("dpo", "DPO positive control (oracle)", True)
+    assert null_reading(null, controls) == "no effect larger than 1.3 points"
+
+
+def test_a_contrast_of_identical_by_construction_scorers_reads_unreadable():
+    from saturated_dag.findings import Comparison, Control, Result, null_reading
+
+    controls = {"dpo": Control("dpo", "DPO positive control (oracle)", True)}
+    copies = [frozenset({"self_judge", "strong_judge"})]
+    contrast = Comparison("the strong judge beats the self-judge", "Table 2",
+                          "saturated/dpo_strong_judge", "saturated/dpo_self_judge", "greater")
+    for interval, verdict in ((_interval(0.0, -0.5, 0.5), "inconclusive"),
+                              (_interval(2.0, 1.0, 3.0), "holds")):
+        result = Result(contrast, interval, verdict)
+        assert null_reading(result, controls, copies) == (
+            "unreadable: identical by construction (the two scorers are copies)")
+        assert not null_reading(result, controls).startswith("unreadable: identical")
+    # another contrast of the same rows is not a contrast of the copies
+    other = Result(Comparison("x", "Table 1", "saturated/dpo_self_judge", "base", "greater"),
+                   _interval(0.0, -0.5, 0.5), "inconclusive")
+    assert null_reading(other, controls, copies) == "no effect larger than 0.5 points"
+
+
+NO_SWEEPS = {"sweeps": {"rank_weight": None, "rrhf_variants": None, "dpo_beta": None}}
+"""(The graph's sweeps would refuse a profile without σ-RRHF's SFT term at λ = 0.)"""
+
+
+@pytest.mark.parametrize("method", ["rrhf", "dpo", "sft", "raft"])
+def test_every_training_setting_reaches_the_testbeds_runs_as_it_reaches_the_graphs(method):
+    """The testbed trains by the graph's route: for every setting of the profile's
+    ``training`` section, changed from its default one at a time, the testbed run's trainer
+    settings equal those of the graph's adapter with the same recipe, and survive the
+    training job's JSON (the route into a Pipes child or a worker). Dropping a setting on the
+    testbed's route (as gradient checkpointing and the σ-RRHF switches once were) fails."""
+    from dataclasses import asdict
+
+    from saturated_dag.config import TrainingSettings
+    from saturated_dag.training.config import settings_for
+    from saturated_dag.training.job import TrainingJob
+
+    changed = {"gradient_checkpointing": True, "rrhf_use_sft": False, "rrhf_hinge": False,
+               "rrhf_logistic_weight": False, "rrhf_sft_token_mean": False,
+               "rrhf_rank_weight": 0.7, "max_length": 333, "dtype": "bfloat16",
+               "lora_r": 3, "lora_alpha": 5, "lora_dropout": 0.2, "batch_size": 16,
+               "per_device_batch_size": 16, "dpo_beta": 0.37}
+    alongside = {"per_device_batch_size": {"batch_size": 16}}  # a multiple of it, and ≥ n
+    base = load_profile("testbed", {**TINY, "training": NO_SWEEPS})
+    reached = set()
+    for field, value in changed.items():
+        profile = load_profile("testbed", {**TINY, "training": {
+            field: value, **alongside.get(field, {}), **NO_SWEEPS}})
+        recipe = testbed.Recipe(method, 3e-4, 0.5 if method == "dpo" else None)
+        run = testbed.Run(recipe, "oracle", 0, 1)
+        bed = testbed.Testbed(profile, "/nonexistent")
+        overrides = {"learning_rate": 3e-4, "epochs": profile.testbed.epochs, "seed": 1,
+                     **({"dpo_beta": 0.5} if method == "dpo" else {})}
+        graph = asdict(settings_for(method, TrainingSettings.model_validate(
+            {**profile.training.model_dump(), **overrides})))
+        assert bed.train_settings(run) == graph, field
+        job = TrainingJob(profile=profile, task="chain_sum", method=method,
+                          training_overrides=overrides, base_model="arith-base", batch_size=4,
+                          data="d.parquet", out_dir="out")
+        child = TrainingJob.from_json(job.to_json())
+        assert asdict(child.trainer_settings()) == graph, field
+        default = testbed.Testbed(base, "/nonexistent").train_settings(run)
+        if default != graph:
+            reached.add(field)
+    own = {"rrhf": {"rrhf_use_sft", "rrhf_hinge", "rrhf_logistic_weight", "rrhf_sft_token_mean",
+                    "rrhf_rank_weight"}, "dpo": set()}.get(method, set())
+    common = {"gradient_checkpointing", "max_length", "dtype", "lora_r", "lora_alpha",
+              "lora_dropout", "batch_size", "per_device_batch_size"}
+    assert common | own <= reached  # each setting changed what the run trains with
 
 
 def test_the_testbed_asset_materialises_its_table_and_figure(tmp_path):
