@@ -355,6 +355,13 @@ class Throughput:
     strong_kv_bytes_per_token: float = QWEN3_30B_A3B_KV_BYTES
     engine_reserve_bytes: float = 2e9
     assumptions: tuple[str, ...] = field(default=(), compare=False)
+    training_by: tuple[tuple[str, str, float], ...] = ()
+    """(task, method, achieved FLOP/s) where a rate was measured for that task's training
+    by that method (``measured_throughput``); ``training_flops`` elsewhere."""
+    hf_generate_by: tuple[tuple[str, float], ...] = ()
+    """(task, tokens/s) of validation sampling measured at that task's lengths."""
+    teacher_forced_by: tuple[tuple[str, float], ...] = ()
+    """(task, tokens/s) of the teacher-forced entropy pass measured at that task's lengths."""
 
     RATES = ("policy_decode", "policy_prefill", "hf_generate", "teacher_forced",
              "training_flops", "strong_prefill")
@@ -363,7 +370,27 @@ class Throughput:
         """Every rate times ``factor`` (memory and model sizes unchanged): GPU-hours divide by
         it."""
         return replace(self, **{k: getattr(self, k) * factor for k in self.RATES},
-                       strong_decode=tuple((c, v * factor) for c, v in self.strong_decode))
+                       strong_decode=tuple((c, v * factor) for c, v in self.strong_decode),
+                       training_by=tuple((t, m, v * factor) for t, m, v in self.training_by),
+                       hf_generate_by=tuple((t, v * factor) for t, v in self.hf_generate_by),
+                       teacher_forced_by=tuple((t, v * factor)
+                                               for t, v in self.teacher_forced_by))
+
+    def training_rate(self, task: str, method: str) -> float:
+        """Achieved FLOP/s of ``method``'s training on ``task``: measured if given, else the
+        shared ``training_flops``."""
+        return next((v for t, m, v in self.training_by if (t, m) == (task, method)),
+                    self.training_flops)
+
+    def hf_generate_rate(self, task: str) -> float:
+        """Validation sampling's tokens/s on ``task``: measured if given, else
+        ``hf_generate``."""
+        return dict(self.hf_generate_by).get(task, self.hf_generate)
+
+    def teacher_forced_rate(self, task: str) -> float:
+        """The teacher-forced entropy pass's tokens/s on ``task``: measured if given, else
+        ``teacher_forced``."""
+        return dict(self.teacher_forced_by).get(task, self.teacher_forced)
 
     def strong_concurrency(self, tokens_per_sequence: float, gpu_memory_utilization: float
                            ) -> int:
@@ -603,14 +630,15 @@ def stage_costs(profile: Profile, assumptions: Assumptions | None = None,
     rate = throughput or default_throughput()
     n = profile.sampling.n
     vllm = profile.policy.backend == "vllm"
-    decode = rate.policy_decode if vllm else rate.hf_generate
     rows: list[StageCost] = []
-
-    def sample_hours(prompt: float, generated: float) -> float:
-        return _hours(generated / decode + prompt / rate.policy_prefill)
 
     for task in profile.tasks:
         data = data_all.task(task)
+        decode = rate.policy_decode if vllm else rate.hf_generate_rate(task)
+
+        def sample_hours(prompt: float, generated: float, decode: float = decode) -> float:
+            return _hours(generated / decode + prompt / rate.policy_prefill)
+
         pools = pool_sizes(profile, task, data_all)
         _check_sizes(profile, task, pools, data)
         names = {"pool": "D" if task == "chain_sum" else "train", "strict_pool": "D_prime"}
@@ -652,7 +680,7 @@ def stage_costs(profile: Profile, assumptions: Assumptions | None = None,
             read = sum(split_questions(data, s) * scored_per_question(profile)
                        * (data.length(s).prompt + data.length(s).completion) for s in splits)
             rows.append(StageCost(task, "teacher-forced entropy", selected, read,
-                                  gpu_hours=_hours(read / rate.teacher_forced)))
+                                  gpu_hours=_hours(read / rate.teacher_forced_rate(task))))
 
         adapters = task_adapters(profile, task)
         val_questions = validation_size(profile, task)
@@ -673,14 +701,14 @@ def stage_costs(profile: Profile, assumptions: Assumptions | None = None,
                     profile, method, rate.policy_matmul_params)
             rows.append(StageCost(task, f"training: {METHOD_NAMES[method]}", int(sequences),
                                   training_tokens=tokens,
-                                  gpu_hours=_hours(flops / rate.training_flops),
+                                  gpu_hours=_hours(flops / rate.training_rate(task, method)),
                                   adapters=len(exps)))
         val_sequences = val_passes * val_questions * n
         val_prompt = val_passes * val_questions * val.prompt
         val_generated = val_sequences * val.completion
         rows.append(StageCost(task, "validation sampling (each epoch)", val_sequences,
                               val_prompt, val_generated,
-                              gpu_hours=_hours(val_generated / rate.hf_generate
+                              gpu_hours=_hours(val_generated / rate.hf_generate_rate(task)
                                                + val_prompt / rate.policy_prefill)))
 
         check_prompt = len(adapters) * val.prompt
@@ -698,6 +726,114 @@ def stage_costs(profile: Profile, assumptions: Assumptions | None = None,
                               targets * questions * n, prompt, generated,
                               gpu_hours=sample_hours(prompt, generated)))
     return rows
+
+
+def training_lengths(profile: Profile, assumptions: Assumptions | None = None
+                     ) -> dict[tuple[str, str], Lengths]:
+    """Mean prompt and completion tokens of the sequences each (task, method) trains on, over
+    all its adapters and epochs, as ``stage_costs`` counts them.
+
+    Why: the GPU check (``benchmarks/gpu_check.py``) times one optimizer step per method at
+    the lengths the cost table assumes, so a measured rate prices the tokens it was measured
+    at."""
+    data_all = assumptions or paper_assumptions()
+    sums: dict[tuple[str, str], list[float]] = {}
+    for task in profile.tasks:
+        data = data_all.task(task)
+        for exp in task_adapters(profile, task):
+            sequences, _ = training_examples(profile, data, exp)
+            weight = sequences * exp.training(profile.training).epochs
+            lengths = data.length(exp.split)
+            acc = sums.setdefault((task, exp.method), [0.0, 0.0, 0.0])
+            acc[0] += weight
+            acc[1] += weight * lengths.prompt
+            acc[2] += weight * lengths.completion
+    return {key: Lengths(prompt=p / w, completion=c / w) for key, (w, p, c) in sums.items()
+            if w}
+
+
+def entropy_lengths(profile: Profile, assumptions: Assumptions | None = None
+                    ) -> dict[str, Lengths]:
+    """Mean prompt and completion tokens of the completions the teacher-forced entropy pass
+    reads, per task (the scored splits, weighted by their completions)."""
+    data_all = assumptions or paper_assumptions()
+    out: dict[str, Lengths] = {}
+    for task in profile.tasks:
+        data = data_all.task(task)
+        weights = {s: split_questions(data, s) for s in scored_splits(profile, task)}
+        whole = sum(weights.values())
+        if whole:
+            out[task] = Lengths(
+                prompt=sum(w * data.length(s).prompt for s, w in weights.items()) / whole,
+                completion=sum(w * data.length(s).completion for s, w in weights.items())
+                / whole)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Measured rates (the GPU check's JSON)
+
+GPU_CHECK_KIND = "gpu_check"
+"""The ``kind`` of the JSON ``benchmarks/gpu_check.py`` writes."""
+
+
+def measured_throughput(report: Mapping[str, object], profile: Profile,
+                        base: Throughput | None = None) -> tuple[Throughput, dict[str, str]]:
+    """``base`` (the ESTIMATE by default) with each rate the GPU check measured put in its
+    place, and for each rate put in, a label saying where and when it was measured.
+
+    Training: per task and method, the tokens/s measured with the profile's gradient
+    checkpointing, turned into achieved FLOP/s by this module's FLOP count
+    (``training_flops_per_token``), so a training row's hours are its tokens over the
+    measured tokens/s. Validation sampling: the decoder's generated tokens/s per task (its
+    time includes the prompts' prefill, which the row still adds at the vLLM prefill rate: a
+    few tenths of a percent of the row). Teacher-forced entropy: tokens read per second per
+    task. The check does not run vLLM, so
+    policy decoding and prefill and the strong judge stay ESTIMATES.
+
+    Refused: another kind of JSON, and a check at other shapes than the profile's model (a
+    dry run's toy model prices nothing).
+    """
+    rate = base or default_throughput()
+    if report.get("kind") != GPU_CHECK_KIND:
+        raise ValueError(f"not a GPU check's JSON (kind {report.get('kind')!r}, expected "
+                         f"{GPU_CHECK_KIND!r})")
+    model = dict(report.get("shapes", {}).get("model", {}))  # type: ignore[union-attr]
+    expected = {"layers": QWEN3_1_7B.layers, "hidden": QWEN3_1_7B.hidden,
+                "intermediate": QWEN3_1_7B.intermediate, "heads": QWEN3_1_7B.heads,
+                "kv_heads": QWEN3_1_7B.kv_heads, "head_dim": QWEN3_1_7B.head_dim,
+                "vocab": QWEN3_1_7B.vocab}
+    differs = {k: model.get(k) for k, v in expected.items() if model.get(k) != v}
+    if differs:
+        raise ValueError(f"the GPU check ran other shapes than Qwen3-1.7B's ({differs}): its "
+                         "rates do not price the paper profile")
+    device = report.get("device", {}).get("name", "unknown device")  # type: ignore[union-attr]
+    label = f"MEASURED on {device}, {str(report.get('date', ''))[:10]}"
+    measured: dict[str, str] = {}
+    checkpointing = profile.training.gradient_checkpointing
+    training: list[tuple[str, str, float]] = []
+    for row in report.get("training", []):  # type: ignore[union-attr]
+        if row.get("error") or row.get("checkpointing") != checkpointing:
+            continue
+        if row["task"] not in profile.tasks:
+            continue
+        flops = training_flops_per_token(profile, row["method"], rate.policy_matmul_params)
+        training.append((row["task"], row["method"], float(row["tokens_per_s"]) * flops))
+        measured[f"training {row['task']} {row['method']}"] = label
+    hf: list[tuple[str, float]] = []
+    for row in report.get("sampling", []):  # type: ignore[union-attr]
+        if row.get("error") or row.get("path") != "decoder" or row["task"] not in profile.tasks:
+            continue
+        hf.append((row["task"], float(row["tokens_per_s"])))
+        measured[f"validation sampling {row['task']}"] = label
+    forced: list[tuple[str, float]] = []
+    for row in report.get("entropy", []):  # type: ignore[union-attr]
+        if row.get("error") or row["task"] not in profile.tasks:
+            continue
+        forced.append((row["task"], float(row["tokens_per_s"])))
+        measured[f"teacher-forced entropy {row['task']}"] = label
+    return (replace(rate, training_by=tuple(training), hf_generate_by=tuple(hf),
+                    teacher_forced_by=tuple(forced)), measured)
 
 
 def total(rows: Sequence[StageCost], task: str = "all") -> StageCost:
@@ -721,10 +857,10 @@ def _tokens(value: float) -> str:
     return f"{value / 1e3:,.1f}K"
 
 
-def markdown_table(rows: Sequence[StageCost]) -> str:
-    """The rows (and a total) as a Markdown table."""
+def markdown_table(rows: Sequence[StageCost], hours: str = "GPU-hours (estimate)") -> str:
+    """The rows (and a total) as a Markdown table; ``hours`` heads the last column."""
     head = ("| task | stage | adapters | sequences | prompt tokens | generated tokens "
-            "| judge comparisons | training tokens | GPU-hours (estimate) |")
+            f"| judge comparisons | training tokens | {hours} |")
     lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in [*rows, total(rows)]:
         bold = "**" if r.stage == "total" else ""

@@ -2,17 +2,25 @@
 
     .venv/bin/python scripts/paper_cost.py --profile paper
     .venv/bin/python scripts/paper_cost.py --profile paper_instruct
+    .venv/bin/python scripts/paper_cost.py --profile paper --rates gpu_check.json
 
 docs/paper-run.md embeds this output. The counts come from the profile and the experiment
 matrix; split sizes and lengths are the assumptions of ``saturated_dag.paper_cost`` (printed
 below the table); the GPU-hours are an ESTIMATE from published throughput figures (printed with
-their sources), not a measurement.
+their sources), not a measurement. ``--rates`` takes the JSON of the GPU check
+(``scripts/gpu_check.sh``, ``benchmarks/gpu_check.py``): each rate it measured (training per
+task and method, validation sampling, the teacher-forced entropy pass) replaces its estimate
+and is marked MEASURED with the device and date; vLLM's rates and the strong judge's are not
+part of that check and stay marked ESTIMATE.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from saturated_dag import paper_cost as pc
 from saturated_dag.config import load_profile
@@ -73,9 +81,12 @@ def _rates(profile, assumptions: pc.Assumptions, rate: pc.Throughput
     ]
 
 
-def _sensitivity(profile_name: str, base_total: float) -> list[tuple[str, float]]:
+def _sensitivity(profile_name: str, base_total: float, rate: pc.Throughput | None = None
+                 ) -> list[tuple[str, float]]:
+    """The total under other split sizes, vLLM decoding rate and training MFU, each changed
+    alone from ``rate`` (the estimate, or the estimate with measured rates in place)."""
     profile = load_profile(profile_name)
-    rate = pc.default_throughput()
+    rate = rate or pc.default_throughput()
     peak = pc.H100_BF16_DENSE_FLOPS
     cases: list[tuple[str, float]] = [("as in the table", base_total)]
     if "chain_sum" in profile.tasks:
@@ -84,13 +95,13 @@ def _sensitivity(profile_name: str, base_total: float) -> list[tuple[str, float]
             cases.append((f"chain-sum split sizes with rho = {rho} ({sizes.chain_sum.saturated:,}"
                           f" / {sizes.chain_sum.strict_saturated:,} / {sizes.chain_sum.hard:,} "
                           "saturated / strict / hard)",
-                          pc.total(pc.stage_costs(profile, sizes)).gpu_hours))
+                          pc.total(pc.stage_costs(profile, sizes, rate)).gpu_hours))
     unscaled = replace(rate, policy_decode=pc.ML_ENERGY_QWEN3_8B[1],
                        hf_generate=pc.ML_ENERGY_QWEN3_8B[1] / pc.VLLM_OVER_HF)
     cases.append(("policy decoding at Qwen3-8B's measured rate (no scaling)",
                   pc.total(pc.stage_costs(profile, throughput=unscaled)).gpu_hours))
     for mfu in (0.10, pc.LLAMA3_MFU):
-        faster = replace(rate, training_flops=mfu * peak)
+        faster = replace(rate, training_flops=mfu * peak, training_by=())
         cases.append((f"training at {mfu:.0%} MFU",
                       pc.total(pc.stage_costs(profile, throughput=faster)).gpu_hours))
     return cases
@@ -111,14 +122,121 @@ def _shares(rows: list[pc.StageCost]) -> str:
     return "GPU-hours by kind of work: " + ", ".join(parts) + "."
 
 
-def report(profile_name: str, rho: float = 0.0) -> str:
+VLLM_NOT_CHECKED = "ESTIMATE (vLLM is not part of the GPU check)"
+
+
+def _measured_rates(profile, report: dict[str, Any], rate: pc.Throughput,
+                    measured: dict[str, str]) -> list[tuple[str, str, str, str]]:
+    """(rate, value, status, derived from) for every rate of the cost table, the GPU check's
+    measurements in place of the estimates they replace."""
+    estimates = {name: (value, how) for name, value, how in
+                 _rates(profile, pc.paper_assumptions(), pc.default_throughput())}
+    out: list[tuple[str, str, str, str]] = []
+    for name in ("policy decoding (vLLM, Qwen3-1.7B)", "policy prefill (vLLM)",
+                 "strong judge decoding (vLLM, Qwen3-30B-A3B)", "strong judge prefill"):
+        value, how = estimates[name]
+        out.append((name, value, VLLM_NOT_CHECKED, how))
+    by_task = {(r["task"], r.get("path")): r for r in report.get("sampling", [])
+               if not r.get("error")}
+    for task in profile.tasks:
+        key = f"validation sampling {task}"
+        if key in measured:
+            row = by_task[task, "decoder"]
+            other = by_task.get((task, "generate"))
+            out.append((f"validation sampling (transformers, slot decoder), {task}",
+                        f"{row['tokens_per_s']:,.0f} tokens/s", measured[key],
+                        f"GPU check: {row['prompts']} prompts x n = {row['n']} over "
+                        f"{row['slots']} slots, {row['prompt_tokens']}-token prompts, "
+                        f"{row['max_new_tokens']} new tokens, median of "
+                        f"{len(row['seconds'])}" + (
+                            f"; batched generate on the same rows: "
+                            f"{other['tokens_per_s']:,.0f} tokens/s" if other else "")))
+        else:
+            value, how = estimates["validation sampling (transformers generate)"]
+            out.append((f"validation sampling (transformers), {task}", value,
+                        "ESTIMATE (not in the GPU check's JSON)", how))
+    entropy = {r["task"]: r for r in report.get("entropy", []) if not r.get("error")}
+    for task in profile.tasks:
+        key = f"teacher-forced entropy {task}"
+        if key in measured:
+            row = entropy[task]
+            out.append((f"teacher-forced entropy (transformers), {task}",
+                        f"{row['tokens_per_s']:,.0f} tokens/s", measured[key],
+                        f"GPU check: {row['sequences']} calls of one completion, "
+                        f"{row['prompt_tokens']} + {row['completion_tokens']} tokens, median "
+                        f"of {len(row['seconds'])}"))
+        else:
+            value, how = estimates["teacher-forced entropy (transformers)"]
+            out.append((f"teacher-forced entropy (transformers), {task}", value,
+                        "ESTIMATE (not in the GPU check's JSON)", how))
+    checkpointing = profile.training.gradient_checkpointing
+    training = {(r["task"], r["method"], r["checkpointing"]): r
+                for r in report.get("training", []) if not r.get("error")}
+    for task in profile.tasks:
+        methods = sorted({m for t, m, _ in rate.training_by if t == task}
+                         | {a.method for a in pc.task_adapters(profile, task)})
+        for method in methods:
+            label = f"LoRA training, {task}, {pc.METHOD_NAMES[method]}"
+            key = f"training {task} {method}"
+            if key not in measured:
+                value, how = estimates["LoRA training (TRL / own σ-RRHF trainer)"]
+                out.append((label, value, "ESTIMATE (not in the GPU check's JSON)", how))
+                continue
+            row = training[task, method, checkpointing]
+            other = training.get((task, method, not checkpointing))
+            mfu = f", {row['mfu']:.1%} MFU" if row.get("mfu") is not None else ""
+            out.append((label, f"{row['tokens_per_s']:,.0f} tokens/s{mfu}", measured[key],
+                        f"GPU check: median of {len(row['step_seconds'])} optimizer steps of "
+                        f"{row['sequences_per_step']} x {row['tokens_per_sequence']} tokens, "
+                        f"checkpointing {'on' if checkpointing else 'off'} (as the profile), "
+                        f"peak {_gib(row.get('peak_memory_bytes'))}" + (
+                            f"; checkpointing {'off' if checkpointing else 'on'}: "
+                            f"{other['tokens_per_s']:,.0f} tokens/s, peak "
+                            f"{_gib(other.get('peak_memory_bytes'))}" if other else "")))
+    loads = report.get("loads", {})
+    label = measured and next(iter(measured.values()))
+    base = loads.get("base_model") or {}
+    adapter = loads.get("adapter") or {}
+    if base.get("median_s") is not None:
+        out.append(("base model load (not in the hours)", f"{base['median_s']:.1f} s", label,
+                    "GPU check: load_model from the page cache, median of "
+                    f"{len(base['seconds'])}"))
+    if adapter.get("save"):
+        out.append(("adapter save / load (not in the hours)",
+                    f"{adapter['save']['median_s']:.2f} s / {adapter['load']['median_s']:.2f} s",
+                    label, "GPU check: save_pretrained; merged_adapter (read, merge, restore)"))
+    return out
+
+
+def _gib(value: float | None) -> str:
+    return "not recorded" if value is None else f"{value / 2**30:.1f} GiB"
+
+
+def read_rates(path: str | Path) -> dict[str, Any]:
+    """The GPU check's JSON at ``path``."""
+    return json.loads(Path(path).read_text())
+
+
+def report(profile_name: str, rho: float = 0.0, rates: dict[str, Any] | None = None) -> str:
+    """The cost table and what it rests on, as Markdown; ``rates``: a GPU check's JSON whose
+    measurements replace the estimates they stand for."""
     profile = load_profile(profile_name)
     assumptions = pc.paper_assumptions(rho)
     rate = pc.default_throughput()
+    measured: dict[str, str] = {}
+    if rates is not None:
+        rate, measured = pc.measured_throughput(rates, profile, rate)
     rows = pc.stage_costs(profile, assumptions, rate)
+    if rates is None:
+        title = "GPU-hours: ESTIMATE for one H100 80GB"
+        hours = "GPU-hours (estimate)"
+    else:
+        device = rates.get("device", {}).get("name", "unknown device")
+        title = (f"GPU-hours from rates MEASURED on {device} ({str(rates.get('date'))[:10]}) "
+                 "where marked below, ESTIMATES for one H100 80GB elsewhere")
+        hours = "GPU-hours"
     out = [f"Profile `{profile_name}` ({profile.policy.model}, n = {profile.sampling.n}; "
-           f"GPU-hours: ESTIMATE for one H100 80GB)", "", pc.markdown_table(rows), "",
-           _shares(rows), ""]
+           f"{title})", "", pc.markdown_table(rows, hours), "", _shares(rows), ""]
 
     out += ["Assumed split sizes (questions) and lengths (mean tokens):", "",
             "| task | saturated | strict_saturated | hard with a correct answer | their correct "
@@ -139,10 +257,19 @@ def report(profile_name: str, rho: float = 0.0) -> str:
         out.append(f"| {task} | judge output (self / strong) | | {a.self_judge_output:.0f} / "
                    f"{a.strong_judge_output:.0f} |")
 
-    out += ["", "Throughput (ESTIMATES, one H100 80GB):", "", "| rate | value | derived from |",
-            "|---|---:|---|"]
-    out += [f"| {name} | {value} | {how} |"
-            for name, value, how in _rates(profile, assumptions, rate)]
+    if rates is None:
+        out += ["", "Throughput (ESTIMATES, one H100 80GB):", "",
+                "| rate | value | derived from |", "|---|---:|---|"]
+        out += [f"| {name} | {value} | {how} |"
+                for name, value, how in _rates(profile, assumptions, rate)]
+    else:
+        out += ["", "Throughput (MEASURED by the GPU check where it says so, ESTIMATES for one "
+                "H100 80GB elsewhere):", "", "| rate | value | status | derived from |",
+                "|---|---:|---|---|"]
+        out += [f"| {name} | {value} | {status} | {how} |"
+                for name, value, status, how in _measured_rates(profile, rates, rate, measured)]
+    if rates is not None:
+        out += ["", "Behind the rates marked ESTIMATE:"]
     out += ["", *(f"- {line}" for line in rate.assumptions)]
     out += ["", "Published figures used:", "",
             "| figure | value | conditions | source | used for |", "|---|---|---|---|---|"]
@@ -153,7 +280,7 @@ def report(profile_name: str, rho: float = 0.0) -> str:
     out += ["", "Sensitivity of the total (GPU-hours):", "", "| change | total |", "|---|---:|"]
     digits = 0 if base >= 100 else 1
     out += [f"| {name} | {hours:,.{digits}f} |"
-            for name, hours in _sensitivity(profile_name, base)]
+            for name, hours in _sensitivity(profile_name, base, rate)]
 
     adapters = sum(r.adapters for r in rows)
     lora = QWEN3_1_7B.lora_parameters(profile.training.lora_r,
@@ -176,8 +303,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", default="paper", help="paper (default) or paper_instruct")
     parser.add_argument("--rho", type=float, default=0.0,
                         help="spread of pass rates within a chain-sum cell (0: binomial)")
+    parser.add_argument("--rates", type=Path,
+                        help="a GPU check's JSON (scripts/gpu_check.sh): its measured rates "
+                             "replace the estimates, marked MEASURED")
     args = parser.parse_args(argv)
-    print(report(args.profile, args.rho))
+    print(report(args.profile, args.rho, read_rates(args.rates) if args.rates else None))
 
 
 if __name__ == "__main__":

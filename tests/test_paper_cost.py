@@ -170,3 +170,87 @@ def test_script_prints_the_table_for_both_paper_profiles(capsys) -> None:
         out = capsys.readouterr().out
         assert "| all | **total** |" in out and "ESTIMATE" in out
         assert f"Profile `{profile}`" in out
+
+
+FIXTURE = Path(__file__).resolve().parent / "gpu_check_fixture.json"
+"""A GPU check's JSON with synthetic round rates (not a measurement): the shapes are the
+committed paper shapes; gsm8k SFT with checkpointing failed, so it has no rate."""
+
+
+def _script():
+    path = Path(__file__).resolve().parents[1] / "scripts" / "paper_cost.py"
+    spec = importlib.util.spec_from_file_location("paper_cost_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_measured_rates_replace_the_estimates_they_stand_for() -> None:
+    import json
+
+    report = json.loads(FIXTURE.read_text())
+    profile = load_profile("paper")
+    estimate = pc.default_throughput()
+    rate, measured = pc.measured_throughput(report, profile, estimate)
+    label = "MEASURED on FIXTURE-GPU, 2000-01-01"
+    assert measured["training chain_sum dpo"] == label
+    assert "training gsm8k sft" not in measured  # its run failed: the estimate stays
+    n = estimate.policy_matmul_params
+    assert rate.training_rate("chain_sum", "dpo") == pytest.approx(8000 * 8 * n)  # 6N + 2N
+    assert rate.training_rate("gsm8k", "rrhf") == pytest.approx(9000 * 6 * n)
+    assert rate.training_rate("gsm8k", "sft") == estimate.training_flops
+    est, got = ({r.stage + r.task: r for r in pc.stage_costs(profile, throughput=t)}
+                for t in (estimate, rate))
+    # a training row's hours are its tokens over the measured tokens/s
+    dpo = got["training: DPOchain_sum"]
+    assert dpo.gpu_hours == pytest.approx(dpo.training_tokens / 8000 / 3600)
+    assert got["training: SFTgsm8k"].gpu_hours == est["training: SFTgsm8k"].gpu_hours
+    val = got["validation sampling (each epoch)gsm8k"]
+    assert val.gpu_hours == pytest.approx(
+        (val.generated_tokens / 2000 + val.prompt_tokens / estimate.policy_prefill) / 3600)
+    entropy = got["teacher-forced entropychain_sum"]
+    assert entropy.gpu_hours == pytest.approx(entropy.prompt_tokens / 50000 / 3600)
+    # vLLM's rates are not part of the check: sampling, judging and evals are unchanged
+    for stage in ("pool sampling: Dchain_sum", "strong-judge comparisonsgsm8k",
+                  "eval reports: base + 9 cellsgsm8k"):
+        assert got[stage].gpu_hours == est[stage].gpu_hours
+    assert rate.scaled(2.0).training_rate("chain_sum", "dpo") == pytest.approx(
+        2 * rate.training_rate("chain_sum", "dpo"))
+
+
+def test_script_recomputes_the_table_from_a_rates_json(capsys) -> None:
+    module = _script()
+    module.main(["--profile", "paper"])
+    estimated = capsys.readouterr().out
+    module.main(["--profile", "paper", "--rates", str(FIXTURE)])
+    out = capsys.readouterr().out
+    assert "MEASURED on FIXTURE-GPU (2000-01-01)" in out.splitlines()[0]
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in out.splitlines()
+             if line.startswith("| ")}
+    for rate in ("policy decoding (vLLM, Qwen3-1.7B)", "policy prefill (vLLM)",
+                 "strong judge decoding (vLLM, Qwen3-30B-A3B)", "strong judge prefill"):
+        assert "ESTIMATE (vLLM is not part of the GPU check)" in lines[rate]
+    assert "MEASURED on FIXTURE-GPU, 2000-01-01" in lines["LoRA training, chain_sum, DPO"]
+    assert "8,000 tokens/s" in lines["LoRA training, chain_sum, DPO"]
+    assert "ESTIMATE (not in the GPU check's JSON)" in lines["LoRA training, gsm8k, SFT"]
+    assert "MEASURED" in lines["validation sampling (transformers, slot decoder), gsm8k"]
+    assert "MEASURED" in lines["teacher-forced entropy (transformers), chain_sum"]
+
+    def total(text: str) -> str:
+        return next(line for line in text.splitlines() if line.startswith("| all |"))
+
+    assert total(out) != total(estimated) and "| GPU-hours |" in out
+    assert "Sensitivity of the total" in out
+
+
+def test_rates_from_a_toy_or_foreign_json_are_refused() -> None:
+    import json
+
+    report = json.loads(FIXTURE.read_text())
+    profile = load_profile("paper")
+    toy = {**report, "shapes": {**report["shapes"], "model": {**report["shapes"]["model"],
+                                                               "hidden": 32}}}
+    with pytest.raises(ValueError, match=r"other shapes than Qwen3-1\.7B"):
+        pc.measured_throughput(toy, profile)
+    with pytest.raises(ValueError, match="not a GPU check"):
+        pc.measured_throughput({**report, "kind": "something else"}, profile)
