@@ -73,6 +73,14 @@ def testbed_asset() -> dg.AssetsDefinition:
                 result.styles.filter(pl.col("row").is_in(
                     [BASE, "σ-RRHF · oracle", "SFT · sft"])), max_rows=60),
             "recipe selection": frame_table(result.selection, max_rows=40, decimals=4),
+            **({} if result.dpo_search is None else {
+                "DPO recipe search": dg.MetadataValue.md(
+                    f"{v['DPO recipe search']['reading']}. "
+                    f"{v['DPO recipe search']['diagnosis']}"),
+                "DPO recipe search (grid)": image(paths["dpo search figure"],
+                                                  "DPO: oracle and shuffled Δ over β x η"),
+                "DPO recipe search (table)": frame_table(result.dpo_search, max_rows=60,
+                                                         decimals=3)}),
             **{f"{name} passed": bool(verdict["passed"]) for name, verdict in v.items()
                if name.startswith((testbed.POSITIVE, testbed.NEGATIVE))},
             "facts": dg.MetadataValue.json(json.loads(json.dumps(

@@ -531,6 +531,10 @@ class TrainingSettings(_Strict):
     lora_alpha: int = Field(64, ge=1)
     lora_dropout: float = Field(0.05, ge=0, lt=1)
     dpo_beta: float = Field(0.1, gt=0)
+    dpo_nll_weight: float = Field(0.0, ge=0)
+    """Not in the paper (docs/paper-differences.md): > 0 adds an NLL term on the chosen
+    completion to DPO's loss with this weight (TRL's ``loss_type=["sigmoid", "sft"]`` with
+    ``loss_weights=[1, w]``), the anchor σ-RRHF's SFT term gives it. 0: the paper's DPO."""
     rrhf_rank_weight: float = Field(0.1, ge=0)
     rrhf_use_sft: bool = True
     rrhf_hinge: bool = True
@@ -580,6 +584,33 @@ class TrainingSettings(_Strict):
 TestbedScorer = Literal["oracle", "oracle_rho75", "oracle_rho50", "oracle_rho25", "oracle_rho0",
                         "oracle_shuffled", "random", "entropy", "strong_judge"]
 TestbedMethod = Literal["rrhf", "dpo"]
+
+
+class DpoSearchSettings(_Strict):
+    """The testbed's DPO recipe search (``saturated_dag.dpo_search``): does DPO learn the
+    planted signal at any recipe, and if not, why? Every (NLL weight, β, η) trains with the
+    oracle and with its shuffled control (first data and training seed), keeps its best epoch
+    on validation, and is evaluated; its training log keeps the reward margin and the chosen
+    and rejected log-probabilities."""
+
+    betas: list[float] = Field(default_factory=lambda: [0.05, 0.1, 0.3, 1.0, 5.0],
+                               min_length=1)
+    learning_rates: list[float] = Field(default_factory=lambda: [1e-5, 3e-5, 1e-4, 3e-4],
+                                        min_length=1)
+    epochs: int = Field(4, ge=1, le=4)
+    """Epochs per run; each keeps its best epoch by validation pass@1 (App. B)."""
+    nll_weights: list[float] = Field(default_factory=lambda: [0.0, 1.0], min_length=1)
+    """0: the paper's DPO; > 0: DPO + NLL on the chosen completion (``training.dpo_nll_weight``),
+    the diagnostic arm that tells "the pairs carry no signal" from "DPO has no anchor"."""
+
+    @model_validator(mode="after")
+    def _positive(self) -> DpoSearchSettings:
+        for name in ("betas", "learning_rates"):
+            if any(v <= 0 for v in getattr(self, name)):
+                raise ValueError(f"dpo_search.{name}: every value must be > 0")
+        if any(w < 0 for w in self.nll_weights):
+            raise ValueError("dpo_search.nll_weights: every weight must be >= 0")
+        return self
 
 
 class TestbedSettings(_Strict):
@@ -660,6 +691,8 @@ class TestbedSettings(_Strict):
     ±``null_band`` points."""
     workers: int | None = Field(None, ge=1)
     """Runs trained and evaluated at once, one torch thread each; None: the CPU count."""
+    dpo_search: DpoSearchSettings | None = None
+    """DPO's recipe search (docs/testbed.md); None: not run."""
 
     @model_validator(mode="after")
     def _oracle_first(self) -> TestbedSettings:

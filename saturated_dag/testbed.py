@@ -40,6 +40,8 @@ import polars as pl
 
 from saturated_dag.atomic import atomic_write_parquet, atomic_write_text
 from saturated_dag.config import Profile, TestbedSettings
+from saturated_dag.dpo_search import SearchRun, search_figure, search_table
+from saturated_dag.dpo_search import verdict as search_verdict
 from saturated_dag.findings import Control
 from saturated_dag.methods import METHODS
 from saturated_dag.schemas import schema
@@ -121,8 +123,10 @@ def _train(spec: dict[str, Any]) -> str:
                                SETTINGS_OF_METHOD[spec["method"]](**settings),
                                folder / "adapter", eval_fn=validation_pass_at_1)
         atomic_write_parquet(tables[result.best_epoch - 1], folder / "validation.parquet")
+        logged = [{k: v for k, v in h.items() if k in _LOGGED} for h in result.log_history
+                  if "loss" in h]
         atomic_write_text(folder / "run.json", json.dumps(
-            {"best_epoch": result.best_epoch, "epochs": result.epochs}))
+            {"best_epoch": result.best_epoch, "epochs": result.epochs, "log": logged}))
     if spec.get("evaluate") and not (folder / "eval.parquet").exists():
         backend = adapter_backend(spec["model"], str(folder / "adapter"), spec["batch_size"])
         samples = evaluate_samples(_questions(spec["eval"]), backend, params,
@@ -132,6 +136,10 @@ def _train(spec: dict[str, Any]) -> str:
 
 
 _SAMPLE_COLUMNS = ("question_id", "cell", "sample_index", "completion", "correct")
+_LOGGED = ("step", "epoch", "loss", "rewards/margins", "rewards/accuracies", "logps/chosen",
+           "logps/rejected", "rank_loss", "sft_loss")
+"""The training log a run keeps (``run.json``): DPO's margins and log-probabilities over
+training are what the DPO recipe search reads (``dpo_search``)."""
 
 
 def _dispatch(job: tuple[str, dict[str, Any]]) -> str:
@@ -149,11 +157,17 @@ class Recipe:
     method: str
     learning_rate: float
     beta: float | None = None
+    nll_weight: float | None = None
+    """DPO + NLL on the chosen completion (``training.dpo_nll_weight``); None: the profile's."""
+    epochs: int | None = None
+    """None: ``testbed.epochs`` (the DPO search trains longer)."""
 
     @property
     def label(self) -> str:
         beta = "" if self.beta is None else f", β={self.beta:g}"
-        return f"η={self.learning_rate:.0e}{beta}"
+        nll = "" if not self.nll_weight else f", NLL {self.nll_weight:g}"
+        epochs = "" if self.epochs is None else f", ≤{self.epochs} epochs"
+        return f"η={self.learning_rate:.0e}{beta}{nll}{epochs}"
 
 
 @dataclass(frozen=True)
@@ -165,8 +179,11 @@ class Run:
 
     @property
     def name(self) -> str:
-        beta = "" if self.recipe.beta is None else f"_beta{self.recipe.beta:g}"
-        return (f"{self.recipe.method}_{self.scorer}_lr{self.recipe.learning_rate:g}{beta}"
+        r = self.recipe
+        beta = "" if r.beta is None else f"_beta{r.beta:g}"
+        nll = "" if r.nll_weight is None else f"_nll{r.nll_weight:g}"
+        epochs = "" if r.epochs is None else f"_ep{r.epochs}"
+        return (f"{r.method}_{self.scorer}_lr{r.learning_rate:g}{beta}{nll}{epochs}"
                 f"_d{self.data_seed}_t{self.training_seed}")
 
 
@@ -267,11 +284,14 @@ class Testbed:
         from saturated_dag.config import TrainingSettings, merge_settings
         from saturated_dag.training.config import settings_for
 
-        update: dict[str, Any] = {"epochs": self.settings.epochs,
-                                  "learning_rate": run.recipe.learning_rate,
+        recipe = run.recipe
+        update: dict[str, Any] = {"epochs": recipe.epochs or self.settings.epochs,
+                                  "learning_rate": recipe.learning_rate,
                                   "seed": run.training_seed}
-        if run.recipe.method == "dpo":
-            update["dpo_beta"] = run.recipe.beta
+        if recipe.method == "dpo":
+            update["dpo_beta"] = recipe.beta
+            if recipe.nll_weight is not None:
+                update["dpo_nll_weight"] = recipe.nll_weight
         training = TrainingSettings.model_validate(merge_settings(
             self.profile.training.model_dump(mode="json"), update))
         return asdict(settings_for(run.recipe.method, training))
@@ -368,6 +388,8 @@ class TestbedResult:
     styles: pl.DataFrame        # per row, cell and style: share and accuracy
     verdicts: dict[str, Any]
     facts: dict[str, Any]
+    dpo_search: pl.DataFrame | None = None  # one row per recipe (``dpo_search.SCHEMA``)
+    search_logs: list[list[dict[str, float]]] | None = None  # each recipe's oracle run's log
 
 
 def choose_recipe(recipes: list[Recipe], validation: list[pl.DataFrame], rule: str
@@ -403,7 +425,8 @@ def run_testbed(profile: Profile, out_dir: str | Path, log: LogFn | None = None,
     _execute(samples, workers, say, "base-model sampling (pools, eval set)")
     pools = {d: pl.read_parquet(bed.pool_path(d)) for d in s.data_seeds}
     scores, facts = {}, {}
-    names = list(dict.fromkeys([*s.scorers, *s.dpo_scorers, *(SFT_CONTROLS if s.sft else [])]))
+    names = list(dict.fromkeys([*s.scorers, *s.dpo_scorers, *(SFT_CONTROLS if s.sft else []),
+                                *([known.SHUFFLED] if s.dpo_search else [])]))
     for d, pool in pools.items():
         scores[d], facts[d] = scores_for(pool, d, names, profile.scoring.epsilon)
         found = facts[d]["_training_questions"]["saturated"]
@@ -466,6 +489,7 @@ def run_testbed(profile: Profile, out_dir: str | Path, log: LogFn | None = None,
     _execute(todo, workers, say, "replicate runs (train, then sample the eval set)")
     evals = {key: [pl.read_parquet(bed.run_folder(r) / "eval.parquet") for r in batch]
              for key, batch in runs.items()}
+    search = _search_runs(bed, data, workers, say) if s.dpo_search is not None else None
     base = pl.read_parquet(bed.base_eval_path())
     agreement = {name: float(np.mean([facts[d][name]["rho_with_oracle"]
                                       for d in s.data_seeds])) for name in scores[first_d]}
@@ -477,7 +501,54 @@ def run_testbed(profile: Profile, out_dir: str | Path, log: LogFn | None = None,
                         d: facts[d]["_training_questions"]["saturated"] for d in s.data_seeds},
                     "dial calibration": {d: {n: f for n, f in facts[d].items()
                                              if n in known.DIAL} for d in s.data_seeds},
-                    "folder": str(bed.root)})
+                    "folder": str(bed.root)}, search)
+
+
+def _search_runs(bed: Testbed, data: Callable[[str, str, int], Path], workers: int,
+                 say: LogFn) -> list[SearchRun]:
+    """DPO's recipe search (``TestbedSettings.dpo_search``): every (NLL weight, β, η) with the
+    oracle's pairs on the first data and training seed, trained (best epoch on validation)
+    and then evaluated, by the testbed's own runs. The shuffled control trains only where the
+    oracle's point estimate reaches ``dpo_min_effect`` on the cells that can show a style
+    effect: a recipe whose oracle falls short fails DPO's controls whatever its shuffled run
+    does, so its run would buy nothing (the table says "not run")."""
+    s = bed.settings
+    search = s.dpo_search
+    assert search is not None
+    first_d, first_t = s.data_seeds[0], s.training_seeds[0]
+    recipes = [Recipe("dpo", lr, beta, weight, search.epochs) for weight in search.nll_weights
+               for beta in search.betas for lr in search.learning_rates]
+
+    def run_all(runs: list[Run], what: str) -> None:
+        _execute([bed.train_job(run, data("dpo", run.scorer, first_d), True) for run in runs
+                  if not (bed.run_folder(run) / "eval.parquet").exists()], workers, say, what)
+
+    oracles = [Run(r, "oracle", first_d, first_t) for r in recipes]
+    run_all(oracles, f"DPO recipe search, oracle ({len(recipes)} recipes: train, then sample "
+            "the eval set)")
+    base = pl.read_parquet(bed.base_eval_path())
+    usable = cell_table(base, s.positive_min_effect).filter(
+        pl.col("shows_style_effect"))["cell"].to_list()
+    base_rate = 100 * base.filter(pl.col("cell").is_in(usable))["correct"].cast(
+        pl.Float64).mean()
+    evals = {o: pl.read_parquet(bed.run_folder(o) / "eval.parquet") for o in oracles}
+    promising = [o for o in oracles if 100 * evals[o].filter(pl.col("cell").is_in(usable))[
+        "correct"].cast(pl.Float64).mean() - base_rate >= s.dpo_min_effect]
+    shuffled = {o: Run(o.recipe, known.SHUFFLED, first_d, first_t) for o in promising}
+    run_all(list(shuffled.values()), f"DPO recipe search, shuffled control of the "
+            f"{len(shuffled)} recipe(s) whose oracle gained ≥ {s.dpo_min_effect:g} points")
+    out = []
+    for oracle in oracles:
+        folder, recipe = bed.run_folder(oracle), oracle.recipe
+        record = json.loads((folder / "run.json").read_text())
+        control = shuffled.get(oracle)
+        out.append(SearchRun(
+            float(recipe.beta or 0), recipe.learning_rate, float(recipe.nll_weight or 0),
+            evals[oracle], None if control is None else pl.read_parquet(
+                bed.run_folder(control) / "eval.parquet"),
+            pl.read_parquet(folder / "validation.parquet"), int(record["best_epoch"]),
+            record.get("log", [])))
+    return out
 
 
 # ---------------------------------------------------------------- the analysis
@@ -557,7 +628,7 @@ ROW_SCHEMA = schema("testbed_validation")
 def analyse(s: TestbedSettings, base: pl.DataFrame,
             evals: dict[tuple[str, str], list[pl.DataFrame]], chosen: dict[str, Recipe],
             agreement: dict[str, float], selection: pl.DataFrame,
-            facts: dict[str, Any]) -> TestbedResult:
+            facts: dict[str, Any], search: list[SearchRun] | None = None) -> TestbedResult:
     """Each row's paired Δ pass@1 on the cells that can show a style effect, the controls'
     verdicts and the dose-response, from the samples on disk."""
     cells = cell_table(base, s.positive_min_effect)
@@ -592,6 +663,11 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
                         for sc in ("oracle", "random"))
         contrast = paired_delta(best, anyone).scaled(100)
     verdicts = _verdicts(s, intervals, evals, agreement, contrast)
+    search_rows = None
+    if search:
+        search_rows = search_table(search, base, usable, s.dpo_min_effect, s.null_band,
+                                   s.selection_rule)
+        verdicts["DPO recipe search"] = search_verdict(search_rows)
     per_cell = _cell_deltas(base, evals.get(("rrhf", "oracle"), []), cells)
     samples = {f"{METHOD_LABELS[m]} · {sc}": pl.concat(frames) for (m, sc), frames in
                evals.items()}
@@ -600,7 +676,8 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
 
     styles = style_table(base, samples, detect_style)
     facts = {**facts, "cells used": usable, "base pass@1 (cells used)": 100 * base_m.mean()}
-    return TestbedResult(table, selection, per_cell, styles, verdicts, facts)
+    return TestbedResult(table, selection, per_cell, styles, verdicts, facts, search_rows,
+                         [list(r.log) for r in search or []])
 
 
 def _cell_deltas(base: pl.DataFrame, frames: list[pl.DataFrame], cells: pl.DataFrame
@@ -709,6 +786,9 @@ def headline(result: TestbedResult) -> str:
             rho = "n/a" if r["spearman"] is None else f"{r['spearman']:+.2f}"
             parts.append(f"{name}: Spearman {rho} over {r['points']} dial points "
                          f"({'passed' if r['passed'] else 'not passed'})")
+    search = v.get("DPO recipe search")
+    if search is not None:
+        parts.append(f"DPO recipe search over {search['recipes']} recipes: {search['reading']}")
     return "; ".join(parts) + "."
 
 
@@ -722,6 +802,11 @@ def write_outputs(result: TestbedResult, folder: Path) -> dict[str, Path]:
     paths["verdicts"] = atomic_write_text(folder / "testbed_verdicts.json", json.dumps(
         {"verdicts": result.verdicts, "facts": result.facts}, indent=1, default=str))
     paths["figure"] = dose_response_figure(result.rows, folder / "testbed_dose_response.png")
+    if result.dpo_search is not None:
+        paths["dpo search"] = atomic_write_parquet(result.dpo_search,
+                                                   folder / "testbed_dpo_search.parquet")
+        paths["dpo search figure"] = search_figure(
+            result.dpo_search, result.search_logs or [], folder / "testbed_dpo_search.png")
     return paths
 
 

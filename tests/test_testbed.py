@@ -362,7 +362,7 @@ def test_every_training_setting_reaches_the_testbeds_runs_as_it_reaches_the_grap
                "rrhf_logistic_weight": False, "rrhf_sft_token_mean": False,
                "rrhf_rank_weight": 0.7, "max_length": 333, "dtype": "bfloat16",
                "lora_r": 3, "lora_alpha": 5, "lora_dropout": 0.2, "batch_size": 16,
-               "per_device_batch_size": 16, "dpo_beta": 0.37}
+               "per_device_batch_size": 16, "dpo_beta": 0.37, "dpo_nll_weight": 0.5}
     alongside = {"per_device_batch_size": {"batch_size": 16}}  # a multiple of it, and ≥ n
     base = load_profile("testbed", {**TINY, "training": NO_SWEEPS})
     reached = set()
@@ -386,7 +386,7 @@ def test_every_training_setting_reaches_the_testbeds_runs_as_it_reaches_the_grap
         if default != graph:
             reached.add(field)
     own = {"rrhf": {"rrhf_use_sft", "rrhf_hinge", "rrhf_logistic_weight", "rrhf_sft_token_mean",
-                    "rrhf_rank_weight"}, "dpo": set()}.get(method, set())
+                    "rrhf_rank_weight"}, "dpo": {"dpo_nll_weight"}}.get(method, set())
     common = {"gradient_checkpointing", "max_length", "dtype", "lora_r", "lora_alpha",
               "lora_dropout", "batch_size", "per_device_batch_size"}
     assert common | own <= reached  # each setting changed what the run trains with
@@ -410,3 +410,57 @@ def test_the_testbed_asset_materialises_its_table_and_figure(tmp_path):
     stored = pl.read_parquet(asset_path(tmp_path / "out", "chain_sum", "testbed_validation"))
     assert set(stored["scorer"]) == {"oracle", "oracle_shuffled", "oracle_rho0"}
     assert (tmp_path / "out" / "chain_sum" / "testbed_dose_response.png").is_file()
+
+
+def _samples(rates: list[float], completion: str = "1 + 2 = 3 \\boxed{3}") -> pl.DataFrame:
+    """Eval samples: question i's 8 samples, ``round(8 * rates[i])`` of them correct."""
+    rows = [{"question_id": f"q{i:02d}", "cell": "3x1", "sample_index": j,
+             "completion": completion, "correct": j < round(8 * rate)}
+            for i, rate in enumerate(rates) for j in range(8)]
+    return pl.DataFrame(rows)
+
+
+def test_the_dpo_search_reads_each_recipes_controls_margins_and_choice():
+    """Per recipe: the oracle's and the shuffled control's Δ with intervals, whether DPO's
+    controls pass there, the margins and log-probabilities from its log; the verdict names
+    the passing recipes and diagnoses a search where none passes."""
+    from saturated_dag import dpo_search
+
+    base = _samples([0.5] * 40)
+    lifted = _samples([0.5 + 0.25 * (i % 2) + 0.125 for i in range(40)])  # about +25 points
+    log_down = [{"step": 1, "rewards/margins": 0.1, "logps/chosen": -10.0,
+                 "logps/rejected": -10.0},
+                {"step": 9, "rewards/margins": 3.0, "logps/chosen": -14.0,
+                 "logps/rejected": -20.0}]
+    validation = _validation([0.5] * 8)
+    runs = [dpo_search.SearchRun(0.1, 1e-4, 0.0, base, base, validation, 2, log_down),
+            dpo_search.SearchRun(5.0, 1e-4, 1.0, lifted, base, _validation([0.75] * 8), 3,
+                                 log_down)]
+    table = dpo_search.search_table(runs, base, ["3x1"], 5.0, 3.0, "best")
+    assert table["passes"].to_list() == [False, True]
+    assert table["chosen"].to_list() == [False, True]  # the better validation pass@1
+    assert table["oracle Δ"][1] == pytest.approx(25.0) and table["oracle low"][1] > 0
+    assert table["reward margin (last)"][0] == 3.0
+    assert table["chosen log-prob moved"][0] == -4.0
+    assert table["rejected log-prob moved"][0] == -10.0
+    found = dpo_search.verdict(table)
+    assert found["passed"] and found["passing"] == ["β=5, η=1e-04, NLL 1"]
+    assert found["chosen passes"]
+    none = dpo_search.verdict(table.with_columns(passes=pl.lit(False)))
+    assert not none["passed"] and not none["chosen passes"]
+    assert "unvalidated" in none["reading"]
+    assert "pushing both log-probabilities down" in none["diagnosis"]
+
+
+def test_a_tiny_dpo_search_trains_both_arms_and_draws_its_grid(tmp_path):
+    profile = load_profile("testbed", {"testbed": {
+        **TINY["testbed"], "dpo_search": {"betas": [0.1], "learning_rates": [3e-4],
+                                          "epochs": 1, "nll_weights": [0.0, 1.0]}}})
+    result = testbed.run_testbed(profile, tmp_path)
+    assert result.dpo_search is not None
+    assert result.dpo_search["NLL weight"].to_list() == [0.0, 1.0]
+    assert result.dpo_search["reward margin (last)"].null_count() == 0
+    assert "DPO recipe search" in result.verdicts
+    assert "DPO recipe search" in testbed.headline(result)
+    paths = testbed.write_outputs(result, tmp_path / "chain_sum")
+    assert paths["dpo search figure"].is_file()

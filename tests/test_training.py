@@ -93,6 +93,30 @@ def test_dpo_and_sft_train_adapters(tiny_model_dir: Path, tmp_path: Path) -> Non
         str(tiny_model_dir), None, GOOD)
 
 
+def test_dpo_with_an_nll_anchor_combines_trls_losses_and_lifts_the_chosen_completion(
+        tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``training.dpo_nll_weight`` > 0 (not the paper's DPO): TRL's ``["sigmoid", "sft"]``
+    losses with ``loss_weights=[1, w]``; the NLL term on the chosen completion raises its
+    likelihood above what plain DPO leaves it at, from the same seed. 0 is the paper's DPO."""
+    from transformers import TrainerCallback
+
+    class Args(TrainerCallback):
+        seen: list = []
+
+        def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001
+            self.seen.append((list(args.loss_type), args.loss_weights))
+
+    dpo = pl.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 4)
+    plain = train_adapter("dpo", str(tiny_model_dir), dpo, DpoSettings(beta=0.5, **FAST),
+                          tmp_path / "plain", callbacks=[Args()])
+    anchored = train_adapter("dpo", str(tiny_model_dir), dpo,
+                             DpoSettings(beta=0.5, nll_weight=1.0, **FAST),
+                             tmp_path / "anchored", callbacks=[Args()])
+    assert Args.seen == [(["sigmoid"], None), (["sigmoid", "sft"], [1.0, 1.0])]
+    assert _norm_logp(str(tiny_model_dir), anchored.adapter_dir, GOOD) > _norm_logp(
+        str(tiny_model_dir), plain.adapter_dir, GOOD)
+
+
 def test_nan_loss_stops_and_keeps_previous_adapter(tiny_model_dir: Path, tmp_path: Path) -> None:
     from saturated_dag.training.folders import key_folder
 

@@ -91,6 +91,8 @@ def resolve_dtype(name: str) -> str:
 class DpoSettings(TrainSettings):
     beta: float = 0.1  # the paper sweeps {0.1, 0.3, 0.5, 2, 5}
     loss_type: str = "sigmoid"
+    nll_weight: float = 0.0
+    """> 0: DPO + NLL on the chosen completion with this weight (not the paper's DPO)."""
     weight_decay: float = 0.0  # no weight decay for DPO (Ivison et al.)
 
 
@@ -121,7 +123,7 @@ def settings_for(method: str, training: TrainingSettings) -> TrainSettings:
               "dtype": t.dtype, "gradient_checkpointing": t.gradient_checkpointing,
               "lora": LoraSettings(r=t.lora_r, alpha=t.lora_alpha, dropout=t.lora_dropout)}
     if method == "dpo":
-        return DpoSettings(**common, beta=t.dpo_beta)
+        return DpoSettings(**common, beta=t.dpo_beta, nll_weight=t.dpo_nll_weight)
     if method == "rrhf":
         return RrhfSettings(**common, rank_weight=t.rrhf_rank_weight, use_sft=t.rrhf_use_sft,
                             hinge=t.rrhf_hinge, logistic_weight=t.rrhf_logistic_weight,
@@ -156,7 +158,8 @@ def settings_summary(method: str, settings: dict[str, Any]) -> dict[str, Any]:
         "max length": settings["max_length"],
     }
     if method == "dpo":
-        out.update({"β (DPO)": settings["beta"], "DPO loss": settings["loss_type"]})
+        out.update({"β (DPO)": settings["beta"], "DPO loss": settings["loss_type"],
+                    "DPO NLL weight": settings.get("nll_weight", 0.0)})
     if method == "rrhf":
         out.update({"λ (rank weight)": settings["rank_weight"],
                     "σ-RRHF SFT term": settings["use_sft"],

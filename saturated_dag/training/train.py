@@ -349,8 +349,13 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pl.DataFrame,
 
         assert isinstance(settings, DpoSettings)
         _require(data, ["prompt", "chosen", "rejected"], method)
+        # DPO + NLL on the chosen completion (dpo_nll_weight > 0; not the paper's DPO):
+        # TRL combines the listed losses with loss_weights
+        anchored = settings.nll_weight > 0
         args = DPOConfig(**common(), beta=settings.beta,
-                         loss_type=[settings.loss_type], max_length=settings.max_length)
+                         loss_type=[settings.loss_type, *(["sft"] if anchored else [])],
+                         loss_weights=[1.0, settings.nll_weight] if anchored else None,
+                         max_length=settings.max_length)
         return DPOTrainer(model=model, args=args, processing_class=tokenizer,
                           train_dataset=_dataset(data, ["prompt", "chosen", "rejected"]),
                           peft_config=_lora(settings))
