@@ -91,7 +91,8 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
              "on the paper's side of 0, *does not hold* when it lies on the other side, and "
              f"is *inconclusive* when it contains 0; \"negligible\" means inside ±{NEGLIGIBLE:g} "
              f"points. Read together, the {tested} findings are one family: Holm's correction "
-             f"(docs/statistics.md) leaves {surviving} holding.", "", *lines]
+             f"(docs/statistics.md) leaves {surviving} holding.", "", *unvalidated(controls),
+             *lines]
     if agreement_rows is not None:
         parts += ["", "Table 10 (scorer agreement on D_prime, correct completions): mean "
                   "within-question Spearman ρ, 95% bootstrap interval over questions.", "",
@@ -108,6 +109,17 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
             parts.append(f"| {row.pair[0]} vs {row.pair[1]} | {shown} | {row.questions} | "
                          f"{row.paper:+.2f} | {inside} |")
     return "\n".join(parts)
+
+
+def unvalidated(controls: dict | None) -> list[str]:
+    """A line per method whose positive control did not pass in this run: it is unvalidated
+    in the embedded world, and every finding that involves it reads "unreadable"."""
+    from saturated_dag.methods import label
+
+    failed = sorted({label(m) for m, c in (controls or {}).items() if not c.passed})
+    return [f"**{name} is unvalidated in the embedded world:** its positive control did not "
+            "pass in this run, so no null of a finding that involves it can be read." for name in
+            failed] + ([""] if failed else [])
 
 
 def selections_section(assets: Path) -> str:

@@ -435,10 +435,13 @@ def test_the_dpo_search_reads_each_recipes_controls_margins_and_choice():
     validation = _validation([0.5] * 8)
     runs = [dpo_search.SearchRun(0.1, 1e-4, 0.0, base, base, validation, 2, log_down),
             dpo_search.SearchRun(5.0, 1e-4, 1.0, lifted, base, _validation([0.75] * 8), 3,
-                                 log_down)]
+                                 log_down),
+            dpo_search.SearchRun(1.0, 3e-4, 0.0, lifted, None, validation, 1, [])]
     table = dpo_search.search_table(runs, base, ["3x1"], 5.0, 3.0, "best")
-    assert table["passes"].to_list() == [False, True]
-    assert table["chosen"].to_list() == [False, True]  # the better validation pass@1
+    # the third recipe's oracle gained, but with no shuffled control it cannot pass
+    assert table["passes"].to_list() == [False, True, False]
+    assert table["shuffled Δ"][2] is None and table["reward margin (last)"][2] is None
+    assert table["chosen"].to_list() == [False, True, False]  # the best validation pass@1
     assert table["oracle Δ"][1] == pytest.approx(25.0) and table["oracle low"][1] > 0
     assert table["reward margin (last)"][0] == 3.0
     assert table["chosen log-prob moved"][0] == -4.0
@@ -464,3 +467,20 @@ def test_a_tiny_dpo_search_trains_both_arms_and_draws_its_grid(tmp_path):
     assert "DPO recipe search" in testbed.headline(result)
     paths = testbed.write_outputs(result, tmp_path / "chain_sum")
     assert paths["dpo search figure"].is_file()
+
+
+def test_the_study_report_marks_a_method_whose_control_failed_unvalidated():
+    import sys
+    from pathlib import Path
+
+    from saturated_dag.findings import Control
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    from study_report import unvalidated
+
+    controls = {"rrhf": Control("rrhf", "σ-RRHF positive control (oracle)", True),
+                "dpo": Control("dpo", "DPO positive control (oracle)", False)}
+    lines = unvalidated(controls)
+    assert lines[0].startswith("**DPO is unvalidated in the embedded world:**")
+    assert not any("σ-RRHF" in line for line in lines)
+    assert unvalidated(None) == [] and unvalidated({"rrhf": controls["rrhf"]}) == []
