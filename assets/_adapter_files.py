@@ -1,4 +1,11 @@
-"""Where an adapter's files live and the hash of its weights.
+"""Where an adapter's files live, the hash of its weights, and the check every reader makes.
+
+Every reader of an adapter (eval reports, selection, the runs table, the sweep tables, the
+model cards the eval reports fill, the adapters' own load check) finds its folder through
+``adapter_dir``, which checks it against the adapter's record before returning it
+(``training.folders.check_adapter``): a key folder copied from another adapter, or weights
+changed in place, fails the reading step naming the file, what was expected and found, and
+the fix, instead of being read as this adapter.
 
 Kept apart from ``assets/adapters.py`` so the eval reports and tables that only need these
 paths do not import the trainer: their derived code versions (``assets/versioning.py``) then
@@ -11,7 +18,13 @@ import dagster as dg
 
 from saturated_dag.experiments import Experiment
 from saturated_dag.shards import file_fingerprint
-from saturated_dag.training.folders import ADAPTER_WEIGHTS, current_folder
+from saturated_dag.training.folders import (
+    ADAPTER_WEIGHTS,
+    AdapterIdentity,
+    AdapterMismatch,
+    check_adapter,
+    current_folder,
+)
 
 
 def adapter_home(output_dir: str, task: str, exp: Experiment) -> Path:
@@ -22,17 +35,28 @@ def adapter_home(output_dir: str, task: str, exp: Experiment) -> Path:
     return Path(output_dir) / "adapters" / task / exp.split / exp.name
 
 
+def adapter_identity(task: str, exp: Experiment) -> AdapterIdentity:
+    """What adapter ``exp`` of ``task`` is, as its folder's record must say."""
+    return AdapterIdentity(task=task, split=exp.split, adapter=exp.name, method=exp.method)
+
+
 def adapter_dir(output_dir: str, task: str, exp: Experiment) -> Path:
-    """The adapter's current folder, ``<home>/<key>`` (what its asset last materialised); the
-    home itself, which holds no adapter files, when it was never materialised, so a reader's
-    ``(folder / "adapter_config.json").is_file()`` says it is missing."""
+    """The adapter's current folder, ``<home>/<key>`` (what its asset last materialised),
+    checked to be this adapter with the weights its training recorded; the home itself,
+    which holds no adapter files, when it was never materialised (or ``current`` names a
+    folder that is gone), so a reader's ``(folder / "adapter_config.json").is_file()`` says
+    it is missing. A folder that is not this adapter fails the step: re-materialise it."""
     home = adapter_home(output_dir, task, exp)
     try:
         folder = current_folder(home)
-    except ValueError as err:
-        raise dg.Failure(f"{err}: re-materialise adapter {exp.name} ({task}, "
-                         f"{exp.split} split)") from err
-    return home if folder is None else folder
+        if folder is None or not folder.is_dir():
+            return home
+        check_adapter(folder, adapter_identity(task, exp))
+    except (AdapterMismatch, ValueError) as err:
+        raise dg.Failure(f"{err}: re-materialise adapter {exp.name} ({task}, {exp.split} "
+                         f"split: the partition of its configuration and seed in its cell's "
+                         f"asset {task}/{exp.split}/adapter/...)") from None
+    return folder
 
 
 def adapter_key(task: str, cell: Experiment) -> dg.AssetKey:

@@ -48,7 +48,13 @@ from saturated_dag.evaluation import (
 )
 from saturated_dag.experiments import Experiment
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
-from saturated_dag.model_card import CARD_FILE, EvalFacts, StaleCard, write_eval_card
+from saturated_dag.model_card import (
+    CARD_FILE,
+    CardOfAnotherAdapter,
+    EvalFacts,
+    StaleCard,
+    write_eval_card,
+)
 from saturated_dag.result_tables import display_rows, eval_set_caption, results_table
 from saturated_dag.selection import chosen
 from saturated_dag.shards import ShardStore, questions_digest
@@ -386,7 +392,8 @@ def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
                        key: list[str], k: int, eval_set: str) -> dict[str, object]:
     """Fill each evaluated adapter's model card with its eval part; the cards' paths as
     metadata. A card that cannot be written (not the adapter's own yet, or about other
-    weights) is a warning, not a failure: the report is the product."""
+    weights) is a warning, not a failure: the report is the product. A card that names
+    another adapter fails the step: its folder was copied, and the report may be too."""
     out: dict[str, object] = {}
     for index, folder in enumerate(folders):
         if folder is None:
@@ -395,9 +402,12 @@ def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
         facts = adapter_eval_facts(samples, base, index, k, eval_set, "/".join(key),
                                    adapter_weights_version(folder))
         try:
-            if write_eval_card(folder, facts):
+            # the folder was checked to be this adapter (adapter_dir); its card must be too
+            if write_eval_card(folder, facts, (key[0], seeds[index].split, seeds[index].name)):
                 context.log.info(f"model card {folder / CARD_FILE}: eval results written")
             out[label] = dg.MetadataValue.path(str(folder / CARD_FILE))
+        except CardOfAnotherAdapter as err:  # not a stale card: another adapter's
+            raise dg.Failure(str(err)) from None
         except (StaleCard, OSError) as err:
             context.log.warning(f"model card of {seeds[index].name} not updated: {err}")
             out[label] = f"not updated: {err}"

@@ -6,6 +6,11 @@ cell's selection, so it runs last, once the task's tables are due; each adapter'
 ``training_config.json`` is read from its folder. Metadata: a short summary first, then the
 table inline (compact), then where the MLflow runs went. The whole frame is also
 ``<output dir>/<task>/runs_table.csv``, beside the other tables.
+
+With tracking on, the MLflow store is opened first, before any row is computed, and a store
+that cannot be opened fails the step naming ``tracking.tracking_uri``, its value and why. The
+files are written last, once every row is computed (and logged): a failure leaves
+``runs_table.csv`` as it was.
 """
 
 from pathlib import Path
@@ -32,22 +37,41 @@ from saturated_dag.runs_table import (
 )
 from saturated_dag.selection import chosen
 from saturated_dag.tasks import eval_set_name
-from saturated_dag.tracking import Logged, Source, TrackingError, git_state, log_rows
+from saturated_dag.tracking import (
+    Logged,
+    Source,
+    TrackingError,
+    TrackingStore,
+    git_state,
+    log_rows,
+    open_tracking,
+)
+
+
+def _open(experiment: ExperimentResource) -> TrackingStore | None:
+    """The profile's MLflow store, opened at the start of the step (None: tracking off); one
+    that cannot be opened fails the asset, naming the setting, its value and why."""
+    tracking = experiment.settings.tracking
+    if not tracking.mlflow:
+        return None
+    try:
+        return open_tracking(tracking, experiment.output_dir)
+    except TrackingError as err:
+        raise dg.Failure(str(err)) from None
 
 
 def _track(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-           frame: pl.DataFrame) -> Logged:
-    """Log the rows to MLflow; a failure to log fails the asset, naming the setting."""
+           store: TrackingStore, frame: pl.DataFrame) -> Logged:
+    """Log the rows to the opened store; a failure to log fails the asset."""
     profile = experiment.settings
-    uri = profile.tracking.uri(experiment.output_dir)
     commit, dirty = git_state()
     source = Source(profile.name, experiment.location.output_path, commit, dirty,
                     {"saturated_dag.dagster_run": context.run_id})
     try:
-        logged = log_rows(frame.to_dicts(), uri, profile.tracking.experiment, source)
+        logged = log_rows(frame.to_dicts(), store, store.experiment, source)
     except TrackingError as err:
         raise dg.Failure(str(err)) from None
-    context.log.info(f"MLflow {uri} (experiment {profile.tracking.experiment!r}): "
+    context.log.info(f"MLflow {store.uri} (experiment {store.experiment!r}): "
                      f"{logged.line()}")
     return logged
 
@@ -74,6 +98,7 @@ def runs_table_asset(task: str, cells: list[Experiment],
         profile = experiment.settings
         for cell in cells:
             same_adapters(profile, cell, trained[cell])
+        store = _open(experiment)  # before any row: a bad store fails at once
         adapters = task_adapters(profile, task)
         folders = {a.adapter: adapter_dir(experiment.output_dir, task, a.adapter)
                    for a in adapters}  # by adapter: splits share names
@@ -92,11 +117,12 @@ def runs_table_asset(task: str, cells: list[Experiment],
                            {exp: str(folder) for exp, folder in folders.items()},
                            chosen_configurations(profile, adapters, selections), reports, base,
                            eval_set_name(profile, task, base["question_id"].n_unique()))
+        logged = None if store is None else _track(context, experiment, store, frame)
+        # every row computed (and logged): only now the files
         tables = Path(experiment.output_dir) / task
         tables.mkdir(parents=True, exist_ok=True)
         csv = atomic_write_csv(frame, tables / "runs_table.csv")
         tracking = profile.tracking
-        logged = _track(context, experiment, frame) if tracking.mlflow else None
         metadata: dict[str, object] = {
             "summary": dg.MetadataValue.md(summary(frame, task, logged and logged.uri)),
             "table": frame_table(compact(frame), max_rows=500),

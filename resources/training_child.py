@@ -13,8 +13,8 @@ file for one adapter (the same ``file_fingerprint`` the adapter asset uses on a 
 a hash over them for several.
 
 On an error the traceback goes to the log file too, so the parent can show the last lines.
-The child dies with the run process that started it and never publishes an adapter for a run
-that has died (``saturated_dag.lifeline``).
+The child dies with the run process that started it (a zombie counts as dead) and never
+publishes an adapter for a run that has died (``saturated_dag.lifeline``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def main() -> None:
     from dagster_pipes import open_dagster_pipes
 
     from saturated_dag.atomic import atomic_write_text
-    from saturated_dag.lifeline import bind_to_parent, require_parent
+    from saturated_dag.lifeline import bind_worker, require_parent
     from saturated_dag.parallel import limit_threads, training_workers
     from saturated_dag.residency import ResidencyLog
     from saturated_dag.training.isolated import train_job
@@ -62,9 +62,10 @@ def main() -> None:
     from saturated_dag.training.train import BaseModels
 
     with open_dagster_pipes() as pipes:
-        # die with the run process, and never publish for a run that has died
+        # die with the run process (killed, or a zombie not yet reaped), and never publish
+        # for a run that has died: the same lifeline as every worker a run starts
         parent = int(pipes.get_extra("parent_pid"))
-        bind_to_parent(parent)
+        bind_worker(parent)
         jobs = [TrainingJob.from_json(json.dumps(job), f"training job {i} received through Pipes")
                 for i, job in enumerate(pipes.get_extra("jobs"))]
         if jobs and training_workers(jobs[0].profile):

@@ -269,7 +269,13 @@ class StaleCard(ValueError):
     """The adapter's card has no training part, or one about other weights."""
 
 
-def write_eval_card(folder: Path, evaluation: EvalFacts) -> bool:
+class CardOfAnotherAdapter(ValueError):
+    """The card in an adapter's folder describes another adapter (a copied folder or card):
+    filling it would put this adapter's results under that adapter's name."""
+
+
+def write_eval_card(folder: Path, evaluation: EvalFacts,
+                    adapter_of: tuple[str, str, str] | None = None) -> bool:
     """Fill the card's eval part (replacing an earlier one). Returns whether the file changed.
 
     The same result from another report is no change: an adapter shared by two cells (a
@@ -277,11 +283,18 @@ def write_eval_card(folder: Path, evaluation: EvalFacts) -> bool:
     card would otherwise flip between their names with every run.
 
     Raises ``StaleCard`` when the card has no training part (PEFT's template: the adapter
-    asset has not written its card) or one about other weights than were evaluated."""
+    asset has not written its card) or one about other weights than were evaluated, and
+    ``CardOfAnotherAdapter`` when ``adapter_of`` (task, split, adapter name: what the reader
+    evaluated) is not what the card's training part names."""
     adapter, previous = read_card(folder)
     if adapter is None:
         raise StaleCard(f"{Path(folder) / CARD_FILE} is not the adapter's card: "
                         "re-materialise the adapter to write it")
+    found = (adapter.task, adapter.split, adapter.name)
+    if adapter_of is not None and found != tuple(adapter_of):
+        raise CardOfAnotherAdapter(
+            f"{Path(folder) / CARD_FILE}: expected the card of {'/'.join(adapter_of)}, found "
+            f"that of {'/'.join(found)}: re-materialise adapter {adapter_of[2]}")
     if adapter.weights_version != evaluation.weights_version:
         raise StaleCard(f"{Path(folder) / CARD_FILE} describes weights "
                         f"{adapter.weights_version[:12]}, but {evaluation.weights_version[:12]} "

@@ -14,6 +14,11 @@ one more nightly eval replicate, another commit) is a new run beside the old one
 the history ``mlflow ui`` compares; a run left unfinished by a crash is replaced. Runs are
 never updated in place because MLflow params are write-once.
 
+The store is opened once, at the start of the step that uses it (``open_store``: the runs
+table before it computes a row, the adapter step before it trains), so a store that cannot
+be opened fails at once naming the setting (``tracking.tracking_uri``), its value and the
+reason, not part-way with a bare library error.
+
 Why MLflow's own client, not ``dagster-mlflow``: that resource opens one MLflow run per
 Dagster run, and here one Dagster materialisation holds a run per adapter, logged after the
 fact. ``mlflow`` (the ``mlflow`` extra, ``mlflow-skinny`` suffices) is imported only when a
@@ -50,6 +55,8 @@ ADAPTER_ARTIFACTS = ("training_config.json",)
 """Files of the adapter's folder logged with its run (not the weights: they stay in the
 output folder, which the row's ``adapter_path`` names)."""
 MLFLOW_EXTRA = "pip install 'saturated-dag[mlflow]' (or: pip install mlflow-skinny)"
+URI_SETTING = "tracking.tracking_uri"
+"""The profile setting that names the store, as errors name it."""
 
 
 class TrackingError(RuntimeError):
@@ -92,14 +99,26 @@ def git_state(folder: Path | None = None) -> tuple[str | None, bool | None]:
     return commit, bool(status.stdout.strip()) if status.returncode == 0 else None
 
 
+_OPENED: set[tuple[str, str]] = set()
+"""The (store, experiment) pairs this process has opened for its trainers."""
+
+
 def trainer_environment(tracking: TrackingSettings, output_dir: str | Path,
                         tags: Mapping[str, str]) -> dict[str, str]:
     """The variables transformers' MLflow callback reads (TRL's ``report_to="mlflow"``), for
     the training process: the same store and experiment as the runs table's runs, and
     ``tags`` (profile, task, adapter) on the trainer's run of per-step logs. Empty when
-    tracking is off, so nothing is set and MLflow is never looked up."""
+    tracking is off, so nothing is set and MLflow is never looked up.
+
+    The store is opened here, when the step builds its first training job, before anything
+    trains (once per process and store: ``_OPENED``), so a bad ``tracking.tracking_uri``
+    fails the step naming it, not the trainer with a bare library error."""
     if not tracking.mlflow:
         return {}
+    opened = (tracking.uri(output_dir), tracking.experiment)
+    if opened not in _OPENED:
+        open_tracking(tracking, output_dir)
+        _OPENED.add(opened)
     return {"MLFLOW_TRACKING_URI": tracking.uri(output_dir),
             "MLFLOW_EXPERIMENT_NAME": tracking.experiment,
             "MLFLOW_TAGS": json.dumps(dict(tags)),
@@ -175,13 +194,50 @@ class Logged:
                 f"ones), {len(self.unchanged)} unchanged")
 
 
-def _client(uri: str) -> Any:
+def _client_class() -> Any:
     try:
         from mlflow.tracking import MlflowClient
     except ImportError as err:
         raise TrackingError(f"tracking.mlflow is on but MLflow is not installed ({err}): "
                             f"{MLFLOW_EXTRA}, or set tracking.mlflow: false") from None
-    return MlflowClient(tracking_uri=uri)
+    return MlflowClient
+
+
+@dataclass(frozen=True)
+class TrackingStore:
+    """An opened MLflow store: its URI, the experiment's id there, and the client."""
+
+    uri: str
+    experiment: str
+    experiment_id: str
+    client: Any = field(repr=False, compare=False)
+
+
+def open_store(uri: str, experiment: str, default: bool = False) -> TrackingStore:
+    """Open the store at ``uri`` and find (or create) ``experiment`` in it: the one place a
+    store is reached first, so whatever stops it (a folder that cannot be made, a server
+    that does not answer, a database that will not open) is a ``TrackingError`` naming
+    ``tracking.tracking_uri``, its value and the reason. ``default``: the URI is the
+    profile's default (``tracking_uri`` unset), which the message says."""
+    client_class = _client_class()
+    try:
+        client = client_class(tracking_uri=uri)
+        experiment_id = _experiment_id(client, experiment, uri)
+    except Exception as err:  # any library's error: named with the setting that caused it
+        value = f"{uri!r}" + (" (unset: the default store in the output folder)"
+                              if default else "")
+        reason = f"{type(err).__name__}: {err}"
+        raise TrackingError(
+            f"{URI_SETTING} = {value}: the MLflow store cannot be opened ({reason}); set "
+            f"{URI_SETTING} to a store this machine can reach and write (sqlite:/// in a "
+            "writable folder, a folder, or a server), or tracking.mlflow: false") from err
+    return TrackingStore(uri, experiment, experiment_id, client)
+
+
+def open_tracking(tracking: TrackingSettings, output_dir: str | Path) -> TrackingStore:
+    """The profile's store (``tracking.uri``) opened (``open_store``)."""
+    return open_store(tracking.uri(output_dir), tracking.experiment,
+                      default=tracking.tracking_uri is None)
 
 
 def _artifact_root(uri: str) -> str | None:
@@ -244,12 +300,14 @@ def _log_one(client: Any, experiment_id: str, row: Mapping[str, Any],
     client.set_terminated(run_id, "FINISHED")
 
 
-def log_rows(rows: Sequence[Mapping[str, Any]], uri: str, experiment: str,
+def log_rows(rows: Sequence[Mapping[str, Any]], store: TrackingStore | str, experiment: str,
              source: Source) -> Logged:
-    """Log each row (one task's runs table, ``frame.to_dicts()``) as an MLflow run at ``uri``
-    in ``experiment``, skipping rows already logged and finished (``row_key``)."""
-    client = _client(uri)
-    experiment_id = _experiment_id(client, experiment, uri)
+    """Log each row (one task's runs table, ``frame.to_dicts()``) as an MLflow run in
+    ``store`` (opened by ``open_store``; a URI is opened here) in ``experiment``, skipping
+    rows already logged and finished (``row_key``)."""
+    if isinstance(store, str):
+        store = open_store(store, experiment)
+    client, experiment_id, uri = store.client, store.experiment_id, store.uri
     tasks = {str(r["task"]) for r in rows}
     by_key: dict[str, list[Any]] = {}
     for task in sorted(tasks):

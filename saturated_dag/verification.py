@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -209,7 +210,11 @@ def verify_many(
         return _verify_chunk(pairs, mode)
     size = max(1, len(pairs) // (workers * 4))
     chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
-    # spawn: workers must not inherit torch's thread pools from a forked parent.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+    # spawn: workers must not inherit torch's thread pools from a forked parent; bound to this
+    # process (saturated_dag.lifeline), so a killed run leaves no checker running.
+    from saturated_dag.lifeline import bind_worker
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+                             initializer=bind_worker, initargs=(os.getpid(),)) as pool:
         return [v for chunk in pool.map(partial(_verify_chunk, mode=mode), chunks)
                 for v in chunk]

@@ -118,13 +118,32 @@ def adapter_folder(out: Path, name: str, task: str = "chain_sum", split: str = "
 
 
 def seed_adapter_folder(out: Path, name: str, task: str = "chain_sum",
-                        split: str = "saturated", key: str = "0123456789abcdef") -> Path:
-    """An empty key folder made current for adapter ``name``, for a test to write the files
-    of a trained adapter into by hand."""
-    from saturated_dag.training.folders import key_folder, record_current
+                        split: str = "saturated", key: str = "0123456789abcdef",
+                        method: str = "dpo", record: dict | None = None) -> Path:
+    """A key folder made current for adapter ``name``, holding what a reader checks
+    (``training.folders.check_adapter``): weights, ``result.json`` (where it was trained, its
+    cache key and its weights' hash) and ``training_config.json`` (``record`` with the cache
+    key and ``method``), for a test that writes a trained adapter by hand."""
+    import json
+
+    from saturated_dag.shards import file_fingerprint
+    from saturated_dag.training.folders import (
+        ADAPTER_WEIGHTS,
+        RESULT_FILE,
+        key_folder,
+        record_current,
+    )
 
     home = out / "adapters" / task / split / name
     folder = key_folder(home, key)
     folder.mkdir(parents=True)
+    (folder / ADAPTER_WEIGHTS).write_bytes(f"weights of {name}".encode())
+    (folder / "adapter_config.json").write_text("{}")
+    (folder / "training_config.json").write_text(json.dumps(
+        {**(record or {}), "cache_key": key, "method": method}))
+    (folder / RESULT_FILE).write_text(json.dumps(
+        {"adapter_dir": str(folder), "best_epoch": (record or {}).get("best_epoch", 1),
+         "epochs": [], "log_history": [], "cache_key": key,
+         "weights_version": file_fingerprint(folder / ADAPTER_WEIGHTS)}))
     record_current(home, folder)
     return folder

@@ -185,8 +185,7 @@ def test_a_row_pinning_the_profiles_value_names_its_adapter_in_the_sweep_table(
     out = tmp_path / "out"
     _seed_reports(out / "assets", reports, ["q1", "q2", "q3"])
     for name, epoch in (("dpo_entropy", 3), ("dpo_entropy_beta2", 2)):
-        folder = seed_adapter_folder(out, name)
-        (folder / "training_config.json").write_text(json.dumps({"best_epoch": epoch}))
+        seed_adapter_folder(out, name, record={"best_epoch": epoch})
     table = [a.key for a in everything if a.key.path[-1] == "dpo_beta_sweep"]
     dg.materialize(everything, selection=table, resources=resources(out, "demo", overrides))
     csv = pl.read_csv(out / "chain_sum" / "dpo_beta_sweep.csv")

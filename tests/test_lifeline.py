@@ -161,3 +161,109 @@ def test_a_step_process_exits_soon_after_its_run_process_is_killed(tmp_path: Pat
         for process in (run, step):
             if process.poll() is None:
                 process.kill()
+
+
+def wait_then_train(job: object, tag: str) -> dict:
+    """A side-by-side worker's training that says it has started (a file named by its pid
+    beside the adapters) and waits for ``go`` before training and publishing as every
+    worker does (``side_by_side.train_in_worker``), so the test kills the run in between."""
+    from saturated_dag.training.side_by_side import train_in_worker
+
+    grid = Path(job.out_dir).parents[1]  # type: ignore[attr-defined]
+    (grid / f"worker-{os.getpid()}").write_text("")
+    while not (grid / "go").exists():
+        time.sleep(0.05)
+    return train_in_worker(job, tag)  # type: ignore[arg-type]
+
+
+def _zombie(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+        return stat.read().rpartition(")")[2].split()[0] == "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG")
+def test_a_zombie_runs_side_by_side_workers_die_and_publish_nothing(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    """Issue 46: the run process SIGKILLed but not reaped (a zombie, as under a supervising
+    shell): its side-by-side training workers used to see it alive (``kill(pid, 0)``
+    succeeds on a zombie) and published both adapters. Now they die with it, and nothing is
+    published."""
+    grid = tmp_path / "grid"
+    run = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        sys.path.insert(0, {str(ROOT)!r})
+        from saturated_dag.training.side_by_side import train_side_by_side
+        from tests.test_grid_partitions import _keyed, _sft_jobs
+        from tests.test_lifeline import wait_then_train
+        jobs = _keyed(_sft_jobs(Path({str(grid)!r}), Path({str(tiny_model_dir)!r})))
+        train_side_by_side(jobs, 2, train=wait_then_train)
+    """)])
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 240
+        while len(workers) < 2:
+            assert run.poll() is None and time.monotonic() < deadline, "workers never started"
+            time.sleep(0.1)
+            workers = [int(p.name.split("-")[1]) for p in grid.glob("worker-*")]
+        assert all(_alive(pid) for pid in workers)
+        os.kill(run.pid, signal.SIGKILL)  # and not reaped: run.wait() only at the end
+        deadline = time.monotonic() + 10
+        while not _zombie(run.pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        (grid / "go").write_text("")  # the workers may train and publish now, if alive
+        published = [grid / name / "key" for name in ("a", "b")]
+        deadline = time.monotonic() + 180
+        while (any(_alive(pid) for pid in workers) and not any(p.exists() for p in published)
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+        assert not [p for p in published if p.exists()], "published for a dead run"
+        assert not any(_alive(pid) for pid in workers), "a worker outlived its zombie run"
+        assert _zombie(run.pid)  # the run was a zombie throughout
+    finally:
+        for pid in workers:  # this test's own workers, by pid, if they outlived the test
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        run.kill()
+        run.wait()
+
+
+def test_a_watcher_counts_a_zombie_as_dead(tmp_path: Path) -> None:
+    """``die_with`` polled ``kill(pid, 0)``, which succeeds on a zombie: a step process
+    watching a run process killed but not reaped went on. Now it exits within its poll."""
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    step = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from saturated_dag.lifeline import die_with
+        die_with({run.pid}, interval=0.1)
+        open({str(tmp_path / "watching")!r}, "w").close()
+        time.sleep(60)
+    """)])
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "watching").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive(step.pid)
+        os.kill(run.pid, signal.SIGKILL)  # not reaped: a zombie
+        deadline = time.monotonic() + 10
+        while not _zombie(run.pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert step.wait(timeout=5) == 1  # gone, with a code that says it did not finish
+    finally:
+        for process in (run, step):
+            if process.poll() is None:
+                process.kill()
+        run.wait()
+
+
+def test_a_pid_given_to_another_process_is_not_the_process_watched() -> None:
+    """A parent's pid reused by a later process is not that parent: its start time differs."""
+    from saturated_dag.lifeline import process_alive, start_time
+
+    me = os.getpid()
+    started = start_time(me)
+    assert started is not None and process_alive(me, started)
+    assert not process_alive(me, started + 1)

@@ -177,10 +177,9 @@ def test_a_selected_configuration_is_named_with_its_settings_and_links(tmp_path:
     cell = Experiment("saturated", "dpo", "self_judge", ("dpo_pairs", "self_judge"))
     chosen = cell.with_settings(training, {"dpo_beta": 0.5})
     seeds = replicates(training, chosen, 2)
-    first = seed_adapter_folder(tmp_path, seeds[0].name)
     settings = {**SftSettings().__dict__, "lora": SftSettings().lora.__dict__, "beta": 0.5,
                 "loss_type": "sigmoid"}
-    (first / "training_config.json").write_text(json.dumps({"settings": settings}))
+    first = seed_adapter_folder(tmp_path, seeds[0].name, record={"settings": settings})
     got = configuration_metadata("chain_sum", cell, chosen.name, seeds, str(tmp_path),
                                  selected=True, base_model="arith-base")
     assert got["configuration"] == chosen.name == "dpo_self_judge_beta0.5"

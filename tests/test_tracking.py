@@ -11,6 +11,7 @@ import re
 import sys
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -26,6 +27,7 @@ from saturated_dag.tracking import (
     row_key,
     trainer_environment,
 )
+from tests.pipeline import asset_path, by_name, graph, resources
 from tests.test_runs_table import ADAPTERS, OVERRIDES, _frame, _materialise, _seed_inputs
 
 SOURCE = Source("demo", "/runs/out", "0123abcd" * 5, False, {"saturated_dag.dagster_run": "r1"})
@@ -200,3 +202,52 @@ def test_a_tracked_training_logs_its_steps_to_the_output_folders_store(
     runs = client.search_runs([experiment.experiment_id])
     assert len(runs) == 1 and runs[0].data.tags["saturated_dag.adapter"] == "sft"
     assert "train_loss" in runs[0].data.metrics or "loss" in runs[0].data.metrics
+
+
+BAD_URI = "sqlite:////proc/nope/mlflow.db"
+"""A store that cannot be made: ``/proc`` takes no new folder (issue 46's probe)."""
+
+
+def _failure_message(result: dg.ExecuteInProcessResult) -> str:
+    (failure,) = result.get_step_failure_events()
+    return failure.step_failure_data.error.message
+
+
+def test_a_bad_store_fails_the_runs_table_naming_the_setting_and_keeps_its_csv(
+        tmp_path: Path) -> None:
+    """Issue 46: a store that cannot be opened failed with a bare ``FileNotFoundError:
+    '/proc/nope'``, after ``runs_table.csv`` had been rewritten. Now the step fails at its
+    start naming ``tracking.tracking_uri``, its value and why, and the CSV is untouched."""
+    out = tmp_path / "out"
+    _seed_inputs(out)
+    csv = out / "chain_sum" / "runs_table.csv"
+    csv.parent.mkdir(parents=True, exist_ok=True)
+    csv.write_text("adapter\nfrom the run before\n")
+    before = csv.stat().st_mtime_ns
+    overrides = {**OVERRIDES, "tracking": {"mlflow": True, "tracking_uri": BAD_URI}}
+    everything, _ = graph("demo", overrides)
+    (table,) = by_name(everything, "chain_sum", "runs_table")
+    result = dg.materialize(everything, selection=[table.key],
+                            resources=resources(out, "demo", overrides),
+                            instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    assert not result.success
+    message = _failure_message(result)
+    assert f"tracking.tracking_uri = '{BAD_URI}'" in message
+    assert "FileNotFoundError" in message and "/proc/nope" in message
+    assert csv.read_text() == "adapter\nfrom the run before\n"
+    assert csv.stat().st_mtime_ns == before
+    assert not asset_path(out, "chain_sum", "runs_table").exists()
+
+
+def test_a_bad_store_fails_training_before_it_starts_naming_the_setting(
+        tmp_path: Path) -> None:
+    """The trainers' store is opened when the step builds its training jobs, so a bad one
+    names its setting instead of failing the trainer with ``FileNotFoundError``."""
+    tracking = TrackingSettings(mlflow=True, tracking_uri=BAD_URI)
+    with pytest.raises(TrackingError, match=r"tracking\.tracking_uri = 'sqlite:////proc/nope/"
+                                            r"mlflow\.db': the MLflow store cannot be opened "
+                                            r"\(FileNotFoundError"):
+        trainer_environment(tracking, tmp_path, {"saturated_dag.adapter": "sft"})
+    good = TrackingSettings(mlflow=True)
+    assert trainer_environment(good, tmp_path, {})["MLFLOW_TRACKING_URI"] == good.uri(tmp_path)
+    assert (tmp_path / "mlflow.db").is_file()  # opened once, at the start

@@ -13,6 +13,14 @@ predecessors' weights on disk. A training killed part-way leaves a scratch folde
 ``<home>/.<key>-XXXXXXXX``; the next training of the adapter removes it (``remove_leftovers``)
 unless the process that made it is still alive.
 
+A reader checks the folder ``current`` names before it reads it (``check_adapter``): that it
+is the adapter asked for (the home its training published it into, recorded in
+``result.json``, names the same task, split and adapter, that is cell, configuration and
+seed; ``training_config.json`` the same method and cache key) and that its weights still hash
+to what the training recorded (the adapter's data version). A folder copied from another
+adapter, or weights changed in place, is refused naming the file, what was expected and what
+was found, instead of being evaluated as this adapter.
+
 Why not one folder per adapter name, swapped in by a symlink rename (the earlier layout):
 the swap needed sibling ``.<name>@<time>`` folders, temporary links and a cleanup that told
 one adapter's debris from another's. Keyed folders need none of it: a crash leaves a whole
@@ -21,10 +29,13 @@ folder or none, and a folder whose key is current is, by its name, the adapter a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from saturated_dag.atomic import (
     MKDTEMP_PART,
@@ -48,7 +59,92 @@ key it was trained under), written as the training publishes it
 CURRENT_FILE = "current"
 """The file in an adapter's home that names its current key folder."""
 
+TRAINING_RECORD = "training_config.json"
+"""The training's settings, method and cache key, written by the trainer into the folder."""
+
 _KEY_FOLDER = re.compile(rf"[0-9a-f]{{{KEY_CHARS}}}")
+
+
+class AdapterMismatch(ValueError):
+    """The folder an adapter's ``current`` names is not that adapter, or its weights are not
+    the ones its training recorded."""
+
+
+@dataclass(frozen=True)
+class AdapterIdentity:
+    """What a reader expects an adapter to be: its task, split and name (the name holds the
+    cell, the configuration and the training seed: ``dpo_entropy_lr0.0003_seed1``) and its
+    method. Its home is ``adapters/<task>/<split>/<adapter>`` under the output folder."""
+
+    task: str
+    split: str
+    adapter: str
+    method: str
+
+    def describe(self) -> str:
+        return f"{self.task}/{self.split}/{self.adapter} ({self.method})"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A record file of the folder, parsed; a missing or unreadable one is a mismatch."""
+    if not path.is_file():
+        raise AdapterMismatch(f"{path} is missing: the folder is not a whole trained adapter")
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise AdapterMismatch(f"{path} cannot be read ({err})") from None
+    if not isinstance(value, dict):
+        raise AdapterMismatch(f"{path} does not hold a record (found {type(value).__name__})")
+    return value
+
+
+def check_adapter(folder: Path, expected: AdapterIdentity) -> dict[str, Any]:
+    """Check that key folder ``folder`` holds the adapter ``expected`` with the weights its
+    training recorded; its ``result.json`` record when it does.
+
+    Identity: ``result.json``'s ``adapter_dir`` (where its training published it, the last
+    parts ``adapters/<task>/<split>/<adapter>/<key>``, so a moved output folder still
+    matches) must name ``expected`` and this folder's key; its ``cache_key`` must start with
+    the folder's name; ``training_config.json`` must hold the same cache key and the method.
+    Weights: ``adapter_model.safetensors`` must hash to ``result.json``'s ``weights_version``
+    (the adapter asset's data version). The hash is ``shards.file_fingerprint``, memoised
+    per file, size and modification time, so each weights file is read at most once per
+    process however many readers check it.
+
+    Raises ``AdapterMismatch`` naming the file, what was expected and what was found."""
+    from saturated_dag.shards import file_fingerprint
+
+    folder = Path(folder)
+    result_path, record_path = folder / RESULT_FILE, folder / TRAINING_RECORD
+    result = _read_json(result_path)
+    recorded = str(result.get("adapter_dir") or "")
+    found = Path(recorded).parts[-5:]
+    wanted = ("adapters", expected.task, expected.split, expected.adapter, folder.name)
+    if found != wanted:
+        raise AdapterMismatch(
+            f"{result_path}: expected the adapter {expected.describe()} in key folder "
+            f"{folder.name}, found one trained into {recorded or 'an unrecorded folder'}: "
+            "another adapter's folder")
+    key = str(result.get("cache_key") or "")
+    if key[:KEY_CHARS] != folder.name:
+        raise AdapterMismatch(f"{result_path}: expected a cache key starting {folder.name} "
+                              f"(the folder's name), found {key[:KEY_CHARS] or 'none'}")
+    record = _read_json(record_path)
+    if record.get("cache_key") != key or record.get("method") != expected.method:
+        raise AdapterMismatch(
+            f"{record_path}: expected method {expected.method!r} and cache key "
+            f"{key[:KEY_CHARS]}, found {record.get('method')!r} and "
+            f"{str(record.get('cache_key'))[:KEY_CHARS]}: another training's record")
+    weights = folder / ADAPTER_WEIGHTS
+    if not weights.is_file():
+        raise AdapterMismatch(f"{weights} is missing")
+    version = result.get("weights_version")
+    actual = file_fingerprint(weights)
+    if actual != version:
+        raise AdapterMismatch(f"{weights}: expected weights hashing to {version} (recorded in "
+                              f"{result_path}, the adapter's data version), found {actual}: "
+                              "the weights were changed after training")
+    return result
 
 
 def key_folder(home: Path, cache_key: str) -> Path:

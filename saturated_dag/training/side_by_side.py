@@ -20,7 +20,11 @@ it. Each adapter is published, with its ``result.json``, as soon as its training
 training that raises lets the others finish, then fails the step. A worker that dies (the
 OOM killer) stops the others: the adapters already published stay, the step fails naming
 those that are not, and its re-execution trains only those (the rest are cache hits). A
-worker dies within a second of the run's process (``lifeline.die_with``). Log lines travel
+worker is bound to the process that started it as the Pipes training child is
+(``lifeline.bind_worker``: the kernel's parent-death signal, and a watcher that counts a
+zombie or a changed parent pid as dead), and checks that process once more right before it
+publishes an adapter, so a run killed but not yet reaped gets no adapter published for it.
+Log lines travel
 back through a queue, so the run log shows each training's progress as before, prefixed by
 its adapter.
 """
@@ -30,6 +34,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -48,27 +53,30 @@ PRELOAD = ["saturated_dag.training.isolated", "saturated_dag.training.train",
 """What each worker imports when it starts, before its first training."""
 
 _WORKER: dict[str, Any] = {}
-"""The worker process's state: the queue its log lines go to."""
+"""The worker process's state: the queue its log lines go to, and the pid of the process
+that started it (the run's), checked before each publication."""
 
-_POOLS: dict[int, tuple[ProcessPoolExecutor, Any]] = {}
-"""This process's worker pools by size, each with its log queue: started by the first grid,
-kept for the next (a worker's imports, allocator and kernels stay warm), and ended when the
-process exits or a worker dies."""
+_POOLS: dict[int, tuple[ProcessPoolExecutor, Any, threading.Thread]] = {}
+"""This process's worker pools by size, each with its log queue and the thread that started
+it: started by the first grid, kept for the next (a worker's imports, allocator and kernels
+stay warm), and ended when the process exits or a worker dies. The kernel's parent-death
+signal fires when the starting thread ends, so a pool whose thread has ended is replaced."""
 
 
 def _start_worker(lines: Any, owner: int) -> None:
-    """In each worker: one torch thread, death within a second of the process that owns the
-    pool (the run's), as a step process of ``one_per_core`` does, and the imports."""
+    """In each worker: one torch thread, bound to the process that owns the pool (the run's)
+    as the Pipes training child is (``lifeline.bind_worker``), and the imports."""
     import importlib
 
-    from saturated_dag.lifeline import die_with
+    from saturated_dag.lifeline import bind_worker
     from saturated_dag.parallel import limit_threads
 
+    bind_worker(owner)
     limit_threads(1)
-    die_with(owner)
     for module in PRELOAD:
         importlib.import_module(module)
     _WORKER["lines"] = lines
+    _WORKER["owner"] = owner
 
 
 def train_in_worker(job: TrainingJob, tag: str) -> dict[str, Any]:
@@ -77,16 +85,19 @@ def train_in_worker(job: TrainingJob, tag: str) -> dict[str, Any]:
     where it was trained (``worker``: process, torch threads, monotonic start and end),
     which is not written to ``result.json``. The base model is read from disk for each
     training (milliseconds, once the worker is warm), so a base model rewritten on disk
-    between two steps is never served stale."""
+    between two steps is never served stale. Right before the adapter is published, the
+    process that asked for it must still be alive (``lifeline.require_parent``)."""
     import torch
 
+    from saturated_dag.lifeline import require_parent
     from saturated_dag.training.isolated import train_job
 
     name = Path(job.out_dir).parent.name
-    lines = _WORKER["lines"]
+    lines, owner = _WORKER["lines"], _WORKER["owner"]
     start = time.monotonic()
     try:
-        record = train_job(job, log=lambda line: lines.put((tag, f"{name}: {line}")))
+        record = train_job(job, log=lambda line: lines.put((tag, f"{name}: {line}")),
+                           before_publish=lambda: require_parent(owner, job.out_dir))
     finally:
         lines.put((tag, None))
     return {**record, "worker": {"pid": os.getpid(), "torch_threads": torch.get_num_threads(),
@@ -94,19 +105,24 @@ def train_in_worker(job: TrainingJob, tag: str) -> dict[str, Any]:
 
 
 def _pool(count: int) -> tuple[ProcessPoolExecutor, Any]:
-    """The pool of ``count`` one-thread workers, started on first use."""
+    """The pool of ``count`` one-thread workers, started on first use (again when the thread
+    that started it has ended: its workers' parent-death signal has fired)."""
+    if count in _POOLS and not _POOLS[count][2].is_alive():
+        _discard(count)
     if count not in _POOLS:
         context = multiprocessing.get_context("spawn")
         lines = context.Queue()
         _POOLS[count] = (ProcessPoolExecutor(count, mp_context=context,
                                              initializer=_start_worker,
-                                             initargs=(lines, os.getpid())), lines)
-    return _POOLS[count]
+                                             initargs=(lines, os.getpid())), lines,
+                         threading.current_thread())
+    pool, lines, _ = _POOLS[count]
+    return pool, lines
 
 
 def _discard(count: int) -> None:
     """End the pool of ``count`` workers (one died, or the step was interrupted)."""
-    pool, _ = _POOLS.pop(count, (None, None))
+    pool, _, _ = _POOLS.pop(count, (None, None, None))
     if pool is not None:
         pool.shutdown(wait=False, cancel_futures=True)
 
