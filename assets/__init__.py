@@ -11,6 +11,7 @@ from assets.adapters import adapter_assets, adapter_checks
 from assets.automation import with_lineage
 from assets.base_model import base_model
 from assets.behaviour import behaviour_asset
+from assets.budget import budget_asset
 from assets.difficulty_partitions import difficulty_partitions_asset, difficulty_partitions_check
 from assets.eval_reports import adapter_eval_asset, base_eval_asset, coverage_check
 from assets.generation_pool import generation_pool_asset, generation_pool_check
@@ -47,6 +48,9 @@ def task_assets(profile: Profile, task: str
               *(sweep_table_asset(task, sweep, rows, plan.sweep_configurations(sweep))
                 for sweep, rows in plan.sweeps.items()),
               runs_table_asset(task, list(plan.cells), trained)]
+    budgeted = [cell for cell in plan.main if cell in plan.selections]
+    if budgeted:
+        tables.append(budget_asset(task, budgeted))
     built = [pool, parts, *scores.values(), scorer_agreement_asset(task, scorer_assets),
              *datasets,
              *adapter_assets(task, grids, check_in_step=in_step),

@@ -690,7 +690,8 @@ class TestbedSettings(_Strict):
     """The negative control passes when its 95% interval contains 0 and lies within
     ±``null_band`` points."""
     workers: int | None = Field(None, ge=1)
-    """Runs trained and evaluated at once, one torch thread each; None: the CPU count."""
+    """Runs trained and evaluated at once, one torch thread each; None: the cores this
+    process may run on (its affinity mask, ``parallel.cpu_cores``)."""
     dpo_search: DpoSearchSettings | None = None
     """DPO's recipe search (docs/testbed.md); None: not run."""
 

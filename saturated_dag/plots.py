@@ -320,3 +320,29 @@ def style_shift(styles: pl.DataFrame, path: Path, title: str) -> tuple[Path, Pat
     fig.colorbar(shown, cax=axes[0][-1], label="Δ share (points)")
     fig.suptitle(title, fontsize=9)
     return save_figure(fig, path)  # no tight_layout: the scale's narrow axes refuse it
+
+
+def budget_plot(table: pl.DataFrame, path: Path, title: str) -> tuple[Path, Path]:
+    """Expected best validation pass@1 against configurations tried (``budget.budget_table``),
+    one panel per split, one line per cell with its 95% band: methods at equal tuning budget
+    (Dodge et al. 2019)."""
+    splits = table["split"].unique(maintain_order=True).to_list()
+    fig, axes = plt.subplots(1, len(splits), figsize=(_width(5.5 * len(splits)), 4.2),
+                             squeeze=False)
+    for ax, split in zip(axes[0], splits, strict=True):
+        part = table.filter(pl.col("split") == split)
+        for (method, scorer), cell in part.group_by(["method", "scorer"],
+                                                    maintain_order=True):
+            cell = cell.sort("configurations tried")
+            x = cell["configurations tried"].to_numpy()
+            line, = ax.plot(x, cell["expected best validation pass@1"].to_numpy(), "-o",
+                            ms=4, label=f"{method} · {scorer}")
+            ax.fill_between(x, cell["low"].to_numpy(), cell["high"].to_numpy(),
+                            color=line.get_color(), alpha=0.15)
+        ax.set_xlabel("configurations tried (k)")
+        ax.set_ylabel("expected best validation pass@1 (%)")
+        ax.set_title(split)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(title)
+    return save_figure(fig, path)

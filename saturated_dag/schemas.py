@@ -189,6 +189,14 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         ("chosen", pl.Boolean)),
         "a cell's selection grid (App. B): each configuration's settings and mean validation "
         "pass@1 over its training seeds (%), the best one chosen"),
+    FrameSchema("expected_best_by_budget", _cols(
+        ("split", pl.String), ("method", pl.String), ("scorer", pl.String), ("cell", pl.String),
+        ("configurations tried", pl.Int64), ("grid size", pl.Int64),
+        ("expected best validation pass@1", pl.Float64), ("low", pl.Float64),
+        ("high", pl.Float64)),
+        "each selected cell's expected best validation pass@1 (%) when k of its grid's "
+        "configurations are tried, with the 95% interval over its configurations "
+        "(Dodge et al. 2019; saturated_dag/budget.py)"),
     FrameSchema("styles", _cols(
         ("row", pl.String), ("cell", pl.String), ("style", pl.String), ("samples", pl.Int64),
         ("share", pl.Float64), ("accuracy", pl.Float64), ("Δ share", pl.Float64)),

@@ -44,6 +44,7 @@ from saturated_dag.dpo_search import SearchRun, search_figure, search_table
 from saturated_dag.dpo_search import verdict as search_verdict
 from saturated_dag.findings import Control
 from saturated_dag.methods import METHODS
+from saturated_dag.parallel import cpu_cores
 from saturated_dag.schemas import schema
 from saturated_dag.scorers import oracle as known
 from saturated_dag.scorers.scored_completions import (
@@ -61,8 +62,14 @@ METHOD_LABELS = {m.name: m.label for m in METHODS.values()}
 # ---------------------------------------------------------------- work items (in workers)
 
 
-def _init_worker() -> None:
-    """One torch thread per worker: two workers on two cores never oversubscribe."""
+def _init_worker(owner: int | None = None) -> None:
+    """One torch thread per worker: two workers on two cores never oversubscribe. A worker of
+    a pool is bound to ``owner``, the process that started it, with the lifeline every worker
+    of a run has (``lifeline.bind_worker``): it dies with the run, zombie or not."""
+    if owner is not None:
+        from saturated_dag.lifeline import bind_worker
+
+        bind_worker(owner)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["OMP_NUM_THREADS"] = "1"
     import torch
@@ -371,7 +378,7 @@ def _execute(jobs: list[tuple[str, dict[str, Any]]], workers: int, say: LogFn,
         return [_dispatch(job) for job in jobs]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
-                             initializer=_init_worker) as pool:
+                             initializer=_init_worker, initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(_dispatch, job) for job in jobs]
         done = []
         for i, future in enumerate(futures, 1):
@@ -413,7 +420,7 @@ def run_testbed(profile: Profile, out_dir: str | Path, log: LogFn | None = None,
     """Pools, scores, the recipe selection, every replicate run, and the analysis."""
     bed = Testbed(profile, out_dir, log, code_version)
     s, say = bed.settings, bed.say
-    workers = s.workers or os.cpu_count() or 1
+    workers = s.workers or cpu_cores()
     samples = []
     for seed in s.data_seeds:
         if not bed.pool_path(seed).exists():

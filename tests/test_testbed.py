@@ -484,3 +484,15 @@ def test_the_study_report_marks_a_method_whose_control_failed_unvalidated():
     assert lines[0].startswith("**DPO is unvalidated in the embedded world:**")
     assert not any("σ-RRHF" in line for line in lines)
     assert unvalidated(None) == [] and unvalidated({"rrhf": controls["rrhf"]}) == []
+
+
+def test_the_testbeds_workers_are_bound_to_the_run(monkeypatch):
+    """Each worker of the testbed's pool gets the lifeline of every worker of a run, bound
+    to the process that started the pool; in-process work binds nothing."""
+    from saturated_dag import lifeline
+
+    bound: list[int] = []
+    monkeypatch.setattr(lifeline, "bind_worker", bound.append)
+    testbed._init_worker(4242)
+    testbed._init_worker()
+    assert bound == [4242]

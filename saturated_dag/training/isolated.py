@@ -95,8 +95,9 @@ def train_jobs(jobs: list[TrainingJob], log: LogFn | None = None,
 
     if workers > 1 and len(jobs) > 1:
         if before_publish is not None:
-            raise ValueError("side-by-side training has no before_publish check: a training "
-                             "child, whose run may die, trains with workers=0")
+            raise ValueError("side-by-side training takes no before_publish callable (it "
+                             "cannot cross into the workers, which check their own run before "
+                             "publishing); a training child passes its check with workers=0")
         from saturated_dag.training.side_by_side import train_side_by_side
 
         return train_side_by_side(jobs, workers, log)

@@ -1,0 +1,80 @@
+"""Methods at equal tuning budget (saturated_dag/budget.py): the expected best of k
+configurations against a brute force over every subset, its interval, the comparison row,
+and the asset on the demo profile's graph."""
+
+import itertools
+import statistics
+
+import polars as pl
+import pytest
+
+from saturated_dag import budget
+
+GRID = [61.5, 70.25, 58.0, 70.25, 66.0]  # a tie at the top, as validation grids have
+
+
+@pytest.mark.parametrize("k", range(1, len(GRID) + 1))
+def test_expected_best_equals_the_mean_maximum_over_every_subset(k):
+    brute = statistics.fmean(max(subset) for subset in itertools.combinations(GRID, k))
+    assert budget.expected_best(GRID, k) == pytest.approx(brute)
+
+
+def test_the_curve_rises_to_the_grid_best_and_brackets_its_estimates():
+    rows = budget.curve(GRID, resamples=500)
+    estimates = [e for _, e, _, _ in rows]
+    assert estimates == sorted(estimates) and estimates[-1] == max(GRID)
+    assert estimates[0] == pytest.approx(statistics.fmean(GRID))
+    assert all(low <= e <= high for _, e, low, high in rows)
+    with pytest.raises(ValueError, match="a budget of 6 configurations from a grid of 5"):
+        budget.expected_best(GRID, 6)
+
+
+def test_equal_budget_compares_at_the_smaller_grid_with_an_interval():
+    grids = {("hard", "σ-RRHF", "self_judge", "rrhf_self_judge"): [80.0, 84.0],
+             ("hard", "DPO", "self_judge", "dpo_self_judge"): [60.0, 62.0, 61.0, 90.0],
+             ("hard", "DPO", "random", "dpo_random"): [50.0, 51.0]}
+    rows = budget.equal_budget_rows(grids)
+    assert rows.height == 1  # σ-RRHF has no random cell: no second row
+    row = rows.row(0, named=True)
+    assert row["configurations tried"] == 2
+    brute = statistics.fmean(max(s) for s in itertools.combinations([60, 62, 61, 90], 2))
+    assert row["DPO expected best"] == pytest.approx(brute)
+    assert row["σ-RRHF expected best"] == pytest.approx(84.0)  # both of its two tried
+    assert row["Δ"] == pytest.approx(84.0 - brute)
+    assert row["low"] <= row["Δ"] <= row["high"]
+    table = budget.budget_table(grids, resamples=200)
+    assert table.height == 2 + 4 + 2
+    assert set(table["grid size"]) == {2, 4}
+
+
+def test_the_demo_graph_reports_its_selected_main_cells_at_equal_budget():
+    """The default profile (demo) has the asset, fed by every main-matrix cell whose grid
+    has more than one configuration (its selection), and no sweep row's."""
+    import dagster as dg
+
+    from assets import task_assets
+    from saturated_dag.config import load_profile
+    from saturated_dag.experiments import experiment_plan
+
+    profile = load_profile("demo")
+    assets, _ = task_assets(profile, "chain_sum")
+    found = [a for a in assets if dg.AssetKey(["chain_sum", "expected_best_by_budget"])
+             in a.keys]
+    assert len(found) == 1
+    plan = experiment_plan(profile)["chain_sum"]
+    expected = {dg.AssetKey(["chain_sum", c.split, "selection", c.name])
+                for c in plan.main if c in plan.selections}
+    assert expected and set(found[0].dependency_keys) == expected
+    methods = {c.method for c in plan.main if c in plan.selections}
+    assert {"rrhf", "dpo"} <= methods  # the comparison row has both sides
+
+
+def test_the_figure_draws_a_panel_per_split(tmp_path):
+    from saturated_dag.plots import budget_plot
+
+    table = budget.budget_table({("saturated", "σ-RRHF", "oracle", "a"): [1.0, 2.0],
+                                 ("hard", "DPO", "random", "b"): [3.0, 1.0, 2.0]},
+                                resamples=50)
+    png, svg = budget_plot(table, tmp_path / "budget.png", "test")
+    assert png.is_file() and svg.is_file()
+    assert isinstance(table, pl.DataFrame)
