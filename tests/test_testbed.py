@@ -385,11 +385,63 @@ def test_every_training_setting_reaches_the_testbeds_runs_as_it_reaches_the_grap
         default = testbed.Testbed(base, "/nonexistent").train_settings(run)
         if default != graph:
             reached.add(field)
+        # ... and on to the trainer's own config (TRL's, or σ-RRHF's) and LoRA's, with the
+        # value the profile set
+        config, lora = _trainer_config(method, bed.train_settings(run))
+        expected = {field: value, **alongside.get(field, {})}
+        for name, want in expected.items():
+            if name in TRAINER_FIELDS.get(method, set()) | TRAINER_FIELDS["*"]:
+                if name == "batch_size":  # reached as micro-batches per optimizer step
+                    want = want // profile.training.per_device_batch_size
+                got = _config_value(name, config, lora)
+                assert got == want, (field, name, got)
+        if method == "dpo":
+            assert config.beta == recipe.beta and config.learning_rate == recipe.learning_rate
     own = {"rrhf": {"rrhf_use_sft", "rrhf_hinge", "rrhf_logistic_weight", "rrhf_sft_token_mean",
                     "rrhf_rank_weight"}, "dpo": {"dpo_nll_weight"}}.get(method, set())
     common = {"gradient_checkpointing", "max_length", "dtype", "lora_r", "lora_alpha",
               "lora_dropout", "batch_size", "per_device_batch_size"}
     assert common | own <= reached  # each setting changed what the run trains with
+
+
+TRAINER_FIELDS = {
+    "*": {"gradient_checkpointing", "max_length", "dtype", "lora_r", "lora_alpha",
+          "lora_dropout", "batch_size"},
+    "rrhf": {"rrhf_use_sft", "rrhf_hinge", "rrhf_logistic_weight", "rrhf_sft_token_mean",
+             "rrhf_rank_weight"},
+    "dpo": {"dpo_nll_weight"}}
+"""The profile's training settings each method's trainer config carries (β too, but the
+testbed's recipe sets it: a DPO run's β is the recipe's, checked on its own)."""
+
+
+def _trainer_config(method: str, settings: dict):
+    """The trainer config and LoRA config a testbed run's settings build, as its worker
+    builds them (``testbed._train`` -> ``train.trainer_config``)."""
+    from saturated_dag.training.config import SETTINGS_OF_METHOD, LoraSettings, resolve_dtype
+    from saturated_dag.training.train import _lora, trainer_config
+
+    rebuilt = SETTINGS_OF_METHOD[method](**{**settings, "lora": LoraSettings(
+        **settings["lora"])})
+    return (trainer_config(method, rebuilt, "/nonexistent", resolve_dtype(rebuilt.dtype),
+                           per_device=1), _lora(rebuilt))
+
+
+def _config_value(name: str, config, lora):
+    """The value the trainer's config holds for profile setting ``name``."""
+    return {
+        "gradient_checkpointing": lambda: config.gradient_checkpointing,
+        "max_length": lambda: config.max_length,
+        "dtype": lambda: "bfloat16" if config.bf16 else "float32",
+        "lora_r": lambda: lora.r, "lora_alpha": lambda: lora.lora_alpha,
+        "lora_dropout": lambda: lora.lora_dropout,
+        "batch_size": lambda: config.gradient_accumulation_steps,
+        "rrhf_use_sft": lambda: config.use_sft, "rrhf_hinge": lambda: config.hinge,
+        "rrhf_logistic_weight": lambda: config.logistic_weight,
+        "rrhf_sft_token_mean": lambda: config.sft_token_mean,
+        "rrhf_rank_weight": lambda: config.rank_weight,
+        "dpo_beta": lambda: config.beta,
+        "dpo_nll_weight": lambda: (config.loss_weights or [0.0, 0.0])[1],
+    }[name]()
 
 
 def test_the_testbed_asset_materialises_its_table_and_figure(tmp_path):

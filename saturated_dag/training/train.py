@@ -334,65 +334,82 @@ def _dataset(data: pl.DataFrame, columns: list[str]) -> Any:
     return Dataset.from_polars(data.select(columns))
 
 
+def trainer_config(method: str, settings: TrainSettings, output_dir: str, precision: str,
+                   report_to: ReportTo = REPORT_TO_DEFAULT, per_device: int | None = None
+                   ) -> Any:
+    """The trainer's config object the settings build: TRL's ``DPOConfig`` (DPO) or
+    ``SFTConfig`` (SFT, RAFT), or the project's ``RrhfConfig`` (σ-RRHF). Every route to a
+    trainer builds its config here, so a test can check that each training setting reaches it
+    (``tests/test_testbed.py``). ``per_device``: σ-RRHF's questions per forward pass
+    (``rrhf_questions_per_device``)."""
+    # TRACKING: the one place report_to reaches the trainers (train_adapter's argument)
+    common = {**_common_args(settings, output_dir, precision, per_device),
+              "report_to": report_to}
+    if method == "dpo":
+        from trl import DPOConfig
+
+        assert isinstance(settings, DpoSettings)
+        # DPO + NLL on the chosen completion (dpo_nll_weight > 0; not the paper's DPO):
+        # TRL combines the listed losses with loss_weights
+        anchored = settings.nll_weight > 0
+        return DPOConfig(**common, beta=settings.beta,
+                         loss_type=[settings.loss_type, *(["sft"] if anchored else [])],
+                         loss_weights=[1.0, settings.nll_weight] if anchored else None,
+                         max_length=settings.max_length)
+    if method in ("sft", "raft"):
+        from trl import SFTConfig
+
+        return SFTConfig(**common, completion_only_loss=True, max_length=settings.max_length)
+    if method == "rrhf":
+        assert isinstance(settings, RrhfSettings)
+        return RrhfConfig(**common, rank_weight=settings.rank_weight,
+                          use_sft=settings.use_sft, hinge=settings.hinge,
+                          logistic_weight=settings.logistic_weight,
+                          sft_token_mean=settings.sft_token_mean,
+                          max_length=settings.max_length)
+    raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
+
+
 def _build_trainer(method: str, model: Any, tokenizer: Any, data: pl.DataFrame,
                    settings: TrainSettings, workdir: str, precision: str,
                    report_to: ReportTo = REPORT_TO_DEFAULT) -> Any:
     from datasets import Dataset
 
-    def common(per_device: int | None = None) -> dict[str, Any]:
-        # TRACKING: the one place report_to reaches the trainers (train_adapter's argument)
-        return {**_common_args(settings, workdir, precision, per_device),
-                "report_to": report_to}
-
+    if method not in METHODS:
+        raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
     if method == "dpo":
-        from trl import DPOConfig, DPOTrainer
+        from trl import DPOTrainer
 
-        assert isinstance(settings, DpoSettings)
         _require(data, ["prompt", "chosen", "rejected"], method)
-        # DPO + NLL on the chosen completion (dpo_nll_weight > 0; not the paper's DPO):
-        # TRL combines the listed losses with loss_weights
-        anchored = settings.nll_weight > 0
-        args = DPOConfig(**common(), beta=settings.beta,
-                         loss_type=[settings.loss_type, *(["sft"] if anchored else [])],
-                         loss_weights=[1.0, settings.nll_weight] if anchored else None,
-                         max_length=settings.max_length)
+        args = trainer_config(method, settings, workdir, precision, report_to)
         return DPOTrainer(model=model, args=args, processing_class=tokenizer,
                           train_dataset=_dataset(data, ["prompt", "chosen", "rejected"]),
                           peft_config=_lora(settings))
     if method in ("sft", "raft"):
-        from trl import SFTConfig, SFTTrainer
+        from trl import SFTTrainer
 
         _require(data, ["prompt", "completion"], method)
-        args = SFTConfig(**common(),
-                         completion_only_loss=True, max_length=settings.max_length)
+        args = trainer_config(method, settings, workdir, precision, report_to)
         return SFTTrainer(model=model, args=args, processing_class=tokenizer,
                           train_dataset=_dataset(data, ["prompt", "completion"]),
                           peft_config=_lora(settings))
-    if method == "rrhf":
-        from peft import get_peft_model
+    from peft import get_peft_model
 
-        assert isinstance(settings, RrhfSettings)
-        _require(data, ["question_id", "prompt", "completion", "score"], method)
-        groups = _rrhf_groups(data)
-        has_template = bool(getattr(tokenizer, "chat_template", None))
-        questions = rrhf_questions_per_device(settings.per_device_batch_size,
-                                              max(len(g["completions"]) for g in groups))
-        peft_model = get_peft_model(model, _lora(settings))
-        if settings.gradient_checkpointing:
-            # As TRL's trainers do with PEFT: harmless with non-reentrant checkpointing,
-            # needed should reentrant checkpointing ever be configured.
-            peft_model.enable_input_require_grads()
-        args = RrhfConfig(**common(per_device=questions), rank_weight=settings.rank_weight,
-                          use_sft=settings.use_sft, hinge=settings.hinge,
-                          logistic_weight=settings.logistic_weight,
-                          sft_token_mean=settings.sft_token_mean,
-                          max_length=settings.max_length)
-        return RrhfTrainer(model=peft_model, args=args,
-                           train_dataset=Dataset.from_list(groups),
-                           data_collator=GroupCollator(tokenizer, args.max_length,
-                                                       add_special_tokens=not has_template),
-                           processing_class=tokenizer)
-    raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
+    _require(data, ["question_id", "prompt", "completion", "score"], method)
+    groups = _rrhf_groups(data)
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    questions = rrhf_questions_per_device(settings.per_device_batch_size,
+                                          max(len(g["completions"]) for g in groups))
+    peft_model = get_peft_model(model, _lora(settings))
+    if settings.gradient_checkpointing:
+        # As TRL's trainers do with PEFT: harmless with non-reentrant checkpointing,
+        # needed should reentrant checkpointing ever be configured.
+        peft_model.enable_input_require_grads()
+    args = trainer_config(method, settings, workdir, precision, report_to, questions)
+    return RrhfTrainer(model=peft_model, args=args, train_dataset=Dataset.from_list(groups),
+                       data_collator=GroupCollator(tokenizer, args.max_length,
+                                                   add_special_tokens=not has_template),
+                       processing_class=tokenizer)
 
 
 def make_portable(folder: Path, base_model: str) -> str:
