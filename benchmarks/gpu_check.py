@@ -61,7 +61,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from saturated_dag.training.memory import ModelShape
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_SHAPES = ROOT / "benchmarks" / "gpu_check_paper.json"
@@ -155,21 +158,6 @@ def install_stand_ins(hide: Sequence[str] = ()) -> list[str]:
 
 
 @dataclass(frozen=True)
-class ModelSpec:
-    """A Qwen3 decoder's published configuration (``training.memory.ModelShape``'s fields)."""
-
-    layers: int
-    hidden: int
-    intermediate: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    tied: bool
-    dtype: str
-
-
-@dataclass(frozen=True)
 class TrainCase:
     """One method's optimizer step on one task's sequences: ``settings`` is the method's
     trainer config as ``asdict`` gives it (``training.config``); ``group`` the completions of a
@@ -216,7 +204,10 @@ class Shapes:
 
     name: str
     source: str
-    model: ModelSpec
+    model: ModelShape
+    """The policy's architecture (``training.memory.ModelShape``, the memory model's own)."""
+    dtype: str
+    """The weights' and training's precision (``training.dtype``)."""
     training: tuple[TrainCase, ...]
     sampling: tuple[SamplingCase, ...]
     entropy: tuple[EntropyCase, ...]
@@ -231,7 +222,9 @@ class Shapes:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Shapes:
-        return cls(**{**data, "model": ModelSpec(**data["model"]),
+        from saturated_dag.training.memory import ModelShape
+
+        return cls(**{**data, "model": ModelShape(**data["model"]),
                       "training": tuple(TrainCase(**c) for c in data["training"]),
                       "sampling": tuple(SamplingCase(**c) for c in data["sampling"]),
                       "entropy": tuple(EntropyCase(**c) for c in data["entropy"]),
@@ -272,9 +265,7 @@ def shapes_from_profile(name: str = "paper", entropy_sequences: int = 64) -> Sha
         source=(f"profile {name} ({profile.policy.model}) and the cost table's assumptions "
                 "(saturated_dag/paper_cost.py); regenerate with python -m benchmarks.gpu_check "
                 "--write-shapes benchmarks/gpu_check_paper.json"),
-        model=ModelSpec(shape.layers, shape.hidden, shape.intermediate, shape.heads,
-                        shape.kv_heads, shape.head_dim, shape.vocab, shape.tied,
-                        profile.training.dtype),
+        model=shape, dtype=profile.training.dtype,
         training=training, sampling=sampling, entropy=entropy,
         checkpointing=(profile.training.gradient_checkpointing,
                        not profile.training.gradient_checkpointing))
@@ -284,6 +275,7 @@ def toy_shapes() -> Shapes:
     """A tiny model and short sequences for the CPU dry run: every code path of the GPU run
     (two micro-batches per step, both checkpointing settings, every method) in seconds."""
     from saturated_dag.training.config import SETTINGS_OF_METHOD, LoraSettings
+    from saturated_dag.training.memory import ModelShape
 
     def settings(method: str) -> dict[str, Any]:
         return asdict(SETTINGS_OF_METHOD[method](
@@ -292,8 +284,9 @@ def toy_shapes() -> Shapes:
 
     return Shapes(
         name="toy", source="benchmarks/gpu_check.py toy_shapes (a dry run)",
-        model=ModelSpec(layers=2, hidden=32, intermediate=64, heads=4, kv_heads=2, head_dim=8,
-                        vocab=256, tied=True, dtype="float32"),
+        model=ModelShape(layers=2, hidden=32, intermediate=64, heads=4, kv_heads=2,
+                         head_dim=8, vocab=256, tied=True),
+        dtype="float32",
         training=tuple(TrainCase("chain_sum", m, 5, 7, 2 if m == "rrhf" else 1, settings(m))
                        for m in ("dpo", "rrhf", "sft")),
         sampling=(SamplingCase("chain_sum", 2, 2, 4, 5, 6, 0.6, 0.95),),
@@ -337,8 +330,8 @@ def word_tokenizer(vocab: int) -> Any:
     return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, pad_token=EOS)
 
 
-def build_model(spec: ModelSpec, folder: Path, device: str) -> Path:
-    """Random weights at ``spec``'s shapes in its dtype, saved as a downloaded model is (config,
+def build_model(spec: ModelShape, dtype: str, folder: Path, device: str) -> Path:
+    """Random weights at ``spec``'s shapes in ``dtype``, saved as a downloaded model is (config,
     safetensors, tokenizer), so that ``load_model`` reads it as it reads Qwen3-1.7B-Base."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -352,7 +345,7 @@ def build_model(spec: ModelSpec, folder: Path, device: str) -> Path:
     torch.manual_seed(0)
     with torch.device(device):  # initialised where it runs: 1.7B on a CPU takes long
         model = Qwen3ForCausalLM(config)
-    model.to(getattr(torch, spec.dtype)).save_pretrained(folder)
+    model.to(getattr(torch, dtype)).save_pretrained(folder)
     word_tokenizer(spec.vocab).save_pretrained(folder)
     del model
     return folder
@@ -698,7 +691,7 @@ def measure_entropy(case: EntropyCase, model: Any, shapes: Shapes, device: str
             "tokens_per_s": tokens / median(seconds)}
 
 
-def measure_base_load(folder: Path, spec: ModelSpec, shapes: Shapes, device: str
+def measure_base_load(folder: Path, shapes: Shapes, device: str
                       ) -> tuple[dict[str, Any], Any, Any]:
     """Seconds of ``load_model`` (weights from disk to the device, the tokenizer) after one
     untimed load; returns the last model and tokenizer loaded, for the rest of the check. The
@@ -712,7 +705,7 @@ def measure_base_load(folder: Path, spec: ModelSpec, shapes: Shapes, device: str
     def load() -> tuple[Any, Any]:
         loaded[0] = None
         free(device)
-        loaded[0] = load_model(str(folder), spec.dtype, device)
+        loaded[0] = load_model(str(folder), shapes.dtype, device)
         return loaded[0]
 
     seconds, (model, tokenizer) = timed(load, shapes.repeats, sync)
@@ -874,10 +867,10 @@ def run(shapes: Shapes, device: str, out: Path | None, workdir: Path,
         report.write()
         return result
 
-    folder = build_model(shapes.model, workdir / "model", device)
+    folder = build_model(shapes.model, shapes.dtype, workdir / "model", device)
     free(device)
     loaded = attempt("base model load", None, lambda: measure_base_load(
-        folder, shapes.model, shapes, device))
+        folder, shapes, device))
     if loaded is None or "error" in loaded:
         report.data["loads"]["base_model"] = loaded
         report.write()
@@ -885,7 +878,7 @@ def run(shapes: Shapes, device: str, out: Path | None, workdir: Path,
     report.data["loads"]["base_model"], model, tokenizer = loaded
     matmul = matmul_parameters(model)
     report.data["model"] = {"parameters": sum(p.numel() for p in model.parameters()),
-                            "matmul_parameters": matmul, "dtype": shapes.model.dtype,
+                            "matmul_parameters": matmul, "dtype": shapes.dtype,
                             "weights": "random (seed 0)", "architecture": "Qwen3ForCausalLM"}
     peak = facts["peak_bf16_flops"]
 

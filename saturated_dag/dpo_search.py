@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from saturated_dag.statistics import Interval, paired_delta
+from saturated_dag.statistics import Interval, paired_delta, per_question_pass_rate
 
 
 @dataclass(frozen=True)
@@ -51,13 +51,7 @@ class SearchRun:
 
 
 def _per_question(samples: pl.DataFrame, questions: list[str]) -> np.ndarray:
-    table = samples.group_by("question_id").agg(pl.col("correct").cast(pl.Float64).mean())
-    found = dict(zip(table["question_id"], table["correct"], strict=True))
-    missing = [q for q in questions if q not in found]
-    if missing:
-        raise ValueError(f"DPO search: an eval sample set lacks {len(missing)} question(s), "
-                         f"e.g. {missing[0]}")
-    return np.array([found[q] for q in questions])
+    return per_question_pass_rate(samples, questions, "DPO search: an eval sample set")
 
 
 def _moved(log: Sequence[dict[str, float]], key: str) -> float | None:

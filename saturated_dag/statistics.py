@@ -260,3 +260,17 @@ def detectable_effect(sd: float, questions: int, level: float = LEVEL,
         raise ValueError(f"need at least one question, got {questions}")
     z_power = _z(2 * power - 1) if power > 0.5 else 0.0
     return float((_z(level) + z_power) * sd / np.sqrt(questions))
+
+
+def per_question_pass_rate(samples: pl.DataFrame, questions: Sequence[str],
+                           what: str = "a sample set") -> np.ndarray:
+    """pass@1 per question (the mean of its samples' ``correct``), in ``questions`` order: one
+    row of a (replicates, questions) table for ``paired_delta``. A question without samples
+    is an error naming ``what`` (a sample set that does not cover the eval set)."""
+    table = (samples.group_by("question_id")
+             .agg(pl.col("correct").cast(pl.Float64).mean().alias("p")))
+    found = dict(zip(table["question_id"], table["p"], strict=True))
+    missing = [q for q in questions if q not in found]
+    if missing:
+        raise ValueError(f"{what} lacks {len(missing)} eval question(s), e.g. {missing[0]}")
+    return np.array([found[q] for q in questions])

@@ -53,7 +53,7 @@ from saturated_dag.scorers.scored_completions import (
     score_frame,
 )
 from saturated_dag.selection import choose
-from saturated_dag.statistics import Interval, paired_delta
+from saturated_dag.statistics import Interval, paired_delta, per_question_pass_rate
 
 LogFn = Callable[[str], None]
 METHOD_LABELS = {m.name: m.label for m in METHODS.values()}
@@ -562,15 +562,7 @@ def _search_runs(bed: Testbed, data: Callable[[str, str, int], Path], workers: i
 
 
 def _per_question(samples: pl.DataFrame, questions: list[str]) -> np.ndarray:
-    """pass@1 per question (the mean of its samples' verdicts), in ``questions`` order."""
-    table = (samples.group_by("question_id")
-             .agg(pl.col("correct").cast(pl.Float64).mean().alias("p")))
-    found = dict(zip(table["question_id"], table["p"], strict=True))
-    missing = [q for q in questions if q not in found]
-    if missing:
-        raise ValueError(f"testbed: an eval sample set lacks {len(missing)} question(s), "
-                         f"e.g. {missing[0]}")
-    return np.array([found[q] for q in questions])
+    return per_question_pass_rate(samples, questions, "testbed: an eval sample set")
 
 
 SFT_CONTROLS = {"oracle": "SFT positive control (the oracle's best completion)",

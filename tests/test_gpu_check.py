@@ -117,7 +117,7 @@ def test_committed_paper_shapes_are_what_the_profile_and_cost_table_give() -> No
     assert (shapes.model.hidden, shapes.model.layers, shapes.model.heads,
             shapes.model.kv_heads, shapes.model.intermediate, shapes.model.vocab) == (
         2048, 28, 16, 8, 6144, 151_936)
-    assert shapes.model.dtype == "bfloat16"
+    assert shapes.dtype == "bfloat16"
     assert {(c.task, c.method) for c in shapes.training} == {
         (t, m) for t in ("chain_sum", "gsm8k") for m in ("dpo", "rrhf", "sft")}
     for case in shapes.training:

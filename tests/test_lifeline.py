@@ -137,23 +137,30 @@ def test_pipes_files_live_in_the_trainings_work_folder(tmp_path: Path) -> None:
     assert Path(client.message_reader._path).parent == tmp_path / "work"
 
 
-def test_a_step_process_exits_soon_after_its_run_process_is_killed(tmp_path: Path) -> None:
-    """``die_with``: a process that is not the run's child (a step forked by the executor's
-    fork server) exits within its poll interval of the run process's SIGKILL."""
-    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+def _watching_step(run_pid: int, tmp_path: Path) -> subprocess.Popen:
+    """A step process that watches ``run_pid`` (``die_with``, polled every 0.1 s), returned
+    once it is watching and alive."""
     step = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from saturated_dag.lifeline import die_with
-        die_with({run.pid}, interval=0.1)
+        die_with({run_pid}, interval=0.1)
         open({str(tmp_path / "watching")!r}, "w").close()
         time.sleep(60)
     """)])
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "watching").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive(step.pid)
+    return step
+
+
+def test_a_step_process_exits_soon_after_its_run_process_is_killed(tmp_path: Path) -> None:
+    """``die_with``: a process that is not the run's child (a step forked by the executor's
+    fork server) exits within its poll interval of the run process's SIGKILL."""
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    step = _watching_step(run.pid, tmp_path)
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "watching").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _alive(step.pid)
         run.kill()
         run.wait()
         assert step.wait(timeout=5) == 1  # gone, with a code that says it did not finish
@@ -233,19 +240,8 @@ def test_a_watcher_counts_a_zombie_as_dead(tmp_path: Path) -> None:
     """``die_with`` polled ``kill(pid, 0)``, which succeeds on a zombie: a step process
     watching a run process killed but not reaped went on. Now it exits within its poll."""
     run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    step = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        import sys, time
-        sys.path.insert(0, {str(ROOT)!r})
-        from saturated_dag.lifeline import die_with
-        die_with({run.pid}, interval=0.1)
-        open({str(tmp_path / "watching")!r}, "w").close()
-        time.sleep(60)
-    """)])
+    step = _watching_step(run.pid, tmp_path)
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "watching").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _alive(step.pid)
         os.kill(run.pid, signal.SIGKILL)  # not reaped: a zombie
         deadline = time.monotonic() + 10
         while not _zombie(run.pid):
