@@ -753,7 +753,7 @@ def _verdicts(s: TestbedSettings, intervals: dict[tuple[str, str], Interval],
 
 
 CONTROLLED = {"rrhf": "rrhf", "dpo": "dpo", "sft": "sft", "raft": "sft"}
-"""Method -> the label of the positive control that licenses its nulls (RAFT is SFT on one
+"""Method -> the method whose positive control licenses its nulls (RAFT is SFT on one
 completion per question: SFT's control is trained as RAFT, so it covers both)."""
 
 
@@ -776,10 +776,9 @@ def headline(result: TestbedResult) -> str:
     v = result.verdicts
     parts = []
     for name in (n for n in v if n.startswith((POSITIVE, NEGATIVE))):
-        if name in v:
-            r = v[name]
-            parts.append(f"{name}: Δ pass@1 {r['Δ']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}] "
-                         f"({'passed' if r['passed'] else 'FAILED'}: {r['rule']})")
+        r = v[name]
+        parts.append(f"{name}: Δ pass@1 {r['Δ']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}] "
+                     f"({'passed' if r['passed'] else 'FAILED'}: {r['rule']})")
     for name, r in v.items():
         if name.startswith("dose-response"):
             rho = "n/a" if r["spearman"] is None else f"{r['spearman']:+.2f}"
