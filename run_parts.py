@@ -4,9 +4,10 @@
 Beside ``definitions.py``, not under ``jobs/``: it loads the code location, which nothing in
 the Dagster layer may import (``[tool.importlinter]`` in ``pyproject.toml``).
 
-Each part is the same run that ``dagster job execute -f definitions.py -j <part>`` makes:
-Dagster's ``execute_job`` on the instance of ``DAGSTER_HOME``, with the job's own executor,
-so every run, its events and its materialisations appear in the UI as before. What differs
+Each part is the same run that ``dg launch --job <part>`` (``dagster job execute -f
+definitions.py -j <part>``) makes: Dagster's ``execute_job`` on the instance of
+``DAGSTER_HOME``, with the job's own executor, so every run, its events and its
+materialisations appear in the UI as before. What differs
 is that the code location is loaded once: each ``dagster job execute`` imports torch,
 transformers and Dagster and builds the asset graph again (about 7 s on the demo, measured
 with ``time python -c 'import definitions'``), and listing the parts costs one more load.

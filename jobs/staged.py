@@ -12,8 +12,18 @@ cells have 1, 2, 4 or 6 adapters) is a sequence of parts, each an ordinary asset
   tables).
 
 Each part's job carries its grid's whole partition range as run tags, so a plain
-``dagster job execute -j <part>`` trains every adapter of its cells, each cell in one step
-(``BackfillPolicy.single_run``). With one grid the job is one part and keeps its name.
+``dg launch --job <part>`` (``dagster job execute -j <part>``) trains every adapter of its
+cells, each cell in one step (``BackfillPolicy.single_run``). With one grid the job is one part
+and keeps its name. Each part also carries ``WHOLE_JOB_TAG`` and ``PART_TAG`` (on the job's
+page, and on its runs, so the Runs page filters a whole job's runs by one tag) and a
+description that says what comes before and after it and the one command that runs them all:
+the UI lists jobs by name only, so a part found there must explain itself (issue 50).
+
+The parts exist because one Dagster run holds one partitions definition; they are not the only
+way to run the graph: **Materialize all** on the UI's asset graph launches one asset backfill
+over every asset and partition (``allPartitions``), which the daemon runs in dependency
+order, the cells of a grid that are ready together in one run (``tests/test_web_ui.py``
+clicks it).
 
     python -m jobs.parts demo      # the parts of ``demo`` on the loaded profile, in order
 """
@@ -33,6 +43,13 @@ from saturated_dag.experiments import experiment_plan
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
+WHOLE_JOB_TAG = "saturated_dag/whole_job"
+"""The whole-task job a part belongs to (``demo``): one tag to filter its parts' runs by."""
+PART_TAG = "saturated_dag/part"
+"""Which part it is, as ``2 of 4``."""
+UI_ACTION = ("in the UI, **Materialize all** on **Lineage** runs the whole graph as one "
+             "backfill")
+"""The UI's one action for the whole graph, as the parts' descriptions name it."""
 
 T = TypeVar("T")
 
@@ -90,18 +107,36 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
         before, after, lambda pieces: reduce(operator.or_, pieces))
     for index, (grid, selection) in enumerate(parts):
         keys = groups[grid]
-        what = (description if len(groups) == 1 else
-                f"Part {index + 1} of {len(groups)} of {name}: {description} This part: "
-                + ("everything upstream of the adapters, " if index == 0 else "")
-                + f"{len(keys)} cell(s) of the grid {', '.join(grid[:3])}"
-                + (", ..." if len(grid) > 3 else "")
-                + (", then everything downstream of the adapters" if index == len(groups) - 1
-                   else "") + ".")
+        part_tags = ({} if len(names) == 1 else
+                     {WHOLE_JOB_TAG: name, PART_TAG: f"{index + 1} of {len(names)}"})
         jobs.append(dg.define_asset_job(
             names[index], selection=selection, executor_def=executor_def,
-            tags={**(tags or {}), RANGE_START: grid[0], RANGE_END: grid[-1]},
-            description=what))
+            tags={**(tags or {}), **part_tags, RANGE_START: grid[0], RANGE_END: grid[-1]},
+            description=(description if len(names) == 1 else
+                         part_description(name, names, index, description, grid, len(keys)))))
     return jobs
+
+
+def part_description(name: str, names: Sequence[str], index: int, description: str,
+                     grid: Sequence[str], cells: int) -> str:
+    """What part ``index`` of ``name`` (its parts ``names``) is, what runs before and after it,
+    and the one command (and the UI's one action) that runs them all: the jobs list shows a
+    part by its name only, and a user who launches it alone must learn there that the graph
+    is not complete until the last part has run."""
+    last = len(names) - 1
+    shown = ", ".join(grid[:3]) + (f" and {len(grid) - 3} more" if len(grid) > 3 else "")
+    this = (("everything upstream of the adapters (the base model's observation, pool, "
+             "difficulty partitions, scores, datasets), then " if index == 0 else "")
+            + f"the adapters of {cells} cell(s) of the grid {shown}"
+            + (", then everything downstream of them (selections, eval reports, tables)"
+               if index == last else ""))
+    before = f"`{names[index - 1]}`" if index > 0 else "nothing (this part is the first)"
+    after = (f"`{names[index + 1]}`" if index < last
+             else f"nothing (this part completes `{name}`)")
+    return (f"Part {index + 1} of {len(names)} of `{name}`: {description} This part: {this}. "
+            f"Before it: {before}. After it: {after}. All {len(names)} parts in order, one "
+            f"command: `python -m run_parts {name}` (or `dg launch --job <part>` for each of "
+            f"{', '.join(f'`{n}`' for n in names)}); {UI_ACTION}.")
 
 
 def stages(assets: Sequence[Any], keys: Sequence[dg.AssetKey]

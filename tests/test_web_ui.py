@@ -8,6 +8,9 @@ only ``chain_sum_generation``; the slow one runs the whole ``demo`` job for the 
 researcher reads (results table, an adapter, an eval report, the scorer agreement), or serves a
 copy of ``$SATURATED_DAG_UI_DAGSTER_HOME``, an instance where it already ran, with the profile
 ``$SATURATED_DAG_UI_PROFILE`` (default ``ci``; ``demo`` for the demo's own instance).
+The slow ``test_materialize_all_...`` starts ``dg dev`` as README does, on a fresh instance,
+clicks **Materialize all** and compares the backfill's tables with those of
+``scripts/ci_job.sh`` (the ones in ``$SATURATED_DAG_CI_OUTPUTS`` when CI already ran it).
 Skipped, with the reason, where Playwright or a Chromium binary is missing.
 """
 
@@ -121,7 +124,9 @@ def _wait_loaded(url: str, process: subprocess.Popen[bytes], log: Path, timeout:
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    """End the webserver and its code server: the session it was started in."""
+    """End the webserver and its code server: the session it was started in. What is left
+    of the session once its leader has gone is killed too (``dg dev`` can exit, or hang,
+    before its code servers have)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(process.pid, sig)
@@ -129,9 +134,13 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             return
         try:
             process.wait(timeout=30)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 @pytest.fixture(scope="module")
@@ -555,3 +564,145 @@ def test_cell_assets_are_told_apart_in_the_graph(demo_server: Server, browser: B
     for badge in ("lora", "eval", "Dataset", "selection"):  # kinds: "dataset" has an icon
         _visible(browser, badge)
     browser.shot("cell_assets_graph")
+
+
+BACKFILL_QUERY = """
+query Backfills { partitionBackfillsOrError(limit: 10) { __typename
+  ... on PartitionBackfills { results { id status isAssetBackfill
+    runs(limit: 1000) { runId status tags { key value } } } } } }"""
+ASSETS_QUERY = """
+query Assets { assetNodes { assetKey { path } isMaterializable isPartitioned partitionKeys
+  partitionStats { numMaterialized numPartitions }
+  assetMaterializations(limit: 1) { runId } } }"""
+DONE = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
+"""A backfill's terminal statuses (``BulkActionStatus``)."""
+WHERE_COLUMNS = {"runs_table.csv": "adapter_path"}
+"""Columns that say where a table's row lives on disk (under the output folder, in a folder
+named by its cache key, which hashes the code version), not what was measured: left out when
+the tables of two output folders are compared."""
+
+
+@pytest.fixture(scope="module")
+def dg_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``dg dev`` as README starts it (the virtual environment first on ``PATH``,
+    ``DAGSTER_HOME`` initialised by ``scripts/init_instance.py``), on a fresh instance and
+    output folder, the ``ci`` profile, a free port: the webserver and the daemon that runs
+    backfills."""
+    tmp = tmp_path_factory.mktemp("dg_dev")
+    home = tmp / "dagster_home"
+    env = {**os.environ, "DAGSTER_HOME": str(home), "SATURATED_DAG_PROFILE": "ci",
+           "SATURATED_DAG_OUTPUT_DIR": str(tmp / "outputs"),
+           "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "VIRTUAL_ENV": str(BIN.parent)}
+    env.pop("DAGSTER_WEBSERVER_HOST", None)
+    subprocess.run([str(BIN / "python"), "scripts/init_instance.py", str(home)], cwd=REPO_ROOT,
+                   env=env, check=True, timeout=300)
+    port = _free_port()
+    log = tmp / "dg_dev.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen([str(BIN / "dg"), "dev", "-p", str(port)], cwd=REPO_ROOT,
+                                   env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_loaded(url, process, log, timeout=300)
+        yield Server(url=url, port=port, home=home, log=log)
+    finally:
+        _stop(process)
+
+
+def _ci_job_tables(tmp: Path) -> Path:
+    """The output folder of ``scripts/ci_job.sh``: ``$SATURATED_DAG_CI_OUTPUTS`` when CI
+    already ran it (``.ci/run``), else a run of it here into ``tmp``."""
+    existing = os.environ.get("SATURATED_DAG_CI_OUTPUTS")
+    if existing:
+        return Path(existing)
+    env = {**os.environ, "DAGSTER_HOME_CI": str(tmp / "ci_home"),
+           "CI_OUTPUT_DIR": str(tmp / "ci_outputs")}
+    out = subprocess.run(["bash", "scripts/ci_job.sh"], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True, timeout=2400, check=False)
+    assert out.returncode == 0, out.stdout[-3000:]
+    return tmp / "ci_outputs"
+
+
+def _wait_for_backfill(server: Server, timeout: float) -> dict[str, Any]:
+    """The one backfill on the instance once it has finished (the daemon of ``dg dev`` runs
+    it); fails if a second one appears or it does not finish in ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = _graphql(server.url, BACKFILL_QUERY)["data"]["partitionBackfillsOrError"]
+        backfills = result.get("results", [])
+        assert len(backfills) <= 1, [b["id"] for b in backfills]
+        if backfills and backfills[0]["status"] in DONE:
+            return backfills[0]
+        if time.monotonic() > deadline:
+            pytest.fail(f"the backfill did not finish in {timeout:.0f} s: {backfills}; "
+                        f"{server.log.read_text()[-3000:]}")
+        time.sleep(10)
+
+
+@pytest.mark.slow
+def test_materialize_all_runs_the_whole_graph_as_one_backfill(dg_dev: Server, browser: Browser,
+                                                              tmp_path: Path) -> None:
+    """Issue 50: on a fresh instance under ``dg dev``, **Materialize all** on the asset graph
+    launches one backfill over every asset, every partition (each cell's configurations and
+    seeds) included. The adapters' partitions definitions differ from cell to cell, so the UI
+    offers "All partitions" (an ``allPartitions`` asset backfill), and the daemon runs it in
+    dependency order, each cell's grid in one run (``BackfillPolicy.single_run``). Every
+    materialisable asset is then materialised, every partition of it, by the backfill's
+    runs, all of which succeeded; its tables equal those of ``scripts/ci_job.sh``."""
+    browser.open(f"{dg_dev.url}/asset-groups")  # Lineage: the global asset graph
+    _visible(browser, "Materialize all", exact=False)  # "Materialize all (53)…"
+    browser.page.get_by_role("button", name="Materialize all").first.click()
+    dialog = browser.page.get_by_role("dialog")
+    _visible(browser, "All partitions")
+    browser.shot("materialize_all_dialog")
+    dialog.get_by_role("button", name="Launch backfill").click()
+    backfill = _wait_for_backfill(dg_dev, timeout=3600)
+    runs = backfill["runs"]
+    assert backfill["isAssetBackfill"] and backfill["status"] in {"COMPLETED",
+                                                                  "COMPLETED_SUCCESS"}, backfill
+    assert runs and all(r["status"] == "SUCCESS" for r in runs), runs
+    ranges = {(t["value"]) for r in runs for t in r["tags"]
+              if t["key"] == "dagster/asset_partition_range_start"}
+    assert ranges, "no run trained a grid's partitions as one range"
+    run_ids = {r["runId"] for r in runs}
+
+    nodes = _graphql(dg_dev.url, ASSETS_QUERY)["data"]["assetNodes"]
+    missing = []
+    for node in (n for n in nodes if n["isMaterializable"]):
+        name = "/".join(node["assetKey"]["path"])
+        if node["isPartitioned"]:
+            stats = node["partitionStats"]
+            if not (stats["numMaterialized"] == stats["numPartitions"]
+                    == len(node["partitionKeys"]) > 0):
+                missing.append((name, stats))
+        elif not node["assetMaterializations"] or (
+                node["assetMaterializations"][0]["runId"] not in run_ids):
+            missing.append((name, node["assetMaterializations"]))
+    assert not missing, missing
+    assert any(n["isPartitioned"] for n in nodes) and len(nodes) > 20
+    browser.open(f"{dg_dev.url}/asset-groups")
+    _visible(browser, "Materialize all", exact=False)
+    browser.shot("materialize_all_done")
+
+    reference = _ci_job_tables(tmp_path) / "chain_sum"
+    ours = dg_dev.home.parent / "outputs" / "chain_sum"  # the fixture's output folder
+    names = sorted(p.name for p in [*reference.glob("*.csv"), *reference.glob("*.md")])
+    assert "results_table.csv" in names and "runs_table.csv" in names, names
+    assert names == sorted(p.name for p in [*ours.glob("*.csv"), *ours.glob("*.md")])
+    for name in names:
+        assert _table(ours / name) == _table(reference / name), (name, ours, reference)
+
+
+def _table(path: Path) -> list[list[str]]:
+    """A table's rows as text, without its ``WHERE_COLUMNS``."""
+    import csv
+
+    if path.suffix != ".csv":
+        return [[line] for line in path.read_text().splitlines()]
+    with path.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    drop = WHERE_COLUMNS.get(path.name)
+    at = rows[0].index(drop) if drop in rows[0] else None
+    return [[v for i, v in enumerate(row) if i != at] for row in rows]
