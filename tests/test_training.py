@@ -100,11 +100,11 @@ def test_dpo_with_an_nll_anchor_combines_trls_losses_and_lifts_the_chosen_comple
     likelihood above what plain DPO leaves it at, from the same seed. 0 is the paper's DPO."""
     from transformers import TrainerCallback
 
-    class Args(TrainerCallback):
-        seen: list = []
+    seen: list[tuple[list[str], list[float] | None]] = []
 
-        def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001
-            self.seen.append((list(args.loss_type), args.loss_weights))
+    class Args(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            seen.append((list(args.loss_type), args.loss_weights))
 
     dpo = pl.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 4)
     plain = train_adapter("dpo", str(tiny_model_dir), dpo, DpoSettings(beta=0.5, **FAST),
@@ -112,7 +112,7 @@ def test_dpo_with_an_nll_anchor_combines_trls_losses_and_lifts_the_chosen_comple
     anchored = train_adapter("dpo", str(tiny_model_dir), dpo,
                              DpoSettings(beta=0.5, nll_weight=1.0, **FAST),
                              tmp_path / "anchored", callbacks=[Args()])
-    assert Args.seen == [(["sigmoid"], None), (["sigmoid", "sft"], [1.0, 1.0])]
+    assert seen == [(["sigmoid"], None), (["sigmoid", "sft"], [1.0, 1.0])]
     assert _norm_logp(str(tiny_model_dir), anchored.adapter_dir, GOOD) > _norm_logp(
         str(tiny_model_dir), plain.adapter_dir, GOOD)
 
