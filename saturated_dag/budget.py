@@ -14,7 +14,9 @@ maximum of a k-subset exactly when the subset holds it and k − 1 of the i − 
 95% interval resamples the grid's configurations (with replacement, ``RESAMPLES`` times) and
 recomputes the curve: how much the curve owes to which configurations happened to be in the
 grid. Two methods are compared at the largest budget both grids allow, each resampled
-independently (their configurations are different runs).
+independently (their configurations are different runs). At k = N the estimate is the grid's
+best and the interval's top (a resample's maximum never exceeds the grid's): on a grid of two
+configurations the interval says little more than which of the two carried the maximum.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ import polars as pl
 from saturated_dag.statistics import LEVEL
 
 RESAMPLES = 2000
+FLOAT_NOISE = 1e-9
+"""Points below which an interval's edge counts as 0: a weighted sum of equal values can
+land 7e-15 off the value, and a verdict reads the interval's sign."""
 
 
 def expected_best(values: Sequence[float], k: int) -> float:
@@ -112,8 +117,8 @@ def equal_budget_rows(grids: Mapping[tuple[str, str, str, str], Sequence[float]]
                      f"{first} expected best": expected_best(values, k),
                      f"{second} expected best": expected_best(other, k),
                      "Δ": delta, "low": low, "high": high,
-                     "verdict": ("higher" if low > 0 else "lower" if high < 0
-                                 else "inconclusive")})
+                     "verdict": ("higher" if low > FLOAT_NOISE else "lower"
+                                 if high < -FLOAT_NOISE else "inconclusive")})
     return pl.DataFrame(rows, schema={
         "finding": pl.String, "split": pl.String, "scorer": pl.String,
         "configurations tried": pl.Int64, f"{first} expected best": pl.Float64,
