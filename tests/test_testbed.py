@@ -217,7 +217,8 @@ TINY = {"testbed": dict(
     questions_per_cell=10, min_training_questions=2, validation_questions_per_cell=2,
     eval_questions_per_cell=4, data_seeds=[0], training_seeds=[0], methods=["rrhf"],
     scorers=["oracle", "oracle_shuffled", "oracle_rho0"], sft=False,
-    learning_rates=[3e-4], epochs=1, workers=1)}
+    learning_rates=[3e-4], epochs=1, workers=1,
+    dpo_search=None)}  # the shipped profile's search trains 40 recipes: its own tiny test
 
 
 def test_a_tiny_testbed_runs_end_to_end(tmp_path):
