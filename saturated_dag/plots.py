@@ -9,7 +9,7 @@ more than the intervals do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,21 +59,27 @@ def pass_at_1_heatmap(grids: dict[str, pl.DataFrame], path: Path, title: str) ->
 def training_curves(
     epochs: list[dict], margins: list[float], path: Path, title: str
 ) -> Path:
-    """Validation pass@1 per epoch and, for DPO, the reward margin per step (Figs. 5, 7)."""
+    """Validation pass@1 per epoch and, for DPO, the reward margin per step (Figs. 5, 7).
+
+    Kept for its callers; ``adapter_curves`` draws the same from a whole ``result.json``,
+    with the loss of every logged step and the kept epoch marked."""
     panels = 2 if margins else 1
     fig, axes = plt.subplots(1, panels, figsize=(4.5 * panels, 3.2), squeeze=False)
     ax = axes[0][0]
     xs = [e["epoch"] for e in epochs if "val_pass@1" in e]
-    ax.plot(xs, [100 * e["val_pass@1"] for e in epochs if "val_pass@1" in e], marker="o")
+    ax.plot(xs, [100 * e["val_pass@1"] for e in epochs if "val_pass@1" in e], marker="o",
+            label="validation pass@1")
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation pass@1 (%)")
     ax.set_xticks(xs)
+    ax.legend(fontsize=7, loc="best")
     if margins:
         ax = axes[0][1]
-        ax.plot(range(1, len(margins) + 1), margins)
-        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.plot(range(1, len(margins) + 1), margins, label="reward margin")
+        ax.axhline(0, color="grey", linewidth=0.8, label="0 (no preference)")
         ax.set_xlabel("logged step")
         ax.set_ylabel("reward margin r(y_w) - r(y_l)")
+        ax.legend(fontsize=7, loc="best")
     fig.suptitle(title)
     fig.tight_layout()
     atomic_save_figure(fig, path, dpi=110)  # never a half-written PNG
@@ -345,4 +351,134 @@ def budget_plot(table: pl.DataFrame, path: Path, title: str) -> tuple[Path, Path
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.legend(fontsize=8, loc="lower right")
     fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+LOSS_PARTS = {"rank_loss": "rank part", "sft_loss": "SFT part"}
+"""σ-RRHF's parts of its loss, drawn beside the total where a logged step has them."""
+
+MARGIN = "rewards/margins"
+"""DPO's reward margin r(y_w) - r(y_l) in a logged step (the paper's Figs. 5, 7)."""
+
+CHOSEN_COLOUR = "#000000"
+"""The chosen configuration's line in a cell's overlay: black over the others' palette."""
+
+
+def _logged_steps(log_history: Sequence[Mapping[str, Any]], key: str
+                  ) -> tuple[list[float], list[float]]:
+    """(step, value) of every logged step that has ``key``; the trainer's closing summary
+    (``train_loss``, ``train_runtime``, no ``loss``) is not a step and is left out."""
+    steps, values = [], []
+    for entry in log_history:
+        if key in entry and entry[key] is not None and "step" in entry:
+            steps.append(float(entry["step"]))
+            values.append(float(entry[key]))
+    return steps, values
+
+
+def _validation(epochs: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[float]]:
+    """(epoch, validation pass@1 in %) of every epoch that was validated."""
+    kept = [e for e in epochs if e.get("val_pass@1") is not None]
+    return [int(e["epoch"]) for e in kept], [100 * float(e["val_pass@1"]) for e in kept]
+
+
+def adapter_curves(epochs: Sequence[Mapping[str, Any]],
+                   log_history: Sequence[Mapping[str, Any]], path: Path, title: str,
+                   kept_epoch: int | None = None) -> tuple[Path, Path]:
+    """One adapter's training as TensorBoard or W&B would show it, from its ``result.json``
+    (``epochs``, ``log_history``): the training loss per logged step (σ-RRHF's rank and SFT
+    parts beside it, epoch ends as dotted lines), validation pass@1 per epoch with
+    ``kept_epoch`` marked, and for DPO the reward margin per logged step (Figs. 5, 7).
+
+    Why a figure of every step: the metadata's ``training log`` is thinned to fit the page,
+    and a diverging or flat loss shows only in the whole curve."""
+    margins = _logged_steps(log_history, MARGIN)
+    panels = 3 if margins[0] else 2
+    fig, axes = plt.subplots(1, panels, figsize=(_width(3.6 * panels + 0.6), 3.4),
+                             squeeze=False)
+    loss_ax, val_ax = axes[0][0], axes[0][1]
+    steps, loss = _logged_steps(log_history, "loss")
+    loss_ax.plot(steps, loss, "-", marker="." if len(steps) <= 60 else None, color="#2471A3",
+                 label="loss")
+    for key, name in LOSS_PARTS.items():
+        part_steps, part = _logged_steps(log_history, key)
+        if part_steps:
+            loss_ax.plot(part_steps, part, "-", linewidth=1, alpha=0.8, label=name)
+    for epoch in epochs:
+        if "step" in epoch:
+            loss_ax.axvline(float(epoch["step"]), color="grey", linestyle=":", linewidth=0.8)
+    loss_ax.plot([], [], color="grey", linestyle=":", linewidth=0.8, label="end of an epoch")
+    loss_ax.set_xlabel("optimizer step")
+    loss_ax.set_ylabel("training loss")
+    loss_ax.set_title("loss per logged step", fontsize=9)
+    loss_ax.legend(fontsize=7, loc="best")
+    xs, ys = _validation(epochs)
+    val_ax.plot(xs, ys, "-o", color="#2471A3", ms=5, label="validation pass@1")
+    if kept_epoch is not None and kept_epoch in xs:
+        val_ax.plot(kept_epoch, ys[xs.index(kept_epoch)], "*", ms=14, color="#C0392B",
+                    label=f"kept epoch ({kept_epoch})", zorder=3)
+    val_ax.set_xticks(xs)
+    val_ax.set_xlabel("epoch")
+    val_ax.set_ylabel("validation pass@1 (%)")
+    val_ax.set_title("validation pass@1 per epoch", fontsize=9)
+    val_ax.legend(fontsize=7, loc="best")
+    if margins[0]:
+        margin_ax = axes[0][2]
+        margin_ax.plot(*margins, "-", color="#7D3C98", label="reward margin")
+        margin_ax.axhline(0, color="grey", linewidth=0.8, label="0 (no preference)")
+        margin_ax.set_xlabel("optimizer step")
+        margin_ax.set_ylabel("r(y_w) - r(y_l)")
+        margin_ax.set_title("DPO reward margin", fontsize=9)
+        margin_ax.legend(fontsize=7, loc="best")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def cell_overlay(runs: Mapping[str, Mapping[str, Any]], chosen: Collection[str], path: Path,
+                 title: str) -> tuple[Path, Path]:
+    """All of one cell's trainings in one figure: the training loss per logged step and
+    validation pass@1 per epoch, a line per run. ``runs`` maps a run's label (its grid key,
+    e.g. ``lr0.0003_seed0``) to its ``result.json`` (``epochs``, ``log_history``); the labels
+    in ``chosen`` (every seed of the selected configuration) are drawn black and thick, with
+    their kept epoch (``best_epoch``) starred, the others thin in colour.
+
+    Why one figure: the selection's table says which configuration won on validation; the
+    overlay shows whether it won by a curve that is still rising, a lucky epoch or a clear
+    margin, which is what a researcher checks before trusting the choice."""
+    if not runs:
+        raise ValueError("no runs to draw")
+    fig, (loss_ax, val_ax) = plt.subplots(1, 2, figsize=(_width(9.4), 3.8))
+    palette = plt.get_cmap("tab20")
+    many = len(runs) > 10  # a legend row per run would hide the curves: the chosen only
+    for index, (label, result) in enumerate(sorted(runs.items(), key=lambda kv: kv[0]
+                                                   in chosen)):
+        picked = label in chosen
+        style: dict[str, Any] = ({"color": CHOSEN_COLOUR, "linewidth": 2.2, "zorder": 3}
+                                 if picked else {"color": palette(index % 20),
+                                                 "linewidth": 1, "alpha": 0.7, "zorder": 2})
+        name = f"{label} (chosen)" if picked else label
+        shown = name if picked or not many else None
+        loss_ax.plot(*_logged_steps(result.get("log_history", []), "loss"), "-",
+                     label=shown, **style)
+        xs, ys = _validation(result.get("epochs", []))
+        val_ax.plot(xs, ys, "-o", ms=3.5 if not picked else 5, label=shown, **style)
+        kept = result.get("best_epoch")
+        if picked and kept in xs:
+            val_ax.plot(kept, ys[xs.index(kept)], "*", ms=15, color="#C0392B", zorder=4)
+    if many:
+        others = len(runs) - len(set(chosen) & set(runs))
+        loss_ax.plot([], [], color=palette(0), linewidth=1, label=f"{others} other runs")
+    val_ax.plot([], [], "*", ms=11, color="#C0392B", linestyle="", label="kept epoch (chosen)")
+    loss_ax.set_xlabel("optimizer step")
+    loss_ax.set_ylabel("training loss")
+    loss_ax.set_title("loss per logged step", fontsize=9)
+    val_ax.set_xlabel("epoch")
+    val_ax.set_ylabel("validation pass@1 (%)")
+    val_ax.set_title("validation pass@1 per epoch", fontsize=9)
+    val_ax.xaxis.get_major_locator().set_params(integer=True)
+    loss_ax.legend(fontsize=6.5, loc="best")
+    val_ax.legend(fontsize=6.5, loc="best")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
     return save_figure(fig, path)
