@@ -3,8 +3,9 @@
 
 Its inputs are every eval report of the task (the base model's and each cell's) and every
 cell's selection, so it runs last, once the task's tables are due; each adapter's
-``training_config.json`` is read from its folder. Metadata: a short summary first, then the
-table inline (compact), then where the MLflow runs went. The whole frame is also
+``training_config.json`` is read from its folder. Metadata: a short summary first, then at
+most ``INLINE_ROWS`` rows inline (``compact``: method, scorer, β, λ, η as columns, Δ with its
+interval), then where the MLflow runs went. The whole frame is also
 ``<output dir>/<task>/runs_table.csv``, beside the other tables.
 
 With tracking on, the MLflow store is opened first, before any row is computed, and a store
@@ -27,6 +28,7 @@ from saturated_dag.atomic import atomic_write_csv
 from saturated_dag.evaluation import per_question_results
 from saturated_dag.experiments import Experiment
 from saturated_dag.runs_table import (
+    INLINE_ROWS,
     cell_key,
     chosen_configurations,
     compact,
@@ -124,8 +126,9 @@ def runs_table_asset(task: str, cells: list[Experiment],
         csv = atomic_write_csv(frame, tables / "runs_table.csv")
         tracking = profile.tracking
         metadata: dict[str, object] = {
-            "summary": dg.MetadataValue.md(summary(frame, task, logged and logged.uri)),
-            "table": frame_table(compact(frame), max_rows=500),
+            "summary": dg.MetadataValue.md(summary(frame, task, logged and logged.uri,
+                                                   inline_rows=min(INLINE_ROWS, frame.height))),
+            "table": frame_table(compact(frame), max_rows=INLINE_ROWS),
             "adapters": frame.height,
             "chosen": int(frame["chosen"].sum()),
             "evaluated": int(frame["pass@1"].is_not_null().sum()),

@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 
 from saturated_dag.config import Profile
-from saturated_dag.experiments import Experiment, experiment_plan
+from saturated_dag.experiments import SWITCHES, Experiment, experiment_plan
 from saturated_dag.result_tables import results_table
 from saturated_dag.schemas import schema
 from saturated_dag.training.config import settings_for
@@ -209,36 +209,113 @@ def scientific(value: float | None) -> str | None:
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
-COMPACT = {"adapter": "adapter", "split": "split", "learning_rate": "η",
-           "epoch kept": "kept", "chosen": "chosen", "validation pass@1": "val pass@1",
-           "Δ pass@1": "Δ pass@1"}
-"""The inline table's columns, few enough that the table and the summary above it fit the
-UI's metadata panel at 1920 pixels (the adapter's name carries its seed, ``_seed1``, and the
-grid point it differs in, ``_beta2``); every column is in the Parquet file and
-``runs_table.csv``."""
+INLINE_ROWS = 20
+"""At most this many rows inline: a longer table pushes the page's other entries off the
+first screens; every row is in ``runs_table.csv`` and the Parquet file."""
 
 
-def compact(frame: pl.DataFrame) -> pl.DataFrame:
-    """The runs table as the UI shows it inline: the settings that vary, learning rates in
-    scientific notation, eval numbers without their intervals."""
-    view = frame.select(list(COMPACT)).rename(COMPACT)
-    return view.with_columns(pl.col("η").map_elements(scientific, return_dtype=pl.String))
+def _interval(value: float | None, low: float | None, high: float | None) -> str | None:
+    """``+1.04 [−0.65, +2.86]``: a Δ and its paired 95% interval, one cell to read."""
+    if value is None:
+        return None
+    if low is None or high is None:
+        return f"{value:+.2f}"
+    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
 
 
-def summary(frame: pl.DataFrame, task: str, tracking: str | None = None) -> str:
-    """A few lines of Markdown: how many adapters, how many chosen and evaluated, the best
-    eval pass@1 with its Δ, and where the rows were tracked (``tracking``, None: off)."""
+def _number(value: float | None) -> str | None:
+    """A β or λ as the profile writes it (``0.1``, ``2``): short and exact."""
+    return None if value is None else f"{value:g}"
+
+
+def variant(configuration: str) -> str | None:
+    """The σ-RRHF switches a configuration's name turns on or off (``no_hinge``), which no
+    column of the inline table shows; None when it has none."""
+    tokens = [f"{state}_{name}" for state in ("no", "with") for name in SWITCHES.values()
+              if f"_{state}_{name}" in f"_{configuration}"]
+    return " ".join(tokens) or None
+
+
+COMPACT = ("split", "method", "scorer", "β", "λ", "η", "seed", "kept", "val pass@1",
+           "chosen", "Δ pass@1 [95% CI]")
+"""The inline table's columns: what a reader compares (the settings that vary between
+configurations as columns, not inside an adapter's name, and Δ with its interval), few and
+short enough to fit the UI's metadata panel at 1,440 pixels without scrolling sideways; every
+column (the adapter's name, intervals of pass@1 and pass@k, LoRA settings) is in the Parquet
+file and ``runs_table.csv``."""
+
+
+def compact(frame: pl.DataFrame, max_rows: int | None = INLINE_ROWS) -> pl.DataFrame:
+    """The runs table as the UI shows it inline: the evaluated adapters first, by Δ pass@1
+    from the highest, then the rest by validation pass@1; at most ``max_rows`` rows (None:
+    all). A σ-RRHF switch that the configuration changes follows its method
+    (``rrhf no_hinge``); learning rates in scientific notation (``3e-4``), β and λ as the
+    profile writes them, an empty cell where the method has no such setting."""
+    ordered = frame.with_row_index("_order").sort(
+        [pl.col("Δ pass@1").is_null(), "Δ pass@1", "validation pass@1", "_order"],
+        descending=[False, True, True, False], nulls_last=True, maintain_order=True)
+    if max_rows is not None:
+        ordered = ordered.head(max_rows)
+    rows = []
+    for row in ordered.iter_rows(named=True):
+        switches = variant(row["configuration"])
+        rows.append({
+            "split": row["split"],
+            "method": row["method"] if switches is None else f"{row['method']} {switches}",
+            "scorer": row["scorer"] or "—",
+            "β": _number(row["dpo_beta"]), "λ": _number(row["rrhf_rank_weight"]),
+            "η": scientific(row["learning_rate"]), "seed": row["seed"],
+            "kept": row["epoch kept"], "val pass@1": row["validation pass@1"],
+            "chosen": "✓" if row["chosen"] else "",
+            "Δ pass@1 [95% CI]": _interval(row["Δ pass@1"], row["Δ pass@1 low"],
+                                           row["Δ pass@1 high"])})
+    types = {"seed": pl.Int64, "kept": pl.Int64, "val pass@1": pl.Float64}
+    return pl.DataFrame(rows, schema={c: types.get(c, pl.String) for c in COMPACT},
+                        orient="row")
+
+
+def configurations(frame: pl.DataFrame) -> tuple[int, dict[int, int]]:
+    """How many configurations the table holds, and how many of them were trained with each
+    number of training seeds (``{1: 72, 3: 2}``).
+
+    A configuration is a split and a configuration name together: names repeat across splits
+    (``dpo_self_judge`` on saturated and on strict_saturated), so counting names alone
+    undercounts (the demo's summary once said 44 where there were 74)."""
+    if frame.is_empty():
+        return 0, {}
+    seeds = frame.group_by("split", "configuration").agg(pl.col("seed").n_unique())
+    counts = seeds["seed"].value_counts().sort("seed")
+    return seeds.height, dict(zip(counts["seed"].to_list(), counts["count"].to_list(),
+                                  strict=True))
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def summary(frame: pl.DataFrame, task: str, tracking: str | None = None,
+            inline_rows: int | None = None) -> str:
+    """A few lines of Markdown: how many adapters, configurations and seeds, how many chosen
+    and evaluated, the best eval pass@1 with its Δ, how many rows the inline table shows
+    (``inline_rows``; None: not said), and where the rows were tracked (``tracking``, None:
+    off)."""
     chosen = int(frame["chosen"].sum()) if frame.height else 0
     evaluated = frame.filter(pl.col("pass@1").is_not_null())
-    configs = frame["configuration"].n_unique() if frame.height else 0
-    lines = [f"**{frame.height} adapters** of {task} ({configs} configurations x training "
-             f"seeds): {chosen} chosen by their cells' selection, {evaluated.height} with an "
-             "eval report."]
+    total, by_seeds = configurations(frame)
+    seeds = ", ".join(f"{count} with {_plural(n, 'training seed')}"
+                      for n, count in by_seeds.items())
+    lines = [f"**{_plural(frame.height, 'adapter')}** of {task}: "
+             f"{_plural(total, 'configuration')} (split x settings; {seeds}); {chosen} "
+             f"chosen by their cells' selection, {evaluated.height} with an eval report."]
     if evaluated.height:
         best = evaluated.sort("pass@1", descending=True, maintain_order=True).row(0, named=True)
         lines.append(f"Best eval pass@1: **{best['adapter']}** ({best['split']}) "
                      f"{best['pass@1']:.2f}%, Δ {best['Δ pass@1']:+.2f} "
                      f"[{best['Δ pass@1 low']:+.2f}, {best['Δ pass@1 high']:+.2f}] points "
                      "against the base model (paired 95% interval).")
+    if inline_rows is not None:
+        shown = ("every row" if inline_rows >= frame.height else
+                 f"{inline_rows} of the {frame.height} rows (the evaluated first, by Δ pass@1)")
+        lines.append(f"Below: {shown}; every row and column in `runs_table.csv`.")
     lines.append(f"MLflow: {'off (tracking.mlflow)' if tracking is None else f'`{tracking}`'}.")
     return "\n\n".join(lines)

@@ -20,13 +20,16 @@ import pytest
 from saturated_dag.config import load_profile
 from saturated_dag.experiments import Experiment
 from saturated_dag.runs_table import (
+    COMPACT,
     chosen_configurations,
     compact,
+    configurations,
     read_record,
     runs_table,
     scientific,
     summary,
     task_adapters,
+    variant,
 )
 from saturated_dag.schemas import check_frame, schema
 from saturated_dag.selection import Trained, selection_table
@@ -169,19 +172,64 @@ def test_a_selection_is_needed_where_the_grid_has_several_points() -> None:
 
 
 def test_compact_view_and_summary(tmp_path: Path) -> None:
+    """Issue 47: method, scorer, β, λ and η are columns (not only inside an adapter's name),
+    Δ carries its interval, and the evaluated rows come first, by Δ."""
     frame = _frame(tmp_path)
     view = compact(frame)
-    assert view.columns[:3] == ["adapter", "split", "η"]
-    assert "cells" not in view.columns and "pass@1 low" not in view.columns
+    assert view.columns == list(COMPACT)
+    assert view.columns[:6] == ["split", "method", "scorer", "β", "λ", "η"]
+    assert "Δ pass@1 [95% CI]" in view.columns and "pass@1 low" not in view.columns
     assert set(view["η"]) == {"1e-3", "3e-4"}
-    assert [scientific(v) for v in (1.5e-5, 5e-6, 2e-3, None)] == ["1.5e-5", "5e-6", "2e-3",
-                                                                   None]
+    assert [scientific(v) for v in (1.5e-5, 5e-6, 2e-3, 1e-4, None)] == [
+        "1.5e-5", "5e-6", "2e-3", "1e-4", None]
+    top = view.row(0, named=True)  # dpo_entropy_lr0.0003: Δ +50, the largest
+    assert (top["method"], top["scorer"], top["β"], top["λ"], top["η"]) == (
+        "dpo", "entropy", "0.1", None, "3e-4")
+    assert top["chosen"] == "✓" and top["Δ pass@1 [95% CI]"].startswith("+50.00 [")
+    sft = view.filter(pl.col("method") == "sft")
+    assert set(sft["scorer"]) == {"—"} and sft["β"].is_null().all()
+    deltas = [float(d.split()[0]) for d in view["Δ pass@1 [95% CI]"].drop_nulls()]
+    assert deltas == sorted(deltas, reverse=True)
+    assert view["Δ pass@1 [95% CI]"].is_null().to_list() == sorted(
+        view["Δ pass@1 [95% CI]"].is_null().to_list())  # the unevaluated after
+    assert compact(frame, max_rows=3).height == 3 and compact(frame, None).height == frame.height
     text = summary(frame, TASK)
     assert text.startswith(f"**{len(ADAPTERS)} adapters** of {TASK}")
     assert "6 chosen" in text and "6 with an eval report" in text
     assert "**dpo_entropy_lr0.0003** (saturated) 100.00%" in text
     assert "MLflow: off" in text
     assert "`sqlite:///x.db`" in summary(frame, TASK, "sqlite:///x.db")
+    assert "3 of the 8 rows" in summary(frame, TASK, inline_rows=3)
+    assert "every row;" in summary(frame, TASK, inline_rows=8)
+
+
+def test_the_summary_counts_configurations_by_split_and_seed() -> None:
+    """A configuration is a split and a name: the demo's 78 adapters were once summarised as
+    '44 configurations x training seeds' (names repeat across splits)."""
+    frame = pl.DataFrame({
+        "split": ["saturated", "strict_saturated", "saturated", "saturated", "saturated"],
+        "configuration": ["dpo_self_judge", "dpo_self_judge", "sft", "sft", "sft"],
+        "seed": [0, 0, 0, 1, 2]})
+    assert configurations(frame) == (3, {1: 2, 3: 1})
+    full = _frame_like(frame)
+    text = summary(full, TASK)
+    assert "**5 adapters**" in text
+    assert "3 configurations (split x settings; 2 with 1 training seed, 1 with 3 training seeds)" \
+        in text
+
+
+def _frame_like(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with the runs table's other columns, empty."""
+    declared = schema("runs_table", k=2)
+    return frame.with_columns(
+        pl.lit(None, dtype=dtype).alias(name) for name, dtype in declared.items()
+        if name not in frame.columns).with_columns(pl.lit(False).alias("chosen"))
+
+
+def test_a_switch_the_configuration_changes_follows_its_method() -> None:
+    assert variant("rrhf_self_judge_no_hinge_lr0.0003") == "no_hinge"
+    assert variant("rrhf_self_judge_lambda0") is None
+    assert variant("sft_lr0.0003") is None  # "sft" as a method, not the switch
 
 
 # The asset: inputs, metadata, and tracking off without importing MLflow.
@@ -243,8 +291,9 @@ def test_materialises_with_tracking_off_and_no_mlflow(tmp_path: Path,
     assert metadata["adapters"].value == len(ADAPTERS) and metadata["chosen"].value == 6
     assert metadata["evaluated"].value == 6
     assert "mlflow_uri" not in metadata and not (out / "mlflow.db").exists()
-    records = metadata["table"].value.records
+    records = metadata["table"].value.records  # 8 rows: under INLINE_ROWS, all inline
     assert len(records) == len(ADAPTERS) and {r.data["η"] for r in records} == {"1e-3", "3e-4"}
+    assert "every row;" in metadata["summary"].value
     stored = pl.read_parquet(asset_path(out, TASK, "runs_table"))
     check_frame(stored, "runs_table")
     assert stored.height == len(ADAPTERS)
