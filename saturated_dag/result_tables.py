@@ -209,7 +209,7 @@ def eval_set_caption(frame: pl.DataFrame) -> str:
                      f"{questions} eval questions (each averaged over its {replicates} eval "
                      f"replicate(s)){over_seeds}, paired with the base model for Δ; * marks "
                      "a Δ whose interval excludes 0, † one that also holds after Holm's "
-                     f"correction over the table's {frame.height - 1} rows (Holm p < "
+                     f"correction over the table's {rows_text(frame.height - 1)} (Holm p < "
                      f"{1 - LEVEL:g}; docs/statistics.md)")
     return "\n".join(parts)
 
@@ -325,6 +325,11 @@ def row_label(row: Mapping[str, Any]) -> str:
     return " · ".join(str(row[c]) for c in names if row.get(c) not in (None, "", "-"))
 
 
+def rows_text(count: int) -> str:
+    """``1 row``, ``3 rows``: a count as a sentence says it (not "the table's 1 rows")."""
+    return f"{count} row" if count == 1 else f"{count} rows"
+
+
 SUMMARY_CHARS = 1000
 """The Dagster UI shows a Markdown value inline only below this many characters (longer ones
 go behind a "[Show Markdown]" link), so a summary must stay under it to be read unclicked."""
@@ -366,10 +371,44 @@ def _value(row: Mapping[str, Any], column: str, signed: bool) -> str:
                          row.get(f"{column} high"), signed)
 
 
+NAMED_CHARS = 420
+"""Characters the rows named below and above the base model may take in a summary: with the
+summary's other lines it stays under ``SUMMARY_CHARS``, so it is read without a click."""
+
+
+def named_rows(frame: pl.DataFrame, metric: str = "pass@1") -> str:
+    """Which rows lie below and which above the base model on ``metric`` (their 95% paired
+    interval on Δ excludes 0), by name, the largest |Δ| first: ``Below: hard · dpo · random,
+    ...; above: none.`` A list longer than ``NAMED_CHARS`` ends with how many more there are.
+
+    Why names and not only counts: "3 rows below" sends the reader hunting through the table
+    for the three."""
+    runs = frame.slice(1)
+    delta = f"Δ {metric}"
+    parts = []
+    for side, hits in (("below", [hi is not None and hi < 0 for hi in runs[f"{delta} high"]]),
+                       ("above", [lo is not None and lo > 0 for lo in runs[f"{delta} low"]])):
+        picked = sorted((r for r, hit in zip(runs.iter_rows(named=True), hits, strict=True)
+                         if hit), key=lambda r: -abs(r[delta]))
+        names = [row_label(r) for r in picked]
+        budget = NAMED_CHARS // 2
+        shown: list[str] = []
+        for name in names:
+            if sum(len(n) + 2 for n in shown) + len(name) > budget:
+                break
+            shown.append(name)
+        text = ", ".join(shown) if shown else "none"
+        if len(shown) < len(names):
+            text += f" and {len(names) - len(shown)} more (marked * in the table)"
+        parts.append(f"{side} the base model: {text}")
+    return f"{parts[0][0].upper()}{parts[0][1:]}; {parts[1]}."
+
+
 def summary(frame: pl.DataFrame, samples: int | None = None) -> str:
-    """The table's answer in three Markdown lines, for the top of its page: per metric, how
+    """The table's answer in four Markdown lines, for the top of its page: per metric, how
     many rows lie below and above the base model (their 95% paired interval on Δ excludes 0;
-    and after Holm's correction), the best row by Δ pass@1 with its interval, and the sample.
+    and after Holm's correction), which rows those are on pass@1 (``named_rows``), the best
+    row by Δ pass@1 with its interval, and the sample.
 
     Why counts of intervals and not of point estimates: a Δ of -0.3 whose interval spans 0 is
     no evidence of harm; the counts say what the table can support.
@@ -383,7 +422,7 @@ def summary(frame: pl.DataFrame, samples: int | None = None) -> str:
     counts = []
     for i, metric in enumerate(metrics):
         below, above, below_holm, above_holm = _directions(frame, metric)
-        head = (f"{below} of {rows} rows below the base model, {above} above" if i == 0
+        head = (f"{below} of {rows_text(rows)} below the base model, {above} above" if i == 0
                 else f"{below} below, {above} above")
         counts.append((f"**{metric}: {head}**" if i == 0 else f"{metric}: {head}")
                       + f" ({below_holm} and {above_holm} after Holm)")
@@ -391,7 +430,8 @@ def summary(frame: pl.DataFrame, samples: int | None = None) -> str:
     best = runs.row(int(runs[f"Δ {metrics[0]}"].arg_max() or 0), named=True)
     lines = [
         "; ".join(counts) + f". A row counts when its 95% paired interval on Δ excludes 0; "
-        f"Holm's correction is over the table's {rows} rows.",
+        f"Holm's correction is over the table's {rows_text(rows)}.",
+        named_rows(frame, metrics[0]),
         f"Best: **{row_label(best)}**, Δ {metrics[0]} {_value(best, f'Δ {metrics[0]}', True)}"
         f" points (base model {_value(base, metrics[0], False)}%).",
         f"Sample: {sample_text(frame, samples)}.",

@@ -6,8 +6,10 @@ import pytest
 from saturated_dag.metrics import pass_at_k
 from saturated_dag.result_tables import (
     EVAL_SET,
+    NAMED_CHARS,
     SUMMARY_CHARS,
     eval_set_caption,
+    named_rows,
     results_table,
     row_label,
     selection_summary,
@@ -173,14 +175,31 @@ def test_summary_counts_rows_by_their_paired_interval_not_their_estimate() -> No
             f"[{best['Δ pass@1 low']:+.2f}, {best['Δ pass@1 high']:+.2f}] points") in text
     assert ("Sample: 30 eval questions × 8 samples, 1 eval replicate, 1 training seed per "
             "adapter; eval set toy.") in text
+    # issue 47: the rows below and above are named, not only counted
+    assert "Below the base model: saturated · SFT; above the base model: none." in text
     assert len(text) < SUMMARY_CHARS
+
+
+def test_named_rows_stay_within_the_summary_budget() -> None:
+    """Thirty rows below the base model: the first few by |Δ| are named, the rest counted, and
+    the summary still reads without a click (under ``SUMMARY_CHARS``)."""
+    base = _questions([i % 5 for i in range(30)])
+    worse = {("strict_saturated", "rrhf", f"scorer_number_{i:02d}"):
+             _questions([max(0, i % 5 - 3) for i in range(30)]) for i in range(30)}
+    frame = results_table(base, worse, eval_set="toy")
+    text = named_rows(frame)
+    assert text.startswith("Below the base model: strict_saturated · σ-RRHF · scorer_number_")
+    assert text.endswith("more (marked * in the table); above the base model: none.")
+    assert len(text) < NAMED_CHARS + 120
+    assert len(summary(frame, samples=8)) < SUMMARY_CHARS
+    assert "the table's 30 rows" in eval_set_caption(frame)
 
 
 def test_summary_of_a_clear_gain_and_of_the_base_model_alone() -> None:
     base = _questions([i % 5 for i in range(30)])
     better = _questions([min(8, i % 5 + 3) for i in range(30)])
     text = summary(sweep_table(base, "hard", [("λ=0", {"lambda": 0.0}, better)]))
-    assert text.startswith("**pass@1: 0 of 1 rows below the base model, 1 above** (0 and 1 "
+    assert text.startswith("**pass@1: 0 of 1 row below the base model, 1 above** (0 and 1 "
                            "after Holm)")
     assert "Best: **hard · λ=0**" in text and "× " not in text  # no samples given
     alone = summary(results_table(base, {}, k=8))
