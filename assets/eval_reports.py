@@ -55,7 +55,13 @@ from saturated_dag.model_card import (
     StaleCard,
     write_eval_card,
 )
-from saturated_dag.result_tables import display_rows, eval_set_caption, results_table
+from saturated_dag.result_tables import (
+    display_rows,
+    eval_set_caption,
+    results_table,
+    sample_text,
+    with_interval,
+)
 from saturated_dag.selection import chosen
 from saturated_dag.shards import ShardStore, questions_digest
 from saturated_dag.tasks import eval_questions, eval_set_name
@@ -63,7 +69,9 @@ from saturated_dag.training.config import settings_summary
 
 EVAL_ASSET = {"io_manager_key": "parquet_io", "pool": "gpu",
               "kinds": {"eval", "polars", "parquet"},  # "eval": the graph node's badge
-              "metadata": schema_metadata("eval_report")}
+              # a report: its columns go last, not as the 17-row "Columns" section above the
+              # numbers (``schema_metadata``)
+              "metadata": schema_metadata("eval_report", report=True)}
 
 
 NIGHTLY_TAG = "saturated_dag/nightly"
@@ -199,13 +207,15 @@ def science_metadata(table: pl.DataFrame, base: pl.DataFrame | None, k: int,
     row = frame.row(frame.height - 1, named=True)
     metrics = [c for c in frame.columns if c.startswith("pass@") and " " not in c]
     shown = [*metrics, *(f"Δ {m}" for m in metrics)] if base is not None else metrics
-    out: dict[str, object] = {}
+    numbers: dict[str, object] = {}
     for col in shown:
         for end in ("", " low", " high"):
-            out[f"{col}{end}"] = round(float(row[f"{col}{end}"]), 2)
+            numbers[f"{col}{end}"] = round(float(row[f"{col}{end}"]), 2)
     if base is not None:
-        out["base pass@1"] = round(float(frame["pass@1"][0]), 2)
-    out["questions"] = int(row["questions"])
+        numbers["base pass@1"] = round(float(frame["pass@1"][0]), 2)
+    numbers["questions"] = int(row["questions"])
+    out: dict[str, object] = {
+        "summary": dg.MetadataValue.md(estimates_summary(frame, shown))}
     out["about the intervals"] = dg.MetadataValue.md(eval_set_caption(frame))
     headers: list[str] = []
     rows: list[list[object]] = []
@@ -222,7 +232,35 @@ def science_metadata(table: pl.DataFrame, base: pl.DataFrame | None, k: int,
         headers = ["cell", *picked]
         rows.append([cell, *picked.values()])
     out["by cell"] = text_table(headers, rows)  # each cell's question count: the eval set's
-    return out
+    # the plain numbers last: **Plots** charts them across materialisations (each nightly
+    # replicate a point), but three rows per estimate must not push the answer down the page
+    return {**out, **numbers}
+
+
+def estimates_summary(frame: pl.DataFrame, shown: list[str]) -> str:
+    """The report's answer for the top of its page: one Markdown line per estimate, its value
+    and 95% interval together (``pass@1 37.37% [29.95, 45.31]``; a Δ signed, in points,
+    against the base model's pass@1), then the sample the intervals rest on.
+
+    Why one line each: as three plain entries (value, low, high) an estimate took three rows,
+    and the eval report's numbers started below the first screen."""
+    row = frame.row(frame.height - 1, named=True)
+    lines = []
+    for column in shown:
+        delta = column.startswith("Δ")
+        spec = "+.2f" if delta else ".2f"
+        text = with_interval(f"{row[column]:{spec}}", row.get(f"{column} low"),
+                             row.get(f"{column} high"), delta)
+        unit = " points" if delta else "%"
+        value, _, interval = text.partition(" ")
+        line = f"{column} **{value}{unit}** {interval}".rstrip()
+        if column == "Δ pass@1":
+            line += f" against the base model's {frame['pass@1'][0]:.2f}%"
+        lines.append(f"- {line}")
+    head = ("**The base model on the eval set**, each estimate with its 95% interval:"
+            if frame.height == 1 else "**This configuration on the eval set**, each estimate "
+            "with its 95% interval (for Δ, paired with the base model):")
+    return f"{head}\n\n" + "\n".join(lines) + f"\n\n{sample_text(frame)}."
 
 
 def _sample_together(context: dg.AssetExecutionContext, experiment: ExperimentResource,
