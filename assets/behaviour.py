@@ -7,8 +7,8 @@ its change from the base model, and Δ pass@1's 95% interval paired over the cel
 also the mix of solution styles and each style's accuracy per cell (``styles.csv``, and the
 ``styles`` metadata table, and a figure of each adapter's style shift per cell), since its
 styles are known. A figure shows Δ pass@1 and Δ length per adapter and cell, each number in its
-square. The metadata leads with ``summary`` (``behaviour.summary``), then the figure, then the
-table.
+square. The metadata leads with ``summary`` (``behaviour.summary``), then the figure, then at
+most ``INLINE_ROWS`` rows of each table (the largest changes; every row in the CSVs).
 """
 
 from pathlib import Path
@@ -61,6 +61,35 @@ def shown(table: pl.DataFrame) -> pl.DataFrame:
         "pass@1", *(pl.Series(name, values, pl.String) for name, values in columns.items()))
 
 
+INLINE_ROWS = 20
+"""At most this many rows of a table inline (the behaviour table has a row per adapter × eval
+cell: 138 on the demo, a page 32,000 pixels tall); the whole table is in the CSV."""
+
+
+def largest_changes(table: pl.DataFrame, rows: int = INLINE_ROWS) -> pl.DataFrame:
+    """The base model's rows, then the adapter × cell rows with the largest |Δ pass@1|, at
+    most ``rows`` in all, in the table's order: what a reader looks at first."""
+    base = table.filter(pl.col("row") == BASE).head(rows)
+    runs = table.with_row_index("_order").filter(pl.col("row") != BASE)
+    picked = runs.sort(pl.col("Δ pass@1").abs(), descending=True, nulls_last=True,
+                       maintain_order=True).head(max(0, rows - base.height))
+    return pl.concat([base, picked.sort("_order").drop("_order")])
+
+
+def largest_shifts(styles: pl.DataFrame, rows: int = INLINE_ROWS) -> pl.DataFrame:
+    """The ``rows`` style rows with the largest |Δ share|, in the table's order."""
+    return (styles.with_row_index("_order")
+            .sort(pl.col("Δ share").abs(), descending=True, nulls_last=True, maintain_order=True)
+            .head(rows).sort("_order").drop("_order"))
+
+
+def inline_note(shown_rows: int, total: int, what: str, file: str) -> str:
+    """The line under a summary that says what an inline table leaves out, and where it is."""
+    if shown_rows >= total:
+        return f"{what}: all {total} rows inline."
+    return f"{what}: {shown_rows} of {total} rows inline; all of them in `{file}`."
+
+
 def behaviour_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefinition:
     ins = eval_report_ins(task, experiments)
 
@@ -79,18 +108,25 @@ def behaviour_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefini
         atomic_write_csv(table, out / "behaviour.csv")
         png, svg = behaviour_heatmaps(table, out / "behaviour.png",
                                       f"{task}: change from the base model, per eval cell")
+        inline = largest_changes(table)
+        notes = [inline_note(inline.height, table.height, "Table (the base model's rows, then "
+                             "the largest |Δ pass@1|)", "behaviour.csv")]
+        styled = profile.policy.model == EMBEDDED_MODEL and task == "chain_sum"
+        styles = style_table(reports["base"], runs, detect_style) if styled else None
+        if styles is not None:
+            notes.append(inline_note(min(INLINE_ROWS, styles.height), styles.height,
+                                     "Styles (the largest |Δ share|)", "styles.csv"))
         metadata: dict[str, object] = {
-            "summary": summary_entry(summary(table)),
+            "summary": summary_entry(summary(table) + "\n\n" + " ".join(notes)),
             "figure": image(png, "Δ pass@1 and Δ length per adapter and cell"),
-            "table": frame_table(shown(table), max_rows=500),
+            "table": frame_table(shown(inline), max_rows=INLINE_ROWS),
             "about the figure": dg.MetadataValue.md(FIGURE_NOTE),
             "csv": dg.MetadataValue.path(str(out / "behaviour.csv")),
             "figure (SVG)": dg.MetadataValue.path(str(svg)),
         }
-        if profile.policy.model == EMBEDDED_MODEL and task == "chain_sum":
-            styles = style_table(reports["base"], runs, detect_style)
+        if styles is not None:
             atomic_write_csv(styles, out / "styles.csv")
-            metadata["styles"] = frame_table(styles, max_rows=1000,
+            metadata["styles"] = frame_table(largest_shifts(styles), max_rows=INLINE_ROWS,
                                              formats={"Δ share": "+.2f"})
             metadata["styles csv"] = dg.MetadataValue.path(str(out / "styles.csv"))
             figure, vector = style_shift(styles, out / "styles.png",

@@ -295,6 +295,11 @@ def behaviour_heatmaps(table: pl.DataFrame, path: Path, title: str) -> tuple[Pat
     return save_figure(fig, path)
 
 
+STYLE_DIGITS = 7
+"""Point size of the accuracies written in the style figure's squares: at 5 points they were
+about 6 pixels tall in the UI, too small to read."""
+
+
 def style_shift(styles: pl.DataFrame, path: Path, title: str) -> tuple[Path, Path]:
     """One panel per eval cell: each adapter's change in style share from the base model
     (points, colour), with the style's accuracy in that row written in the square."""
@@ -304,7 +309,7 @@ def style_shift(styles: pl.DataFrame, path: Path, title: str) -> tuple[Path, Pat
     fig, axes = plt.subplots(1, len(cells) + 1, squeeze=False,  # the last holds the scale
                              gridspec_kw={"width_ratios": [1] * len(cells) + [0.06]},
                              figsize=(_width(1.6 + 0.55 * len(kinds) * len(cells)),
-                                      1.6 + 0.28 * len(rows)))
+                                      1.8 + 0.3 * len(rows)))
     limit = max(1e-9, float(styles["Δ share"].abs().max() or 0.0))
     shown = None
     for ax, cell in zip(axes[0][:-1], cells, strict=True):
@@ -317,14 +322,16 @@ def style_shift(styles: pl.DataFrame, path: Path, title: str) -> tuple[Path, Pat
             for j, k in enumerate(kinds):
                 found = lookup.get((r, k))
                 if found is not None and found["accuracy"] is not None and found["samples"]:
+                    dark = abs(grid[i][j]) > 0.6 * limit  # white on the deep colours
                     ax.text(j, i, f"{found['accuracy']:.0f}", ha="center", va="center",
-                            fontsize=5)
+                            fontsize=STYLE_DIGITS, color="white" if dark else "black")
         ax.set_xticks(range(len(kinds)), kinds, fontsize=7, rotation=60)
         ax.set_yticks(range(len(rows)), rows if ax is axes[0][0] else [""] * len(rows),
-                      fontsize=6)
+                      fontsize=7)
         ax.set_title(cell, fontsize=8)
     fig.colorbar(shown, cax=axes[0][-1], label="Δ share (points)")
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(f"{title}\nnumber: the style's accuracy (%) in that row; blank: the row has "
+                 "no answer in that style", fontsize=9)
     return save_figure(fig, path)  # no tight_layout: the scale's narrow axes refuse it
 
 

@@ -61,3 +61,51 @@ def test_the_eval_report_keeps_its_columns_below_its_numbers() -> None:
 
     assert EVAL_ASSET["metadata"].get(REPORT_KEY) is True
     assert "dagster/column_schema" not in EVAL_ASSET["metadata"]
+
+
+def _behaviour(adapters: int = 23, cells: int = 6) -> pl.DataFrame:
+    """A behaviour table's rows (the columns ``largest_changes`` reads): the base model's
+    first, one per cell, then each adapter × cell with a Δ that grows with its index."""
+    from saturated_dag.behaviour import BASE as BASE_ROW
+
+    rows = [{"row": BASE_ROW, "cell": f"c{c}", "Δ pass@1": 0.0} for c in range(cells)]
+    rows += [{"row": f"saturated/a{a}", "cell": f"c{c}", "Δ pass@1": (-1) ** a * (a + c / 10)}
+             for a in range(adapters) for c in range(cells)]
+    return pl.DataFrame(rows)
+
+
+def test_the_behaviour_page_shows_the_largest_changes_inline() -> None:
+    """The demo's 138-row table made the page 32,334 pixels tall: at most 20 rows inline, the
+    base model's first, then the largest |Δ pass@1|, in the table's order."""
+    from assets.behaviour import INLINE_ROWS, inline_note, largest_changes
+    from saturated_dag.behaviour import BASE as BASE_ROW
+
+    table = _behaviour()
+    inline = largest_changes(table)
+    assert inline.height == INLINE_ROWS == 20
+    assert inline["row"].head(6).to_list() == [BASE_ROW] * 6
+    picked = inline.slice(6)
+    smallest = picked["Δ pass@1"].abs().min()
+    left_out = table.slice(6).join(picked, on=["row", "cell"], how="anti")
+    assert left_out["Δ pass@1"].abs().max() <= smallest  # none left out is larger
+    order = {(r, c): i for i, (r, c) in enumerate(table.select("row", "cell").iter_rows())}
+    kept = [order[(r, c)] for r, c in inline.select("row", "cell").iter_rows()]
+    assert kept == sorted(kept)
+    assert largest_changes(_behaviour(adapters=2, cells=2)).height == 6  # small: every row
+    assert inline_note(20, 138, "Table", "behaviour.csv") == (
+        "Table: 20 of 138 rows inline; all of them in `behaviour.csv`.")
+    assert inline_note(6, 6, "Table", "behaviour.csv") == "Table: all 6 rows inline."
+
+
+def test_the_style_figure_writes_its_digits_readably(tmp_path) -> None:
+    from saturated_dag.plots import STYLE_DIGITS, style_shift
+
+    styles = pl.DataFrame({"row": ["base model", "base model", "saturated/sft", "saturated/sft"],
+                           "cell": ["3x1"] * 4, "style": ["bare", "steps"] * 2,
+                           "Δ share": [0.0, 0.0, -20.0, 20.0],
+                           "accuracy": [90.0, 100.0, 50.0, 97.0],
+                           "samples": [8, 8, 8, 8]})
+    _, svg = style_shift(styles, tmp_path / "styles.png", "t")
+    text = svg.read_text()
+    assert STYLE_DIGITS >= 7 and "blank: the row has no answer in that style" in text
+    assert "font-size: 7px" in text or "font-size:7px" in text.replace(" ", "")
