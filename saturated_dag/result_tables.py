@@ -246,6 +246,19 @@ def with_interval(value: str, low: float | None, high: float | None, signed: boo
     return f"{value} [{low:{spec}}, {high:{spec}}]"
 
 
+LEARNING_RATE_COLUMNS = ("lr", "learning rate", "learning_rate", "η")
+"""Setting columns that hold a learning rate: written in scientific notation (``3e-4``), as
+on every page, not ``0.0003`` in one table and ``3e-4`` in the next."""
+
+
+def scientific(value: float | None) -> str | None:
+    """``3e-4``, ``1.5e-5``: a learning rate short and exact to three digits."""
+    if value is None:
+        return None
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
 def display_rows(frame: pl.DataFrame, best: Callable[[str], str] = lambda text: f"{text} ★"
                  ) -> tuple[list[str], list[list[Any]]]:
     """The table as a reader sees it: headers and rows of text.
@@ -264,7 +277,9 @@ def display_rows(frame: pl.DataFrame, best: Callable[[str], str] = lambda text: 
     hidden = [c for c in frame.columns if c.endswith(_HIDDEN)
               or c in ("questions", INTERVALS, "training replicates")]
     shown: dict[str, list[Any]] = {
-        c: ["" if v is None else v for v in frame[c].to_list()]
+        c: ["" if v is None else scientific(v) if c in LEARNING_RATE_COLUMNS
+            and isinstance(v, float | int) and not isinstance(v, bool) else v
+            for v in frame[c].to_list()]
         for c in frame.columns if c not in hidden}
     splits = frame["split"].to_list()
     has = set(frame.columns)

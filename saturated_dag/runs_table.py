@@ -29,7 +29,7 @@ import polars as pl
 
 from saturated_dag.config import Profile
 from saturated_dag.experiments import SWITCHES, Experiment, experiment_plan
-from saturated_dag.result_tables import results_table
+from saturated_dag.result_tables import results_table, scientific
 from saturated_dag.schemas import schema
 from saturated_dag.training.config import settings_for
 
@@ -199,14 +199,6 @@ def runs_table(profile: Profile, task: str, adapters: Sequence[TrainedAdapter],
         rows.append({c: row.get(c) for c in declared})
     return pl.DataFrame(rows, schema=declared, orient="row") if rows else pl.DataFrame(
         schema=declared)
-
-
-def scientific(value: float | None) -> str | None:
-    """``3e-4``, ``1.5e-5``: a learning rate short and exact to three digits."""
-    if value is None:
-        return None
-    mantissa, exponent = f"{value:.2e}".split("e")
-    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 INLINE_ROWS = 20

@@ -8,6 +8,7 @@ from saturated_dag.result_tables import (
     EVAL_SET,
     NAMED_CHARS,
     SUMMARY_CHARS,
+    display_rows,
     eval_set_caption,
     named_rows,
     results_table,
@@ -38,25 +39,28 @@ BETA_ROWS = [
 # its 95% interval (docs/statistics.md), a Δ whose interval excludes 0 marked "*", each Δ's
 # Holm-adjusted p over the table's rows beside it, and the base model's Δ "—" (issue 33: it is
 # 0 by construction, not a measurement; it read "+0.00").
+# a learning rate in scientific notation, as on every page (issue 47)
 SWEEP_MARKDOWN = (
-    '| split   | run            | beta   | lr    | epochs   | adapter   | pass@1 '
-    '                   | pass@8                      | Δ pass@1               | '
-    'Holm p (Δ pass@1)   | Δ pass@8                | Holm p (Δ pass@8)   |\n|:----'
-    '----|:---------------|:-------|:------|:---------|:----------|:-------------'
-    '-------------|:----------------------------|:-----------------------|:------'
-    '--------------|:------------------------|:--------------------|\n| -       | '
-    'Base model     |        |       |          |           | 50.00 [0.00, 100.00'
-    ']      | 66.67 [0.00, 100.00]        | —                      |             '
-    '        | —                       |                     |\n| hard    | β=0.1,'
-    ' η=1e-05 | 0.1    | 1e-05 | 2        | d1        | **70.83** [12.50, 100.00]'
-    ' | **100.00** [100.00, 100.00] | +20.83 [+0.00, +50.00] | 0.200             '
-    '  | +33.33 [+0.00, +100.00] | 1.000               |\n| hard    | β=2, η=5e-06'
-    '   | 2.0    | 5e-06 |          | d2        | **70.83** [12.50, 100.00] | **1'
-    '00.00** [100.00, 100.00] | +20.83 [+0.00, +50.00] | 0.200               | +3'
-    '3.33 [+0.00, +100.00] | 1.000               |\n| hard    | β=5, η=5e-06   | 5'
-    '.0    | 5e-06 | 3        | d3        | 33.33 [0.00, 100.00]      | 33.33 [0.'
-    '00, 100.00]        | -16.67 [-50.00, +0.00] | 0.587               | -33.33 ['
-    '-100.00, +0.00] | 1.000               |')
+    '| split   | run            | beta   | lr   | epochs   | adapter   | pass@1  '
+    '                  | pass@8                      | Δ pass@1               | H'
+    'olm p (Δ pass@1)   | Δ pass@8                | Holm p (Δ pass@8)   |\n|:-----'
+    '---|:---------------|:-------|:-----|:---------|:----------|:---------------'
+    '-----------|:----------------------------|:-----------------------|:--------'
+    '------------|:------------------------|:--------------------|\n| -       | Ba'
+    'se model     |        |      |          |           | 50.00 [0.00, 100.00]  '
+    '    | 66.67 [0.00, 100.00]        | —                      |                '
+    '     | —                       |                     |\n| hard    | β=0.1, η='
+    '1e-05 | 0.1    | 1e-5 | 2        | d1        | **70.83** [12.50, 100.00] | *'
+    '*100.00** [100.00, 100.00] | +20.83 [+0.00, +50.00] | 0.200               | '
+    '+33.33 [+0.00, +100.00] | 1.000               |\n| hard    | β=2, η=5e-06   |'
+    ' 2.0    | 5e-6 |          | d2        | **70.83** [12.50, 100.00] | **100.00'
+    '** [100.00, 100.00] | +20.83 [+0.00, +50.00] | 0.200               | +33.33 '
+    '[+0.00, +100.00] | 1.000               |\n| hard    | β=5, η=5e-06   | 5.0   '
+    ' | 5e-6 | 3        | d3        | 33.33 [0.00, 100.00]      | 33.33 [0.00, 10'
+    '0.00]        | -16.67 [-50.00, +0.00] | 0.587               | -33.33 [-100.0'
+    '0, +0.00] | 1.000               |')
+
+
 RESULTS_MARKDOWN = (
     '| split     | method     | scorer     | pass@1                    | pass@8'
     '                      | Δ pass@1                | Holm p (Δ pass@1)   | Δ '
@@ -245,3 +249,14 @@ def test_text_forest_draws_each_interval_against_zero_on_one_axis() -> None:
     assert bars[0][1] == "──●─│" + blank * 2  # -10 .. 0, estimate -5
     assert bars[1][1] == blank * 4 + "│●─"    # 0 .. +5, estimate +2.5 (0 drawn under │)
     assert "-10.00 at the left edge, +5.00 at the right" in caption
+
+
+def test_a_sweeps_learning_rate_is_written_as_on_every_page() -> None:
+    """Issue 47: ``0.0001`` in the β × η sweep beside ``3e-4`` on the runs table."""
+    base = _questions([i % 5 for i in range(30)])
+    frame = sweep_table(base, "saturated", [("β=0.1", {"beta": 0.1, "lr": 1e-4}, base),
+                                            ("β=2", {"beta": 2.0, "lr": 3e-4}, base)])
+    headers, rows = display_rows(frame)
+    column = headers.index("lr")
+    assert [row[column] for row in rows] == ["", "1e-4", "3e-4"]
+    assert [row[headers.index("beta")] for row in rows][1:] == [0.1, 2.0]
