@@ -472,6 +472,94 @@ def test_each_report_page_lists_its_summary_first(demo_server: Server, browser: 
     browser.shot(f"summary_{key.replace('/', '__')}")
 
 
+SCREENS = ({"width": 1440, "height": 900}, {"width": 1920, "height": 1080})
+"""Issue 47: a laptop's window and a desktop's; every report's first screen holds at both."""
+EVAL_REPORT = ADAPTER.replace("/adapter/", "/eval/")
+FIRST_SCREEN_REPORTS = (*REPORTS, "chain_sum/runs_table", EVAL_REPORT)
+"""Every report page the first-screen rules hold on (issue 47, item 3)."""
+
+SIDEWAYS = """e => {
+  // every scrolling box around the summary, up to the page: none may scroll sideways
+  const wide = [];
+  for (let box = e; box; box = box.parentElement) {
+    const style = getComputedStyle(box);
+    const scrolls = ["auto", "scroll"].includes(style.overflowX)
+      || box === document.scrollingElement;
+    if (scrolls && box.scrollWidth > box.clientWidth + 1)
+      wide.push(`${box.tagName}.${box.className}: ${box.scrollWidth} > ${box.clientWidth}`);
+  }
+  return wide;
+}"""
+
+
+def _screen_id(screen: dict[str, int]) -> str:
+    return f"{screen['width']}x{screen['height']}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("screen", SCREENS, ids=_screen_id)
+@pytest.mark.parametrize("key", FIRST_SCREEN_REPORTS)
+def test_a_report_page_shows_its_whole_summary_without_scrolling_sideways(
+        demo_server: Server, browser: Browser, key: str, screen: dict[str, int]) -> None:
+    """Issue 47: at 1440 x 900 and 1920 x 1080 the summary is wholly on the first screen
+    (not cut on the right by a panel that a wide table made scroll sideways), and no box
+    around it scrolls sideways: a table too wide for the panel belongs in a file or figure."""
+    browser.page.set_viewport_size(screen)
+    browser.open(f"{demo_server.url}/assets/{key}")
+    _visible(browser, "Metadata")
+    summary = browser.metadata_row("summary")
+    browser.page.wait_for_timeout(1000)  # the layout settles once the tables have rendered
+    browser.shot(f"first_screen_{_screen_id(screen)}_{key.replace('/', '__')}")
+    assert _on_first_screen(browser, summary), f"{key}: the summary is not wholly on screen"
+    assert not summary.get_by_text("[Show Markdown]").count(), f"{key}: summary clicked away"
+    wide = summary.evaluate(SIDEWAYS)
+    assert not wide, f"{key} at {_screen_id(screen)} scrolls sideways: {wide}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("screen", SCREENS, ids=_screen_id)
+def test_the_eval_reports_first_screen_shows_pass_at_1_with_its_interval(
+        demo_server: Server, browser: Browser, screen: dict[str, int]) -> None:
+    """Issue 47: the eval report opens with its numbers, each estimate on one line with its
+    interval, not on a 17-row column schema with pass@1's value, low and high on three rows."""
+    browser.page.set_viewport_size(screen)
+    browser.open(f"{demo_server.url}/assets/{EVAL_REPORT}")
+    _visible(browser, "Metadata")
+    summary = browser.metadata_row("summary")
+    browser.page.wait_for_timeout(1000)
+    line = summary.get_by_text(re.compile(r"^pass@1 ")).first
+    assert re.search(r"pass@1 \d+\.\d\d% \[\d+\.\d\d, \d+\.\d\d\]", line.inner_text()), \
+        line.inner_text()
+    assert _on_first_screen(browser, line), "pass@1 is below the first screen"
+    delta = summary.get_by_text(re.compile(r"^Δ pass@1 ")).first
+    assert re.search(r"Δ pass@1 [+-]\d+\.\d\d points \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\]",
+                     delta.inner_text()), delta.inner_text()
+    assert not browser.page.get_by_text("Columns", exact=True).count()  # the schema is last
+
+
+@pytest.mark.slow
+def test_the_testbeds_verdicts_are_in_the_ui_readme_starts(
+        browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 47: ``workspace.yaml``'s ``testbed`` location shows the testbed's verdicts on
+    its asset page, in the same UI as the demo. Needs an instance where
+    ``bash scripts/run_testbed.sh`` ran: ``SATURATED_DAG_UI_TESTBED_HOME`` (its DAGSTER_HOME)
+    and ``SATURATED_DAG_UI_TESTBED_OUTPUT_DIR`` (its output folder)."""
+    existing = os.environ.get("SATURATED_DAG_UI_TESTBED_HOME")
+    if not existing:
+        pytest.skip("no instance with a testbed run: set SATURATED_DAG_UI_TESTBED_HOME")
+    monkeypatch.setenv("SATURATED_DAG_TESTBED_OUTPUT_DIR",
+                       os.environ.get("SATURATED_DAG_UI_TESTBED_OUTPUT_DIR", "outputs/testbed"))
+    for server in _serve(tmp_path, "testbed", Path(existing)):
+        status = _graphql(server.url, WORKSPACE_QUERY)
+        assert "testbed" in json.dumps(status), status
+        browser.page.set_viewport_size(SCREENS[0])
+        browser.open(f"{server.url}/assets/chain_sum/testbed_validation")
+        _visible(browser, "Metadata")
+        text = browser.page.locator("main").inner_text()
+        assert "passed" in text and "Testbed" in text, text[:800]
+        browser.shot("testbed_verdicts")
+
+
 @pytest.mark.slow
 def test_selection_table_shows_its_learning_rates_and_every_column(demo_server: Server,
                                                                    browser: Browser) -> None:
