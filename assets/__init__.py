@@ -7,7 +7,7 @@ the profile runs.
 
 import dagster as dg
 
-from assets.adapters import adapter_assets, adapter_checks
+from assets.adapters import RecipeSource, adapter_assets, adapter_checks
 from assets.automation import with_lineage
 from assets.base_model import base_model
 from assets.behaviour import behaviour_asset
@@ -20,11 +20,23 @@ from assets.quality_scores import finite_scores_check, score_asset_names, score_
 from assets.result_tables import results_table_asset, sweep_table_asset
 from assets.runs_table import runs_table_asset
 from assets.scorer_agreement import scorer_agreement_asset
-from assets.selection import selection_asset
+from assets.selection import selection_asset, selection_key
 from assets.testbed import testbed_asset
 from saturated_dag.config import Profile
 from saturated_dag.experiments import TaskPlan, experiment_plan
 from saturated_dag.parallel import step_layout
+
+
+def recipe_sources(plan: TaskPlan) -> dict:
+    """Each ``recipe_from`` cell's recipe cell and that cell's selection asset (None when the
+    recipe cell's grid is one point)."""
+    out = {}
+    for cell in plan.cells:
+        source = plan.recipe_cell(cell)
+        if source is not None:
+            out[cell] = RecipeSource(source, selection_key(plan.task, source)
+                                     if source in plan.selections else None)
+    return out
 
 
 def task_assets(profile: Profile, task: str
@@ -53,10 +65,10 @@ def task_assets(profile: Profile, task: str
         tables.append(budget_asset(task, budgeted))
     built = [pool, parts, *scores.values(), scorer_agreement_asset(task, scorer_assets),
              *datasets,
-             *adapter_assets(task, grids, check_in_step=in_step),
+             *adapter_assets(task, grids, check_in_step=in_step, sources=recipe_sources(plan)),
              *selections, *evals, *tables]
     if task == "chain_sum" and profile.testbed is not None:
-        built.append(testbed_asset())
+        built.append(testbed_asset(plan, profile.testbed.split))
     checks = [generation_pool_check(task, pool), difficulty_partitions_check(parts),
               *(finite_scores_check(task, asset) for asset in scores.values()),
               *preference_dataset_checks(datasets),

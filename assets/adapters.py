@@ -141,7 +141,7 @@ def training_overrides(exp: Experiment, base: TrainingSettings) -> dict[str, Any
     exactly ``exp.training(base)``: the cell's overrides and the per-device batch they imply
     (a grid batch below the per-device batch lowers it, which the overrides alone do not say:
     batch 2 on a per-device batch of 8 was refused as not a multiple)."""
-    return {**dict(exp.overrides),
+    return {**dict(exp.overrides), **dict(exp.recipe),
             "per_device_batch_size": exp.training(base).per_device_batch_size}
 
 
@@ -327,7 +327,8 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
     metadata["training curves"] = image(png, "validation pass@1 and reward margins")
     metadata.update({  # where it is and how it was made: below the science
         "adapter_dir": dg.MetadataValue.path(str(out)),
-        "overrides of the profile": dg.MetadataValue.json(dict(exp.overrides)),
+        "overrides of the profile": dg.MetadataValue.json({**dict(exp.overrides),
+                                                           **dict(exp.recipe)}),
         "isolated_process": profile.training.isolate,
         "cache": "hit" if a.hit else "miss", "cache_key": a.key})
     # the weights' hash, as the training recorded it (a cache hit has just checked it
@@ -373,9 +374,42 @@ def step_version(done: list[tuple[str, dict[str, object], str]]) -> str:
     return hashlib.sha256(json.dumps([[p, v] for p, _, v in done]).encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class RecipeSource:
+    """Where a ``recipe_from`` cell's recipe comes from: its recipe cell, and that cell's
+    selection asset (None when its grid is one point: the recipe is its own settings)."""
+
+    cell: Experiment
+    selection: dg.AssetKey | None
+
+
+def _recipe(profile: Profile, cell: Experiment, source: RecipeSource,
+            table: pl.DataFrame | None) -> dict[str, Any]:
+    """The settings a ``recipe_from`` cell trains: its recipe cell's chosen configuration."""
+    from saturated_dag.experiments import recipe_settings
+    from saturated_dag.selection import SETTINGS
+
+    training = profile.training
+    if table is None:
+        effective = source.cell.training(training)
+        row = {k: getattr(effective, k) for k in SETTINGS}
+    else:
+        rows = table.filter(pl.col("chosen")).to_dicts()
+        if len(rows) != 1:
+            raise dg.Failure(f"{source.selection.to_user_string() if source.selection else ''}"
+                             f" marks {len(rows)} configurations chosen; re-materialise it")
+        row = rows[0]
+    return recipe_settings(training, source.cell, cell.method, row)
+
+
 def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
-                   check_in_step: bool) -> dg.AssetsDefinition:
+                   check_in_step: bool, source: RecipeSource | None = None
+                   ) -> dg.AssetsDefinition:
     key = adapter_key(task, cell)
+    ins = {"data": dg.AssetIn(key=[task, *cell.dataset])}
+    if source is not None and source.selection is not None:
+        # the recipe is an input: the lineage shows which selection this cell trains
+        ins["recipe"] = dg.AssetIn(key=source.selection)
 
     @dg.asset(
         key=key, group_name=f"{task}_{cell.split}",
@@ -383,17 +417,24 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
         backfill_policy=dg.BackfillPolicy.single_run(),  # a cell's grid: one step, one process
         pool="gpu", op_tags=priority(TRAINING),
         kinds={"lora", "peft", "pytorch"},  # "lora": the graph node's badge
-        ins={"data": dg.AssetIn(key=[task, *cell.dataset])}, deps=["base_model"],
+        ins=ins, deps=["base_model"],
         description=_description(cell, grid),
         check_specs=[dg.AssetCheckSpec(LOADS_CHECK, asset=key, blocking=True,
                                        description=LOADS_DESCRIPTION)] if check_in_step else None,
     )
     def adapter(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-                inference: InferenceResource, data: pl.DataFrame) -> dg.MaterializeResult:
+                inference: InferenceResource, data: pl.DataFrame,
+                **recipe_input: pl.DataFrame) -> dg.MaterializeResult:
         keys = list(context.partition_keys)
         context.log.info(f"{cell.split}/{cell.name}: {len(keys)} of its {len(grid)} adapters "
                          f"in this step: {', '.join(keys)}")
-        adapters = [_look_up(context, experiment, inference, task, grid[partition], data)
+        recipe: dict[str, Any] = {}
+        if source is not None:
+            recipe = _recipe(experiment.settings, cell, source, recipe_input.get("recipe"))
+            context.log.info(f"{cell.split}/{cell.name} trains the recipe chosen on "
+                             f"{source.cell.name}: {recipe or 'the profile settings'}")
+        adapters = [_look_up(context, experiment, inference, task,
+                             grid[partition].with_recipe(recipe), data)
                     for partition in keys]
         reported = _train_missing(context, experiment, inference, task, cell, adapters, data)
         for a in adapters:  # what the eval reports, selection and tables now read
@@ -410,6 +451,9 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
             "adapters": len(done), "trained": sum(m["cache"] == "miss" for _, m, _ in done),
             "cache hits": sum(m["cache"] == "hit" for _, m, _ in done)})
         summary["grid"] = grid_table(done)
+        if source is not None:
+            summary["recipe"] = dg.MetadataValue.json(
+                {"chosen on": source.cell.name, **recipe})
         summary["adapter folders"] = dg.MetadataValue.path(
             str(adapter_home(experiment.output_dir, task, cell).parent))
         summary.update(reported)  # the training child's: seconds, base-model loads
@@ -424,14 +468,17 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
 
 
 def adapter_assets(task: str, grids: dict[Experiment, dict[str, Experiment]],
-                   check_in_step: bool = False) -> list[dg.AssetsDefinition]:
+                   check_in_step: bool = False,
+                   sources: dict[Experiment, RecipeSource] | None = None
+                   ) -> list[dg.AssetsDefinition]:
     """One asset per cell, one Dagster partition per adapter of its grid (``grids``: each
     cell's ``TaskPlan.grid``). ``check_in_step``: its ``loads_and_generates`` check runs at the
     end of the step (on CPU, where each step is a process of its own and a separate check
     step would cost a process start, ``jobs/executor.py``); otherwise it is a step of its own
     (``adapter_checks``), ordered after every training so that on a GPU the policy's engine
     is not restarted between trainings (``assets/_priority.py``)."""
-    return [_adapter_asset(task, cell, grid, check_in_step) for cell, grid in grids.items()]
+    return [_adapter_asset(task, cell, grid, check_in_step, (sources or {}).get(cell))
+            for cell, grid in grids.items()]
 
 
 def _loads_one(experiment: ExperimentResource, inference: InferenceResource, task: str,

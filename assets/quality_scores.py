@@ -286,9 +286,11 @@ MODEL_SCORER_ASSETS = {"entropy": entropy_scores_asset,
 def task_scorers(profile: Profile, task: str) -> list[ScorerSpec]:
     """The registered scorers this task scores: every one scored by default, then each one
     the profile names that applies to the task (``scoring.known_answer_scorers`` in its
-    order, then the training rows' and sweeps' scorers)."""
+    order, then the training rows' (``training.scorers``, ``training.method_scorers``) and
+    sweeps' scorers)."""
     t = profile.training
     named = [*profile.scoring.known_answer_scorers, *t.scorers,
+             *(sc for listed in t.method_scorers.values() for sc in listed),
              *(sweep.scorer for sweep in (t.sweeps.rank_weight, t.sweeps.rrhf_variants,
                                           t.sweeps.dpo_beta) if sweep is not None)]
     specs = [spec for spec in registered() if spec.scored_by_default]

@@ -24,7 +24,7 @@ from saturated_dag.experiments import Experiment, cell_adapters
 from saturated_dag.result_tables import selection_summary
 from saturated_dag.runs_table import scientific
 from saturated_dag.selection import SETTINGS, Trained, chosen, selection_table
-from saturated_dag.training.folders import RESULT_FILE
+from saturated_dag.training.folders import RESULT_FILE, VALIDATION_FILE
 
 SETTING_NAMES = {"learning_rate": "learning rate", "epochs": "max epochs",
                  "batch_size": "batch size", "dpo_beta": "β", "rrhf_rank_weight": "λ"}
@@ -58,6 +58,8 @@ def shown(table: pl.DataFrame, cell: str) -> dg.TableMetadataValue:
         *(pl.col(s).alias(SETTING_NAMES[s]) for s in varying),
         "seeds", pl.col("best epochs").alias("kept epochs"),
         pl.col("validation pass@1").alias("validation pass@1 (%)"),
+        *(pl.col(c) for c in ("behind the best", "one standard error")
+          if c in table.columns and table[c].drop_nulls().len()),
         pl.when(pl.col("chosen")).then(pl.lit("✓")).otherwise(pl.lit("")).alias("chosen"))
     return frame_table(frame, max_rows=500,
                        formats={"learning rate": scientific, "β": "g", "λ": "g"})
@@ -92,6 +94,16 @@ def _validation(folder: Path) -> tuple[float, int]:
     return float(values[0]), best
 
 
+def _per_question(folder: Path) -> pl.DataFrame:
+    """A trained adapter's per-question validation results at its kept epoch."""
+    path = folder / VALIDATION_FILE
+    if not path.is_file():
+        raise dg.Failure(f"adapter {folder} has no {VALIDATION_FILE} (trained by older code): "
+                         "the one-SE rule (training.selection.rule) pairs per-question "
+                         "validation results; re-materialise the adapter")
+    return pl.read_parquet(path)
+
+
 def selection_asset(task: str, cell: Experiment,
                     trained: dict[Experiment, list[Experiment]]) -> dg.AssetsDefinition:
     """``trained``: each configuration of the cell's grid (grid order) and its training-seed
@@ -102,22 +114,27 @@ def selection_asset(task: str, cell: Experiment,
               metadata=schema_metadata("selection", report=True),
               deps=[adapter_key(task, cell)],
               description=f"Selection grid of {cell.name} ({cell.split}): each configuration's "
-              "validation pass@1 over its training seeds, the best one chosen (App. B).")
+              "validation pass@1 over its training seeds, one chosen by "
+              "training.selection.rule (App. B's best, or the one-SE rule).")
     def selection(context: dg.AssetExecutionContext,
                   experiment: ExperimentResource) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
         same_adapters(profile, cell, trained)
+        rule = profile.training.selection.rule
         rows = []
         for config, seeds in trained.items():
-            runs = [_validation(adapter_dir(experiment.output_dir, task, seeded))
-                    for seeded in seeds]
+            folders = [adapter_dir(experiment.output_dir, task, seeded) for seeded in seeds]
+            runs = [_validation(folder) for folder in folders]
             effective = config.training(profile.training)
             rows.append(Trained(config.name, {s: getattr(effective, s) for s in SETTINGS},
-                                [v for v, _ in runs], [e for _, e in runs]))
-        table = selection_table(rows)
+                                [v for v, _ in runs], [e for _, e in runs],
+                                [_per_question(f) for f in folders] if rule == "one_se"
+                                else ()))
+        table = selection_table(rows, rule)
         winner = chosen(table)
         context.log.info(f"{cell.split}/{cell.name}: chose {winner} of {table.height} "
-                         "configurations by validation pass@1")
+                         f"configurations by validation pass@1 ({rule} rule, "
+                         "training.selection.rule)")
         return frame_output(table, {
             "summary": summary_entry(selection_summary(table)),
             "table": shown(table, cell.name),

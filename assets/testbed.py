@@ -1,12 +1,11 @@
 """``chain_sum/testbed_validation``: the calibrated testbed's table and figure.
 
-``docs/testbed.md`` says what it measures.
-
-One asset over ``saturated_dag.testbed``: its own pools (one per data seed), the known-answer
-scorers, each method's recipe chosen on validation, every replicate run and the analysis. The
-heavy work runs in one-thread worker processes and is kept on disk per item under the output
-folder, so a killed materialisation resumes where it stopped. The first screen is the answer:
-the controls' verdicts, then the validation table, then the dose-response figure.
+``docs/testbed.md`` says what it measures. The rows are ordinary cells of the plan (the
+known-answer scorers' cells, each method's recipe chosen on its oracle cell), trained and
+evaluated by the graph; this asset only reads their eval reports, the base model's report,
+the scorer agreement table (each scorer's ρ with the oracle) and the recipe cells'
+selections, so editing the analysis or its figure re-runs this asset alone, never a training.
+The first screen is the answer: the controls' verdicts, then the rows, then the figure.
 """
 
 import json
@@ -15,11 +14,15 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets._metadata import frame_output, frame_table, image
+from assets._metadata import frame_output, frame_table, image, summary_entry
+from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag import testbed
 from saturated_dag.behaviour import BASE
+from saturated_dag.experiments import Experiment, TaskPlan, recipe_settings
+from saturated_dag.methods import label
+from saturated_dag.scorers.agreement import rho_with_oracle
 
 TESTBED_KEY = ["chain_sum", "testbed_validation"]
 
@@ -32,59 +35,96 @@ def _display(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.select(
         "role", "method", "scorer", "recipe",
         pl.col("ρ with oracle").map_elements(lambda v: fmt(v, "+.2f"), return_dtype=pl.String),
-        pl.col("pass@1").map_elements(lambda v: fmt(v, ".2f"), return_dtype=pl.String),
         pl.struct("Δ pass@1", "Δ low", "Δ high").map_elements(
             lambda r: f"{r['Δ pass@1']:+.2f} [{r['Δ low']:+.2f}, {r['Δ high']:+.2f}]",
             return_dtype=pl.String).alias("Δ pass@1 [95% CI]"),
-        pl.col("detectable effect").map_elements(lambda v: fmt(v, ".2f"),
-                                                 return_dtype=pl.String),
-        "replicates", "questions")
+        "replicates")
 
 
-def testbed_asset() -> dg.AssetsDefinition:
+def testbed_cells(plan: TaskPlan, split: str) -> list[Experiment]:
+    """The main-matrix cells the testbed reads: every cell of ``split`` (its methods'
+    positive and negative controls, the dial, the real scorers, SFT and its controls)."""
+    return [c for c in plan.main if c.split == split]
+
+
+def recipe_label(settings: dict) -> str:
+    """A recipe as the table names it (``η=3e-04, β=5``)."""
+    names = {"learning_rate": "η", "dpo_beta": "β", "epochs": "epochs",
+             "batch_size": "batch", "rrhf_rank_weight": "λ"}
+    return ", ".join(f"{names[k]}={v:.0e}" if k == "learning_rate" else f"{names[k]}={v:g}"
+                     for k, v in settings.items()) or "the profile's settings"
+
+
+def testbed_asset(plan: TaskPlan, split: str) -> dg.AssetsDefinition:
+    """The analysis over ``split``'s cells of ``plan`` (chain sum)."""
+    cells = testbed_cells(plan, split)
+    sources = {c.method: plan.recipe_cell(c) or c for c in cells}
+    # the cells whose selection chose a recipe, by their own method (RAFT's is SFT's)
+    chooser = {c.method: c for c in sources.values() if c in plan.selections}
+    ins = {"base": dg.AssetIn(key=["chain_sum", "eval", "base"]),
+           "agreement": dg.AssetIn(key=["chain_sum", "scorer_agreement"]),
+           "partitions": dg.AssetIn(key=["chain_sum", "difficulty_partitions"]),
+           **{f"eval_{i}": dg.AssetIn(key=["chain_sum", c.split, "eval", c.name])
+              for i, c in enumerate(cells)},
+           **{f"selection_{m}": dg.AssetIn(key=selection_key("chain_sum", c))
+              for m, c in chooser.items()}}
+
     @dg.asset(
-        key=TESTBED_KEY, group_name="testbed", io_manager_key="parquet_io",
-        deps=["base_model"], kinds={"polars", "parquet"},
-        metadata=schema_metadata("testbed_validation", report=True),
-        description="The calibrated testbed: σ-RRHF and DPO each with the oracle (its "
-        "positive control), its shuffled scores (its negative control) and the reliability "
-        "dial, SFT with its two controls, and the real scorers; each row a paired Δ pass@1 "
-        "to the base model with its 95% interval over data seeds, training seeds and "
-        "questions (docs/testbed.md).")
-    def testbed_validation(context: dg.AssetExecutionContext,
-                           experiment: ExperimentResource) -> dg.Output[pl.DataFrame]:
+        key=TESTBED_KEY, group_name="testbed", io_manager_key="parquet_io", ins=ins,
+        kinds={"polars", "parquet"}, metadata=schema_metadata("testbed_validation", report=True),
+        description="The calibrated testbed: each method with the oracle (its positive "
+        "control), its shuffled scores (its negative control) and the reliability dial, SFT "
+        "with its two controls, and the real scorers; each row a paired Δ pass@1 to the base "
+        "model with its 95% interval over training seeds and questions, read from the rows' "
+        "own eval reports (docs/testbed.md).")
+    def testbed_validation(context: dg.AssetExecutionContext, experiment: ExperimentResource,
+                           base: pl.DataFrame, agreement: pl.DataFrame,
+                           partitions: pl.DataFrame, **reports: pl.DataFrame
+                           ) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
-        code = context.assets_def.code_versions_by_key.get(context.asset_key)
-        result = testbed.run_testbed(profile, experiment.output_dir, log=context.log.info,
-                                     code_version=code)
+        s = profile.testbed
+        assert s is not None
+        training_questions = partitions.filter(pl.col("split") == split).height
+        if training_questions < s.min_training_questions:
+            raise dg.Failure(
+                f"testbed: the {split} split has {training_questions} training questions, "
+                f"fewer than testbed.min_training_questions ({s.min_training_questions}); "
+                "raise chain_sum.questions_per_cell")
+        selections = {m: reports[f"selection_{m}"] for m in chooser}
+        recipes = {}
+        for method, source in sources.items():
+            table = selections.get(source.method)
+            row = ({} if table is None else table.filter(pl.col("chosen")).to_dicts()[0])
+            recipes[method] = recipe_label(recipe_settings(profile.training, source, method, row)
+                                           if row else {})
+        evals = {(c.method, c.scorer or "sft"): testbed.by_training_seed(reports[f"eval_{i}"])
+                 for i, c in enumerate(cells)}
+        selection = pl.concat([t.select(pl.lit(label(m)).alias("method"), pl.all())
+                               for m, t in selections.items()], how="vertical_relaxed"
+                              ) if selections else pl.DataFrame()
+        rho = rho_with_oracle(agreement, split)
+        result = testbed.analyse(s, base, evals, recipes, rho, selection, {
+            "agreement with the oracle": rho, "training questions": training_questions,
+            "recipes": recipes})
         folder = Path(experiment.output_dir) / "chain_sum"
         paths = testbed.write_outputs(result, folder)
         headline = testbed.headline(result)
         context.log.info(f"testbed: {headline}")
         v = result.verdicts
         return frame_output(result.rows, {
-            "headline": dg.MetadataValue.md(f"**Testbed.** {headline}\n\n"
-                                            f"{v['smallest detectable effect']['reading']}."),
-            "validation table": frame_table(_display(result.rows), max_rows=100),
+            "summary": summary_entry(f"**Testbed.** {headline}\n\n"
+                                     f"{v['smallest detectable effect']['reading']}."),
+            "rows": frame_table(_display(result.rows), max_rows=40),
             "dose-response": image(paths["figure"], "Δ pass@1 against agreement with the "
                                    "oracle"),
             "cells": frame_table(result.cells, max_rows=20),
             "style shift (base model, positive control, SFT)": frame_table(
                 result.styles.filter(pl.col("row").is_in(
-                    [BASE, "σ-RRHF · oracle", "SFT · sft"])), max_rows=60),
-            "recipe selection": frame_table(result.selection, max_rows=40, decimals=4),
-            **({} if result.dpo_search is None else {
-                "DPO recipe search": dg.MetadataValue.md(
-                    f"{v['DPO recipe search']['reading']}. "
-                    f"{v['DPO recipe search']['diagnosis']}"),
-                "DPO recipe search (grid)": image(paths["dpo search figure"],
-                                                  "DPO: oracle and shuffled Δ over β x η"),
-                "DPO recipe search (table)": frame_table(result.dpo_search, max_rows=60,
-                                                         decimals=3)}),
+                    [BASE, "σ-RRHF · oracle", "SFT · sft"])), max_rows=20),
             **{f"{name} passed": bool(verdict["passed"]) for name, verdict in v.items()
                if name.startswith((testbed.POSITIVE, testbed.NEGATIVE))},
-            "facts": dg.MetadataValue.json(json.loads(json.dumps(
-                {k: v for k, v in result.facts.items() if k != "folder"}, default=float))),
+            "facts": dg.MetadataValue.json(json.loads(json.dumps(result.facts,
+                                                                 default=float))),
             "verdicts (file)": dg.MetadataValue.path(str(paths["verdicts"])),
             "figure (file)": dg.MetadataValue.path(str(paths["figure"])),
             "styles (file)": dg.MetadataValue.path(str(paths["styles"])),

@@ -57,13 +57,19 @@ T = TypeVar("T")
 def grid_groups(profile: Profile, tasks: Sequence[str]
                 ) -> dict[tuple[str, ...], list[dg.AssetKey]]:
     """Each distinct grid (its partition keys) of ``tasks``' cells, with the adapter assets
-    that have it, in plan order."""
+    that have it, in plan order; a grid whose cells train a recipe another cell's selection
+    chooses (``training.recipes``) after every grid that has none, so the selection it reads
+    is materialised in an earlier part or its own."""
     groups: dict[tuple[str, ...], list[dg.AssetKey]] = {}
+    following: set[tuple[str, ...]] = set()
     plans = experiment_plan(profile)
     for task in tasks:
-        for grid, cells in plans[task].cells_by_grid.items():
+        plan = plans[task]
+        for grid, cells in plan.cells_by_grid.items():
             groups.setdefault(grid, []).extend(adapter_key(task, cell) for cell in cells)
-    return groups
+            if any(plan.recipe_cell(c) in plan.selections for c in cells):
+                following.add(grid)
+    return dict(sorted(groups.items(), key=lambda item: item[0] in following))
 
 
 def part_names(name: str, profile: Profile, tasks: Sequence[str]) -> list[str]:
@@ -98,13 +104,20 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
     adapters = dg.AssetSelection.assets(*[k for keys in groups.values() for k in keys])
     # the base model's observation first: every adapter depends on it (an observable source
     # is not reached by ``upstream()``)
-    before = ((adapters.upstream() - adapters) | dg.AssetSelection.assets("base_model")) & whole
-    after = whole - before - adapters
+    before = ((adapters.upstream() - adapters.downstream())
+              | dg.AssetSelection.assets("base_model")) & whole
+
+    def with_bridges(keys: list[dg.AssetKey]) -> dg.AssetSelection:
+        """A grid's adapters and the selections they train the recipe of (downstream of other
+        adapters, upstream of these: ``training.recipes``)."""
+        cells = dg.AssetSelection.assets(*keys)
+        return cells | (cells.upstream() & adapters.downstream() - adapters)
+
+    bridged = [(grid, with_bridges(keys)) for grid, keys in groups.items()]
+    after = whole - before - reduce(operator.or_, [sel for _, sel in bridged])
     names = part_names(name, profile, tasks)
     jobs = []
-    parts = split_into_parts(
-        [(grid, dg.AssetSelection.assets(*keys)) for grid, keys in groups.items()],
-        before, after, lambda pieces: reduce(operator.or_, pieces))
+    parts = split_into_parts(bridged, before, after, lambda pieces: reduce(operator.or_, pieces))
     for index, (grid, selection) in enumerate(parts):
         keys = groups[grid]
         part_tags = ({} if len(names) == 1 else
@@ -157,15 +170,27 @@ def stages(assets: Sequence[Any], keys: Sequence[dg.AssetKey]
                for a in assets if isinstance(a, dg.AssetsDefinition) for spec in a.specs
                for key in [spec.key]}
     parted = {k for group in groups.values() for k in group}
-    upstream: set[dg.AssetKey] = set()
-    todo = list(parted)
-    while todo:  # every ancestor of a selected adapter asset
-        for parent in parents.get(todo.pop(), ()):
-            if parent not in upstream:
-                upstream.add(parent)
-                todo.append(parent)
-    before = [k for k in keys if k not in parted and k in upstream]
-    after = [k for k in keys if k not in parted and k not in upstream]
-    parts = split_into_parts(list(groups.items()), before, after,
+
+    def ancestors(start: Sequence[dg.AssetKey]) -> set[dg.AssetKey]:
+        found: set[dg.AssetKey] = set()
+        todo = list(start)
+        while todo:
+            for parent in parents.get(todo.pop(), ()):
+                if parent not in found:
+                    found.add(parent)
+                    todo.append(parent)
+        return found
+
+    below_adapters = {k for k in keys if k not in parted and ancestors([k]) & parted}
+    # a grid's bridges: the selections its cells train the recipe of (``training.recipes``)
+    bridges = {grid: [k for k in keys if k in below_adapters and k in ancestors(group)]
+               for grid, group in groups.items()}
+    ordered = sorted(groups.items(), key=lambda item: bool(bridges[item[0]]))
+    upstream = ancestors(list(parted))
+    before = [k for k in keys if k not in parted and k in upstream and k not in below_adapters]
+    bridged = {k for found in bridges.values() for k in found}
+    after = [k for k in keys if k not in parted and k not in before and k not in bridged]
+    parts = split_into_parts([(grid, [*bridges[grid], *group]) for grid, group in ordered],
+                             before, after,
                              lambda pieces: [k for piece in pieces for k in piece])
     return [(selected, {RANGE_START: grid[0], RANGE_END: grid[-1]}) for grid, selected in parts]

@@ -1,23 +1,24 @@
-"""``testbed``: the calibrated testbed alone (docs/testbed.md).
+"""``testbed``: the calibrated testbed (docs/testbed.md) — its cells and its analysis.
 
-Its one asset, ``chain_sum/testbed_validation``, samples its own pools, so the job needs
-nothing else of the graph. It runs on a location whose profile has a ``testbed`` section:
-``SATURATED_DAG_PROFILE=testbed`` (``scripts/run_testbed.sh``); the ``study`` job includes the
-same asset when the study profile has one.
+The testbed's rows are ordinary cells of the plan, so the job is every asset of the
+``testbed`` profile's graph: the pool, the known-answer scores, the datasets, every adapter
+(each method's recipe chosen on its oracle cell first: those grids run in the earlier parts,
+``jobs/staged.py``), the eval reports and the analysis ``chain_sum/testbed_validation``. A
+re-run after a kill trains only the adapters not yet published; an edit to the analysis
+re-runs the analysis alone. It runs on a location whose profile has a ``testbed`` section
+and trains the testbed's cells: ``SATURATED_DAG_PROFILE=testbed`` (``scripts/run_testbed.sh``);
+on ``study`` the same cells sit in the study's own job.
 """
 
-import dagster as dg
-
+from jobs.demo import whole_profile_job
 from saturated_dag.config import Profile
 
 
 def testbed_jobs(profile: Profile) -> list:
     if profile.testbed is None:
         return []
-    return [dg.define_asset_job(
-        name="testbed",
-        selection=dg.AssetSelection.assets(["chain_sum", "testbed_validation"]),
-        executor_def=dg.in_process_executor,
-        description="The calibrated testbed of profile "
-        f"{profile.name!r}: positive and negative controls, the reliability dial "
-        "(docs/testbed.md).")]
+    return whole_profile_job(
+        "testbed", profile,
+        f"The calibrated testbed of profile {profile.name!r}: each method's positive and "
+        "negative controls, the reliability dial and SFT's controls, as cells of the graph, "
+        "and their analysis chain_sum/testbed_validation (docs/testbed.md).")

@@ -90,6 +90,8 @@ def _config_type(tp: Any, where: str) -> Any:
         items = {a for a in get_args(tp) if a is not Ellipsis}
         if len(items) == 1:
             return list[_config_type(items.pop(), where)]  # type: ignore[misc]
+    elif origin is dict:  # keys as text (a method's name): the core validates them
+        return dict[str, _config_type(get_args(tp)[1], where)]  # type: ignore[misc]
     elif _is_model(tp):
         return overrides_class(tp)
     elif tp in (str, int, float, bool):

@@ -479,6 +479,12 @@ class SelectionGrid(_Strict):
     batch_sizes: list[int] | None = Field(None, min_length=1)
     dpo_betas: list[float] | None = Field(None, min_length=1)
     rrhf_rank_weights: list[float] | None = Field(None, min_length=1)
+    rule: Literal["best", "one_se"] = "best"
+    """How a selection chooses (``saturated_dag.selection``): ``best`` is App. B's highest
+    validation pass@1; ``one_se`` the one-standard-error rule, the smallest learning rate
+    within one paired standard error of the best (docs/paper-differences.md): on the testbed
+    the validation set's noise alone chose η = 1e-3 over 3e-4 (93.2% against 92.7%), and at
+    1e-3 the shuffled and random controls lost 2-3 points."""
 
     @model_validator(mode="after")
     def _ranges(self) -> SelectionGrid:
@@ -495,6 +501,30 @@ class SelectionGrid(_Strict):
             if any(not 1 <= e <= 4 for e in self.epochs) or len(set(self.epochs)) != len(
                     self.epochs):
                 raise ValueError(f"epochs: {self.epochs} must be distinct values in 1..4")
+        return self
+
+
+class RecipeSettings(_Strict):
+    """One recipe per method, chosen where the answer is known (the calibrated testbed,
+    docs/testbed.md): the method's cell ranked by ``scorer`` (the positive control; SFT's own
+    cell, which ranks nothing) trains the whole selection grid, its selection chooses by
+    ``selection.rule``, and every other main-matrix cell of the method trains the chosen
+    configuration over its training seeds. A row then differs from the positive control only
+    in its scores. The recipe is an input of those cells' adapter assets, so the lineage shows
+    it, and a new choice retrains them (their cache key holds the recipe)."""
+
+    scorer: Scorer = "oracle"
+    borrow: dict[Method, Method] = Field(default_factory=lambda: {"raft": "sft"})
+    """Methods that train another method's recipe: RAFT is SFT on one completion per question,
+    and SFT's two controls (RAFT on the oracle's best and on a random correct completion)
+    must train SFT's recipe to say something about SFT."""
+
+    @model_validator(mode="after")
+    def _no_chains(self) -> RecipeSettings:
+        chained = [m for m, source in self.borrow.items() if source in self.borrow or m == source]
+        if chained:
+            raise ValueError(f"borrow: {chained} borrow from a method that borrows itself; "
+                             "each must name a method that selects its own recipe")
         return self
 
 
@@ -561,7 +591,13 @@ class TrainingSettings(_Strict):
     resample them (docs/statistics.md)."""
     isolate: bool = True
     """Train each adapter in its own process (vLLM does not reliably free GPU memory)."""
+    method_scorers: dict[Method, list[Scorer]] = Field(default_factory=dict)
+    """A method's own scorers, replacing ``scorers`` for its main-matrix rows (the testbed
+    trains DPO on the dial only, and SFT's two controls as RAFT with the oracle and random)."""
     selection: SelectionGrid = SelectionGrid()
+    recipes: RecipeSettings | None = None
+    """None: every cell selects its own configuration (App. B). Set: each method's recipe is
+    selected on one cell and its other main-matrix cells train that recipe (the testbed)."""
     sweeps: SweepSettings = SweepSettings()
 
     @model_validator(mode="after")
@@ -569,6 +605,23 @@ class TrainingSettings(_Strict):
         if self.batch_size % self.per_device_batch_size:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of "
                              f"per_device_batch_size ({self.per_device_batch_size})")
+        return self
+
+    @model_validator(mode="after")
+    def _method_scorers_of_trained_methods(self) -> TrainingSettings:
+        unknown = sorted(set(self.method_scorers) - set(self.methods))
+        if unknown:
+            raise ValueError(f"method_scorers names {unknown}, which methods does not train; "
+                             f"methods are {self.methods}")
+        unranked = [m for m in self.method_scorers if m == "sft"]
+        if unranked:
+            raise ValueError("method_scorers.sft: SFT ranks nothing (it trains on every "
+                             "correct completion); RAFT is SFT on a scorer's best")
+        if self.recipes is not None:
+            for method, source in self.recipes.borrow.items():
+                if method in self.methods and source not in self.methods:
+                    raise ValueError(f"recipes.borrow: {method} trains {source}'s recipe, "
+                                     f"but methods {self.methods} has no {source}")
         return self
 
     @model_validator(mode="after")
@@ -581,100 +634,25 @@ class TrainingSettings(_Strict):
         return self
 
 
-TestbedScorer = Literal["oracle", "oracle_rho75", "oracle_rho50", "oracle_rho25", "oracle_rho0",
-                        "oracle_shuffled", "random", "entropy", "strong_judge"]
-TestbedMethod = Literal["rrhf", "dpo"]
-
-
-class DpoSearchSettings(_Strict):
-    """The testbed's DPO recipe search (``saturated_dag.dpo_search``): does DPO learn the
-    planted signal at any recipe, and if not, why? Every (NLL weight, β, η) trains with the
-    oracle and with its shuffled control (first data and training seed), keeps its best epoch
-    on validation, and is evaluated; its training log keeps the reward margin and the chosen
-    and rejected log-probabilities."""
-
-    betas: list[float] = Field(default_factory=lambda: [0.05, 0.1, 0.3, 1.0, 5.0],
-                               min_length=1)
-    learning_rates: list[float] = Field(default_factory=lambda: [1e-5, 3e-5, 1e-4, 3e-4],
-                                        min_length=1)
-    epochs: int = Field(4, ge=1, le=4)
-    """Epochs per run; each keeps its best epoch by validation pass@1 (App. B)."""
-    nll_weights: list[float] = Field(default_factory=lambda: [0.0, 1.0], min_length=1)
-    """0: the paper's DPO; > 0: DPO + NLL on the chosen completion (``training.dpo_nll_weight``),
-    the diagnostic arm that tells "the pairs carry no signal" from "DPO has no anchor"."""
-
-    @model_validator(mode="after")
-    def _positive(self) -> DpoSearchSettings:
-        for name in ("betas", "learning_rates"):
-            if any(v <= 0 for v in getattr(self, name)):
-                raise ValueError(f"dpo_search.{name}: every value must be > 0")
-        if any(w < 0 for w in self.nll_weights):
-            raise ValueError("dpo_search.nll_weights: every weight must be >= 0")
-        return self
-
-
 class TestbedSettings(_Strict):
-    """The calibrated testbed (``docs/testbed.md``): the embedded world with a planted quality
-    signal, so the instrument is shown to find an effect that exists (positive control), to
-    find none where none is (negative control), and how the effect falls as the signal gets
-    noisier (the reliability dial). Chain sum on the embedded model only: the oracle reads the
-    solution styles the embedded model was pretrained on (``pretrain.styles``).
+    """The calibrated testbed's analysis (``docs/testbed.md``): the embedded world with a
+    planted quality signal, so the instrument is shown to find an effect that exists (each
+    method's positive control), to find none where none is (its negative control), and how
+    the effect falls as the signal gets noisier (the reliability dial). Chain sum on the
+    embedded model only: the oracle reads the solution styles the embedded model was
+    pretrained on (``pretrain.styles``).
 
-    One recipe per method (learning rate, DPO's β; every run keeps its best epoch) is selected
-    on validation pass@1 with the oracle, by ``selection_rule``; then every scorer of that
-    method trains with it, so a row differs from the positive control only in its scores.
-    Every row trains ``len(data_seeds) x len(training_seeds)`` replicates (the pool's draw and
-    the training seed), and the intervals resample them with the eval questions.
-    """
+    The rows themselves are ordinary cells of the plan: ``training.scorers`` (and
+    ``training.method_scorers``) name the known-answer scorers, ``training.recipes`` chooses
+    each method's recipe on its oracle cell, and the graph trains and evaluates them like
+    every other cell. This section holds only what the analysis reads: which split's cells,
+    and each verdict's threshold."""
 
-    grid: GridSpec = GridSpec(terms=(3, 5), digits=(1, 1))
-    """The cells of the training pool and the eval set: one-digit sums, where the base model's
-    styles differ in accuracy (on 5-term sums ``steps`` is right about 83% of the time,
-    ``bare`` about 12%)."""
-    questions_per_cell: int = Field(450, ge=1, le=_MAX_PER_CELL)
-    """Pool questions per cell and data seed; about 300 of 1,350 are saturated on the
-    embedded model (p-hat = 1 with n = 8)."""
-    min_training_questions: int = Field(300, ge=1)
-    """A data seed whose pool has fewer saturated questions is refused (the positive control
-    needs a training set of this size to move the model)."""
-    validation_questions_per_cell: int = Field(16, ge=1, le=_MAX_PER_CELL)
-    eval_questions_per_cell: int = Field(100, ge=1, le=_MAX_PER_CELL)
-    eval_seed: int = Field(0, ge=0)
-    """The held-out eval set is drawn once with this seed and shared by every replicate (a
-    paired comparison needs the same questions); the training and validation pools are drawn
-    per data seed, without any eval expression."""
-    data_seeds: list[int] = Field(default_factory=lambda: [0, 1], min_length=1)
-    training_seeds: list[int] = Field(default_factory=lambda: [0, 1], min_length=1)
-    methods: list[TestbedMethod] = Field(default_factory=lambda: ["rrhf", "dpo"], min_length=1)
-    scorers: list[TestbedScorer] = Field(default_factory=lambda: [
-        "oracle", "oracle_rho75", "oracle_rho50", "oracle_rho25", "oracle_rho0",
-        "oracle_shuffled", "random", "entropy", "strong_judge"], min_length=1)
-    """σ-RRHF's rows. The dial (``oracle`` = ρ 1 ... ``oracle_rho0``) draws the dose-response
-    curve; ``oracle_shuffled`` is the negative control; ``random``, ``entropy`` and
-    ``strong_judge`` (the rubric's round-robin win rates) are placed on the same axis by
-    their measured agreement with the oracle."""
-    dpo_scorers: list[TestbedScorer] = Field(default_factory=lambda: [
-        "oracle", "oracle_rho75", "oracle_rho50", "oracle_rho25", "oracle_rho0",
-        "oracle_shuffled"], min_length=1)
-    """DPO's rows: its dose-response and shuffled control (the real scorers are placed on
-    σ-RRHF's curve, which keeps the testbed within its 20 minutes)."""
-    sft: bool = True
-    """Also train SFT on every saturated completion (not a null: it moves mass away from
-    ``bare`` whatever the scorer, since bare answers are rarely all correct), and SFT's two
-    controls with SFT's recipe: RAFT on the oracle's best completion per question and on a
-    random correct one (``testbed.SFT_CONTROLS``)."""
-    learning_rates: list[float] = Field(default_factory=lambda: [1e-4, 3e-4, 1e-3],
-                                        min_length=1)
-    dpo_betas: list[float] = Field(default_factory=lambda: [0.1, 5.0], min_length=1)
-    """DPO's β grid (the paper's sweep ends at 5, its best on chain sum)."""
-    epochs: int = Field(2, ge=1, le=4)
-    """Epochs per run; each run keeps its best epoch by validation pass@1 (App. B)."""
-    selection_rule: Literal["best", "one_se"] = "one_se"
-    """How each method's recipe is chosen on validation: ``best`` is App. B's highest
-    validation pass@1; ``one_se`` the smallest learning rate within one paired standard error
-    of the best (``testbed.choose_recipe``; docs/paper-differences.md): the validation set's
-    noise alone chose η = 1e-3 over 3e-4 (93.2% against 92.7%), and at 1e-3 the shuffled and
-    random controls lost 2-3 points."""
+    split: TrainSplit = "saturated"
+    """The split whose main-matrix cells of chain sum the testbed reads."""
+    min_training_questions: int = Field(1, ge=1)
+    """The analysis refuses a split with fewer training questions (the positive control needs
+    a training set of this size to move the model; about 300 in ``testbed``)."""
     positive_min_effect: float = Field(8.0, gt=0)
     """σ-RRHF's positive control passes when σ-RRHF with the oracle gains at least this many
     points of pass@1 with its 95% interval above 0."""
@@ -689,25 +667,6 @@ class TestbedSettings(_Strict):
     null_band: float = Field(3.0, gt=0)
     """The negative control passes when its 95% interval contains 0 and lies within
     ±``null_band`` points."""
-    workers: int | None = Field(None, ge=1)
-    """Runs trained and evaluated at once, one torch thread each; None: the cores this
-    process may run on (its affinity mask, ``parallel.cpu_cores``)."""
-    dpo_search: DpoSearchSettings | None = None
-    """DPO's recipe search (docs/testbed.md); None: not run."""
-
-    @model_validator(mode="after")
-    def _oracle_first(self) -> TestbedSettings:
-        for name in ("scorers", "dpo_scorers"):
-            if "oracle" not in getattr(self, name):
-                raise ValueError(f"{name}: the testbed needs 'oracle' (its positive control, "
-                                 "and the scorer each method's recipe is selected with)")
-        for name in ("data_seeds", "training_seeds", "learning_rates", "dpo_betas"):
-            values = getattr(self, name)
-            if len(set(values)) != len(values):
-                raise ValueError(f"{name}: {values} repeats a value")
-        if any(v <= 0 for v in [*self.learning_rates, *self.dpo_betas]):
-            raise ValueError("learning_rates and dpo_betas must be > 0")
-        return self
 
 
 class ExecutionSettings(_Strict):
@@ -835,6 +794,10 @@ class Profile(_Strict):
         listed = set(self.scoring.known_answer_scorers)
         t = self.training
         named = {(sc, "training.scorers") for sc in t.scorers}
+        named |= {(sc, f"training.method_scorers.{m}") for m, listed_scorers in
+                  t.method_scorers.items() for sc in listed_scorers}
+        if t.recipes is not None:
+            named.add((t.recipes.scorer, "training.recipes.scorer"))
         for name in ("rank_weight", "rrhf_variants", "dpo_beta"):
             sweep = getattr(t.sweeps, name)
             if sweep is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from saturated_dag.config import Profile, TrainingSettings
@@ -73,6 +73,13 @@ class Experiment:
       it keeps that value and gets a name of its own.
     - ``seeds``: the row's training seeds when they differ from ``training.replicates``
       (Figure 6's λ = 0, the mean of three runs in App. C.2).
+    - ``recipe_from``: with ``training.recipes``, the name of the cell (same split) whose
+      selection chooses this cell's configuration; the cell then trains that one recipe over
+      its training seeds (its adapter asset reads the choice as an input).
+
+    ``recipe`` belongs to adapters only: the recipe a ``recipe_from`` cell's adapter trains,
+    laid over its settings when the step runs. It is not in the name (the adapter's home stays
+    put; its cache key holds the recipe, so a new choice trains a new key folder).
     """
 
     split: str
@@ -82,6 +89,8 @@ class Experiment:
     overrides: tuple[tuple[str, Any], ...] = ()
     pinned: tuple[tuple[str, Any], ...] = ()
     seeds: int | None = None
+    recipe_from: str | None = None
+    recipe: tuple[tuple[str, Any], ...] = ()
 
     @property
     def name(self) -> str:
@@ -115,12 +124,21 @@ class Experiment:
         return Experiment(self.split, self.method, self.scorer, self.dataset,
                           canonical(base, {**self.settings, **settings}))
 
+    def with_recipe(self, recipe: dict[str, Any]) -> Experiment:
+        """This adapter trained with ``recipe`` (a ``recipe_from`` cell's chosen settings)
+        laid over its own; its name is unchanged."""
+        unknown = set(recipe) - set(ORDER)
+        if unknown:
+            raise ValueError(f"not a per-adapter training setting: {sorted(unknown)}")
+        return replace(self, recipe=tuple((k, recipe[k]) for k in ORDER if k in recipe))
+
     def training(self, base: TrainingSettings) -> TrainingSettings:
-        """The profile's training settings with this cell's overrides applied (a grid batch
-        size smaller than the per-device batch also lowers the per-device batch to fit)."""
-        if not self.overrides:
+        """The profile's training settings with this cell's overrides (and an adapter's
+        recipe) applied (a grid batch size smaller than the per-device batch also lowers the
+        per-device batch to fit)."""
+        if not self.overrides and not self.recipe:
             return base
-        update = dict(self.overrides)
+        update = {**dict(self.overrides), **dict(self.recipe)}
         if "batch_size" in update:
             update["per_device_batch_size"] = math.gcd(update["batch_size"],
                                                        base.per_device_batch_size)
@@ -159,7 +177,9 @@ def _dataset(split: str, method: str, scorer: str) -> tuple[str, ...]:
 
 
 def main_matrix(training: TrainingSettings) -> list[Experiment]:
-    """Tables 1, 2 and 7: every (split, method, scorer) the profile asks for."""
+    """Tables 1, 2 and 7: every (split, method, scorer) the profile asks for (a method's
+    scorers: ``training.method_scorers``, else ``training.scorers``); with
+    ``training.recipes``, each cell names the cell its recipe is chosen on (``recipe_from``)."""
     cells: list[Experiment] = []
     for split in training.splits:
         for method in training.methods:
@@ -173,10 +193,47 @@ def main_matrix(training: TrainingSettings) -> list[Experiment]:
                     cells.append(Experiment(split, "rrhf", "self_judge",
                                             _dataset(split, "rrhf", "self_judge")))
             else:
-                for scorer in training.scorers:
+                for scorer in training.method_scorers.get(method, training.scorers):
                     cells.append(Experiment(split, method, scorer,
                                             _dataset(split, method, scorer)))
-    return cells
+    return cells if training.recipes is None else _with_recipes(training, cells)
+
+
+def recipe_cell_of(training: TrainingSettings, cells: list[Experiment], split: str,
+                   method: str) -> Experiment:
+    """The cell ``method``'s recipe is chosen on in ``split`` (``training.recipes``): its
+    cell ranked by ``recipes.scorer`` (SFT's own, unranked, cell for SFT), or that of the
+    method it borrows from."""
+    assert training.recipes is not None
+    source = training.recipes.borrow.get(method, method)
+    scorer = training.recipes.scorer if METHODS[source].ranked else None
+    for cell in cells:
+        if (cell.split, cell.method, cell.scorer) == (split, source, scorer):
+            return cell
+    raise ValueError(
+        f"training.recipes: {method} on the {split} split takes its recipe from "
+        f"{source}'s cell ranked by {scorer or 'nothing'}, which the main matrix does not "
+        f"have; add {scorer!r} to training.scorers (or training.method_scorers.{source})"
+        if scorer else f"training.recipes: add {source} to training.methods")
+
+
+def recipe_settings(training: TrainingSettings, source: Experiment, method: str,
+                    chosen: dict[str, Any]) -> dict[str, Any]:
+    """What a ``recipe_from`` cell of ``method`` trains: of the configuration its recipe
+    cell ``source`` chose (``chosen``: the selection table's row, or the cell's own
+    settings when its grid is one point), the settings ``source``'s grid varies that
+    ``method`` reads (RAFT takes SFT's learning rate, never a β)."""
+    keys = varied_keys(training, source.method) - set(source.fixed)
+    return {k: chosen[k] for k in ORDER if k in keys and k in chosen
+            and method in methods_reading(k) and chosen[k] is not None}
+
+
+def _with_recipes(training: TrainingSettings, cells: list[Experiment]) -> list[Experiment]:
+    out = []
+    for cell in cells:
+        source = recipe_cell_of(training, cells, cell.split, cell.method)
+        out.append(cell if source == cell else replace(cell, recipe_from=source.name))
+    return out
 
 
 def _cell(training: TrainingSettings, split: str, method: str, scorer: str,
@@ -302,6 +359,8 @@ def configurations(training: TrainingSettings, cell: Experiment, n: int) -> list
     """The selection grid's configurations of ``cell`` (App. B), seed 0 of each; ``[cell]``
     when the grid has one point for it. Settings the cell fixes (a sweep row's λ, β, learning
     rate) are not varied; ``n`` is the samples per question (σ-RRHF batch sizes)."""
+    if cell.recipe_from is not None:  # trains the recipe its recipe cell chooses
+        return [cell]
     grid = training.selection
     fixed = set(cell.fixed)
     axes: list[list[tuple[str, Any]]] = []
@@ -352,7 +411,8 @@ def grid_key(training: TrainingSettings, cell: Experiment, adapter: Experiment) 
     cell's adapter asset; cells of one method and one grid share their keys, so they share a
     partitions definition and can train in one run."""
     effective = adapter.training(training)
-    varied = (varied_keys(training, cell.method) - set(cell.fixed)) | {"seed"}
+    varied = {"seed"} if cell.recipe_from is not None else (
+        varied_keys(training, cell.method) - set(cell.fixed)) | {"seed"}
     return "_".join(f"{SUFFIX[key]}{number_text(getattr(effective, key))}"
                     for key in ORDER if key in varied)
 
@@ -407,6 +467,15 @@ class TaskPlan:
         inputs)."""
         return {row.experiment: list(self.trained[row.experiment])
                 for row in self.sweeps[sweep]}
+
+    def recipe_cell(self, cell: Experiment) -> Experiment | None:
+        """The cell whose selection chooses ``cell``'s recipe (``training.recipes``), or
+        None when the cell selects its own."""
+        if cell.recipe_from is None:
+            return None
+        return next(c for c in self.cells
+                    if c.split == cell.split and c.name == cell.recipe_from
+                    and c.recipe_from is None)
 
     def grid(self, cell: Experiment) -> dict[str, Experiment]:
         """The cell's adapters by grid key (``grid_key``: the cell's Dagster partition keys),

@@ -186,9 +186,11 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         ("configuration", pl.String), ("learning_rate", pl.Float64), ("epochs", pl.Int64),
         ("batch_size", pl.Int64), ("dpo_beta", pl.Float64), ("rrhf_rank_weight", pl.Float64),
         ("seeds", pl.Int64), ("best epochs", pl.String), ("validation pass@1", pl.Float64),
+        ("behind the best", pl.Float64), ("one standard error", pl.Float64),
         ("chosen", pl.Boolean)),
         "a cell's selection grid (App. B): each configuration's settings and mean validation "
-        "pass@1 over its training seeds (%), the best one chosen"),
+        "pass@1 over its training seeds (%), the one training.selection.rule chose (with the "
+        "one-SE rule: points behind the best and the gap's paired standard error)"),
     FrameSchema("expected_best_by_budget", _cols(
         ("split", pl.String), ("method", pl.String), ("scorer", pl.String), ("cell", pl.String),
         ("configurations tried", pl.Int64), ("grid size", pl.Int64),

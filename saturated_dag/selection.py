@@ -1,7 +1,7 @@
 """The paper's selection protocol (App. B): a cell trains every configuration of its grid and
 reports the one with the best validation pass@1. The project's selection rules live here, and
 only here: App. B's argmax (``best``) and the one-standard-error rule (``one_se``) that the
-testbed chooses each method's recipe by (``choose``).
+testbed chooses each method's recipe by (``choose_index``), named by ``training.selection.rule``.
 
 Each configuration's validation pass@1 is that of its kept checkpoint (the best epoch of its
 own run, ``training/train.py``), averaged over its training-seed replicates. The winner is the
@@ -26,25 +26,44 @@ SETTINGS = ("learning_rate", "epochs", "batch_size", "dpo_beta", "rrhf_rank_weig
 @dataclass(frozen=True)
 class Trained:
     """One configuration's replicates: the validation pass@1 (fraction) and kept epoch of
-    each training seed."""
+    each training seed, and (for the one-SE rule) each seed's per-question validation results
+    at its kept epoch (``question_id, n, correct``)."""
 
     adapter: str
     settings: dict[str, Any]
     validation: Sequence[float]
     best_epochs: Sequence[int]
+    per_question: Sequence[pl.DataFrame] = ()
 
 
-def selection_table(configurations: Sequence[Trained]) -> pl.DataFrame:
+def selection_table(configurations: Sequence[Trained], rule: str = "best") -> pl.DataFrame:
     """One row per configuration (grid order): its settings, seeds, kept epochs, mean
-    validation pass@1 (%) and whether it is the chosen one (exactly one row)."""
+    validation pass@1 (%), and whether ``rule`` chose it (exactly one row). With the one-SE
+    rule, also each one's points behind the best and the paired standard error of that gap
+    (seed-averaged per-question rates, paired over the validation questions)."""
     if not configurations:
         raise ValueError("a selection needs at least one trained configuration")
+    if rule not in RULES:
+        raise ValueError(f"unknown selection rule {rule!r}; known: {', '.join(RULES)}")
     means = []
     for c in configurations:
         if not c.validation or len(c.validation) != len(c.best_epochs):
             raise ValueError(f"configuration {c.adapter}: no validation result per seed")
         means.append(100 * sum(c.validation) / len(c.validation))
-    best = best_index(means)
+    pick, margins = best_index(means), None
+    if rule == "one_se":
+        missing = [c.adapter for c in configurations
+                   if len(c.per_question) != len(c.validation)]
+        if missing:
+            raise ValueError(f"the one-SE rule pairs per-question validation results, and "
+                             f"configurations {missing} have none per seed")
+        ids = {tuple(sorted(t["question_id"].to_list())) for c in configurations
+               for t in c.per_question}
+        if len(ids) != 1:
+            raise ValueError("the configurations' validation results cover different questions")
+        rates = [np.mean([_rates(t) for t in c.per_question], axis=0) for c in configurations]
+        steps = [c.settings.get("learning_rate") or 0.0 for c in configurations]
+        pick, margins = choose_index(rates, steps, rule)
     return pl.DataFrame({
         "configuration": [c.adapter for c in configurations],
         **{name: pl.Series(name, [c.settings.get(name) for c in configurations],
@@ -53,8 +72,18 @@ def selection_table(configurations: Sequence[Trained]) -> pl.DataFrame:
         "seeds": pl.Series([len(c.validation) for c in configurations], dtype=pl.Int64),
         "best epochs": [",".join(str(e) for e in c.best_epochs) for c in configurations],
         "validation pass@1": pl.Series(means, dtype=pl.Float64),
-        "chosen": [i == best for i in range(len(configurations))],
+        "behind the best": pl.Series([None] * len(configurations) if margins is None
+                                     else [m[0] for m in margins], dtype=pl.Float64),
+        "one standard error": pl.Series([None] * len(configurations) if margins is None
+                                        else [m[1] for m in margins], dtype=pl.Float64),
+        "chosen": [i == pick for i in range(len(configurations))],
     })
+
+
+def _rates(table: pl.DataFrame) -> np.ndarray:
+    """Per-question pass rates, in question-id order."""
+    ordered = table.sort("question_id")
+    return (ordered["correct"] / ordered["n"]).to_numpy()
 
 
 def chosen(table: pl.DataFrame) -> str:
@@ -76,11 +105,11 @@ def best_index(means: Sequence[float]) -> int:
     return max(range(len(means)), key=lambda i: (round(means[i], 9), -i))
 
 
-def choose(validation: Sequence[pl.DataFrame], steps: Sequence[float], rule: str
-           ) -> tuple[int, list[tuple[float, float]]]:
+def choose_index(rates: Sequence[np.ndarray], steps: Sequence[float], rule: str
+                 ) -> tuple[int, list[tuple[float, float]]]:
     """The index of the configuration ``rule`` picks from each configuration's per-question
-    validation results (``question_id, n, correct``; the same questions for every one, in
-    grid order), and per configuration (points behind the best, the paired standard error of
+    validation pass rates (the same questions, in the same order, for every one; grid
+    order), and per configuration (points behind the best, the paired standard error of
     that gap).
 
     ``best``: the highest validation pass@1 (App. B, ``best_index``). ``one_se``: the
@@ -91,14 +120,10 @@ def choose(validation: Sequence[pl.DataFrame], steps: Sequence[float], rule: str
     the model where the signal is noise (docs/testbed.md)."""
     if rule not in RULES:
         raise ValueError(f"unknown selection rule {rule!r}; known: {', '.join(RULES)}")
-    if len(validation) != len(steps) or not validation:
-        raise ValueError(f"{len(validation)} validation tables for {len(steps)} configurations")
-    order = sorted(validation[0]["question_id"].to_list())
-    rates = []
-    for table in validation:
-        by_id = dict(zip(table["question_id"], (table["correct"] / table["n"]).to_list(),
-                         strict=True))
-        rates.append(np.array([by_id[q] for q in order]))
+    if len(rates) != len(steps) or not rates:
+        raise ValueError(f"{len(rates)} validation results for {len(steps)} configurations")
+    if len({len(r) for r in rates}) != 1:
+        raise ValueError("the configurations were validated on different question sets")
     means = [100 * float(r.mean()) for r in rates]
     best = best_index(means)
     margins = []

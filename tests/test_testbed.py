@@ -1,6 +1,7 @@
 """The calibrated testbed: known-answer scorers (oracle, shuffled control, reliability dial) and
 the controls' verdicts (docs/testbed.md)."""
 
+import json
 import random
 
 import numpy as np
@@ -192,16 +193,27 @@ def test_sfts_control_is_the_oracles_best_against_a_random_correct_completion():
 
 
 def test_the_shipped_testbed_profile_is_the_documented_design():
-    """The defaults that the acceptance rests on: ≥ 300 training questions asked for, the
-    positive control's threshold, ±3 null band, replicates over data and training seeds, the
-    full dial, β up to the paper's 5, and a learning-rate grid below the demo's 2e-3."""
-    s = load_profile("testbed").testbed
-    assert s is not None
-    assert s.min_training_questions >= 300
+    """The defaults that the acceptance rests on, as cells of the plan: ≥ 300 training
+    questions asked for, the positive control's threshold, ±3 null band, two training seeds,
+    the full dial for σ-RRHF and DPO, SFT's two controls, β up to the paper's 5, a
+    learning-rate grid below the demo's 2e-3, and each method's recipe chosen on its own
+    oracle cell by the one-SE rule (RAFT on SFT's)."""
+    from saturated_dag.experiments import experiment_plan
+
+    profile = load_profile("testbed")
+    s, t = profile.testbed, profile.training
+    assert s is not None and s.min_training_questions >= 300
     assert s.positive_min_effect == 8.0 and s.null_band == 3.0
-    assert len(s.data_seeds) >= 2 and len(s.training_seeds) >= 2
-    assert set(known.DIAL) | {known.SHUFFLED} <= set(s.scorers)
-    assert 5.0 in s.dpo_betas and max(s.learning_rates) < 2e-3
+    assert t.replicates >= 2 and t.selection.rule == "one_se"
+    assert set(known.DIAL) | {known.SHUFFLED} <= set(t.scorers)
+    assert set(known.DIAL) | {known.SHUFFLED} <= set(t.method_scorers["dpo"])
+    assert t.method_scorers["raft"] == ["oracle", "random"]
+    assert 5.0 in t.selection.dpo_betas and max(t.selection.learning_rates) < 2e-3
+    plan = experiment_plan(profile)["chain_sum"]
+    for cell in plan.main:
+        source = "sft" if cell.method in ("sft", "raft") else f"{cell.method}_oracle"
+        assert (cell.recipe_from or cell.name) == source, cell.name
+        assert (cell in plan.selections) == (cell.recipe_from is None), cell.name
 
 
 def test_a_profile_without_chain_sum_cannot_hold_a_testbed():
@@ -213,47 +225,99 @@ def test_a_profile_without_chain_sum_cannot_hold_a_testbed():
         parse_profile(profile, "test")
 
 
-TINY = {"testbed": dict(
-    questions_per_cell=10, min_training_questions=2, validation_questions_per_cell=2,
-    eval_questions_per_cell=4, data_seeds=[0], training_seeds=[0], methods=["rrhf"],
-    scorers=["oracle", "oracle_shuffled", "oracle_rho0"], sft=False,
-    learning_rates=[3e-4], epochs=1, workers=1,
-    dpo_search=None)}  # the shipped profile's search trains 40 recipes: its own tiny test
+TINY = {
+    "chain_sum": {"questions_per_cell": 4, "eval_questions_per_cell": 2,
+                  "strict_questions_per_cell": 2},
+    "sampling": {"max_new_tokens": 96},
+    "training": {"methods": ["rrhf", "dpo", "sft", "raft"],
+                 "scorers": ["oracle", "oracle_shuffled", "oracle_rho0"],
+                 "method_scorers": {"dpo": ["oracle", "oracle_shuffled"],
+                                    "raft": ["oracle", "random"]}, "replicates": 1,
+                 "epochs": 1, "validation_questions_per_cell": 1,
+                 "selection": {"learning_rates": [3e-4, 1e-3], "dpo_betas": None}},
+    "testbed": {"min_training_questions": 1}}
+"""The testbed at toy size: each oracle cell (and SFT's) selects between two learning rates;
+the shuffled and dial cells and RAFT's controls train the chosen recipes."""
 
 
-def test_a_tiny_testbed_runs_end_to_end(tmp_path):
-    """The whole runner on the embedded model at toy size, in this process: pools, scores,
-    the recipe selection, replicates, the analysis and its files; a rerun reuses every run."""
-    profile = load_profile("testbed", TINY)
-    logs: list[str] = []
-    result = testbed.run_testbed(profile, tmp_path, log=logs.append)
-    assert set(result.rows["scorer"]) == {"oracle", "oracle_shuffled", "oracle_rho0"}
-    assert result.rows["questions"].unique().to_list() == [
-        4 * len(result.facts["cells used"])]
-    assert POS_RRHF in result.verdicts and NEG_RRHF in result.verdicts
-    assert "positive control (DPO)" not in result.verdicts  # no DPO rows, no DPO control
-    paths = testbed.write_outputs(result, tmp_path / "chain_sum")
-    assert all(p.exists() for p in paths.values())
-    logs.clear()
-    again = testbed.run_testbed(profile, tmp_path, log=logs.append)
-    assert not any("item(s)" in line for line in logs)  # nothing trained or sampled again
-    assert again.rows.equals(result.rows)
+def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
+    """The testbed job's graph at toy size: the oracle cells select, the other cells train
+    the recipe their selection chose (an input of their adapter assets), and the analysis
+    reads their eval reports; a second run trains nothing (every adapter a cache hit)."""
+    import dagster as dg
+
+    from tests.pipeline import adapter_folder, asset_path, graph, materialize, resources
+
+    assets, _ = graph("testbed", TINY)
+    key = dg.AssetKey(["chain_sum", "testbed_validation"])
+    by_key = {k: a for a in assets if isinstance(a, dg.AssetsDefinition) for k in a.keys}
+    shuffled = by_key[dg.AssetKey(["chain_sum", "saturated", "adapter",
+                                   "rrhf_oracle_shuffled"])]
+    assert dg.AssetKey(["chain_sum", "saturated", "selection", "rrhf_oracle"]) in {
+        dep.asset_key for spec in shuffled.specs for dep in spec.deps}
+    upstream = [k for k in by_key if k == key or k in _ancestors(by_key, key)]
+    result = materialize(assets, upstream, resources=resources(tmp_path / "out", "testbed",
+                                                                 TINY))
+    assert result.success
+    stored = pl.read_parquet(asset_path(tmp_path / "out", "chain_sum", "testbed_validation"))
+    assert set(zip(stored["method"], stored["scorer"], strict=True)) == {
+        ("σ-RRHF", "oracle"), ("σ-RRHF", "oracle_shuffled"), ("σ-RRHF", "oracle_rho0"),
+        ("DPO", "oracle"), ("DPO", "oracle_shuffled"), ("SFT", "sft"), ("RAFT", "oracle"),
+        ("RAFT", "random")}
+    recipes = dict(zip(stored["method"], stored["recipe"], strict=False))
+    assert recipes["RAFT"] == recipes["SFT"] and recipes["σ-RRHF"].startswith("η=")
+    out = tmp_path / "out"
+    for follower, chooser in (("rrhf_oracle_shuffled", "rrhf_oracle"),
+                              ("dpo_oracle_shuffled", "dpo_oracle"), ("raft_random", "sft")):
+        selection = pl.read_parquet(asset_path(out, "chain_sum", "saturated", "selection",
+                                               chooser)).filter(pl.col("chosen"))
+        trained = json.loads((adapter_folder(out, follower) / "training_config.json")
+                             .read_text())["settings"]
+        assert trained["learning_rate"] == selection["learning_rate"][0], follower
+    metadata = result.asset_materializations_for_node("chain_sum__testbed_validation")[0]
+    assert next(iter(metadata.metadata)) == "summary"
+    verdicts = metadata.metadata
+    assert "positive control (σ-RRHF) passed" in verdicts
+    assert (tmp_path / "out" / "chain_sum" / "testbed_dose_response.png").is_file()
+    again = materialize(assets, upstream, resources=resources(tmp_path / "out", "testbed",
+                                                                TINY))
+    adapters = [m for m in again.get_asset_materialization_events()
+                if "adapter" in m.asset_key.path]
+    assert adapters and all(
+        m.materialization.metadata["grid"].value.records[0].data["cache"] == "hit"
+        for m in adapters)
 
 
-def test_sfts_two_controls_train_with_sfts_recipe_and_give_its_verdict(tmp_path):
-    """The shipped default trains SFT (``testbed.sft``): its two controls, RAFT on the
-    oracle's best and on a random correct completion, train with SFT's chosen recipe, and
-    SFT's positive control is their paired contrast."""
-    assert Settings().sft and load_profile("testbed").testbed.sft
-    profile = load_profile("testbed", {"testbed": {**TINY["testbed"], "sft": True,
-                                                   "scorers": ["oracle"]}})
-    result = testbed.run_testbed(profile, tmp_path)
-    raft = result.rows.filter(pl.col("method") == "RAFT")
-    assert sorted(raft["scorer"]) == ["oracle", "random"]
-    sft_recipe = result.rows.filter(pl.col("method") == "SFT")["recipe"].to_list()
-    assert set(raft["recipe"]) == set(sft_recipe)
-    assert "positive control (SFT)" in result.verdicts
-    assert set(testbed.controls(result.verdicts)) == {"rrhf", "sft", "raft"}
+def _ancestors(by_key, key):
+    found, todo = set(), [key]
+    while todo:
+        for spec in by_key[todo.pop()].specs:
+            for dep in spec.deps:
+                if dep.asset_key in by_key and dep.asset_key not in found:
+                    found.add(dep.asset_key)
+                    todo.append(dep.asset_key)
+    return found
+
+
+def test_editing_the_testbeds_analysis_changes_no_trainings_code_version():
+    """The analysis (``saturated_dag/testbed.py``: verdicts, figure) is in the code version
+    of ``chain_sum/testbed_validation`` alone: editing ``dose_response_figure`` re-runs the
+    analysis and never an adapter or an eval report."""
+    import dagster as dg
+
+    from assets.versioning import PROJECT, compute_module
+    from tests.pipeline import graph
+
+    assets, _ = graph("testbed")
+    for a in assets:
+        if not isinstance(a, dg.AssetsDefinition) or not a.is_executable:
+            continue
+        imports = PROJECT.closure(compute_module(a))
+        for key in a.keys:
+            if key.path[-1] == "testbed_validation":
+                assert "saturated_dag.testbed" in imports
+            else:
+                assert "saturated_dag.testbed" not in imports, key.to_user_string()
 
 
 def _validation(rates: list[float]) -> pl.DataFrame:
@@ -263,24 +327,34 @@ def _validation(rates: list[float]) -> pl.DataFrame:
 
 
 def test_one_standard_error_rule_prefers_the_smaller_step_within_the_noise():
+    """``training.selection.rule: one_se`` (the testbed's recipes), in the project's one
+    selection (``selection.selection_table``)."""
+    from saturated_dag.selection import Trained, chosen, selection_table
+
     base = np.full(48, 0.75)
     near = base.copy()  # better by 0.52 points: 10 questions up, 8 down, one sample each
     near[:10] += 0.125
     near[10:18] -= 0.125
     far = base - 0.25  # clearly worse: 25 points on every question
-    recipes = [testbed.Recipe("rrhf", lr) for lr in (1e-4, 3e-4, 1e-3)]
-    tables = [_validation(list(far)), _validation(list(base)), _validation(list(near))]
-    best, margins = testbed.choose_recipe(recipes, tables, "best")
-    assert best == 2  # App. B: the highest validation pass@1
-    gap, se = margins[1]
+
+    def grid(rates):
+        return [Trained(f"lr{lr:g}", {"learning_rate": lr}, [float(r.mean())], [1],
+                        [_validation(list(r))]) for lr, r in zip((1e-4, 3e-4, 1e-3), rates,
+                                                                 strict=True)]
+
+    best = selection_table(grid([far, base, near]), "best")
+    assert chosen(best) == "lr0.001"  # App. B: the highest validation pass@1
+    one_se = selection_table(grid([far, base, near]), "one_se")
+    gap, se = one_se["behind the best"][1], one_se["one standard error"][1]
     assert gap == pytest.approx(100 * 2 * 0.125 / 48) and 0 < gap < se
-    one_se, _ = testbed.choose_recipe(recipes, tables, "one_se")
-    assert one_se == 1  # within one standard error: the smaller step
-    assert margins[0][0] > margins[0][1]  # beyond it: never chosen
-    tables[1] = _validation(list(base - 0.125))  # now clearly behind: the best stays
-    assert testbed.choose_recipe(recipes, tables, "one_se")[0] == 2
+    assert chosen(one_se) == "lr0.0003"  # within one standard error: the smaller step
+    assert one_se["behind the best"][0] > one_se["one standard error"][0]  # never chosen
+    clear = selection_table(grid([far, base - 0.125, near]), "one_se")
+    assert chosen(clear) == "lr0.001"  # now clearly behind: the best stays
     with pytest.raises(ValueError, match="unknown selection rule"):
-        testbed.choose_recipe(recipes, tables, "median")
+        selection_table(grid([far, base, near]), "median")
+    with pytest.raises(ValueError, match="per-question validation"):
+        selection_table([Trained("a", {"learning_rate": 1e-4}, [0.5], [1])], "one_se")
 
 
 def test_a_null_is_read_only_beside_a_passing_positive_control_of_its_own_method():
@@ -347,16 +421,19 @@ NO_SWEEPS = {"sweeps": {"rank_weight": None, "rrhf_variants": None, "dpo_beta": 
 
 
 @pytest.mark.parametrize("method", ["rrhf", "dpo", "sft", "raft"])
-def test_every_training_setting_reaches_the_testbeds_runs_as_it_reaches_the_graphs(method):
-    """The testbed trains by the graph's route: for every setting of the profile's
-    ``training`` section, changed from its default one at a time, the testbed run's trainer
-    settings equal those of the graph's adapter with the same recipe, and survive the
-    training job's JSON (the route into a Pipes child or a worker). Dropping a setting on the
-    testbed's route (as gradient checkpointing and the σ-RRHF switches once were) fails."""
+def test_every_training_setting_reaches_the_trainer_on_every_route(method):
+    """One route from the profile to the trainer: for every setting of the ``training``
+    section, changed from its default one at a time, a testbed adapter that trains its
+    recipe cell's choice (``Experiment.with_recipe``) gets a ``TrainingJob`` from the graph's
+    own ``assets.adapters.training_job``; the job survives its JSON (the route into a Pipes
+    child or a side-by-side worker, which all call ``isolated.train_job``), and the trainer's
+    config (TRL's, or σ-RRHF's) and LoRA's hold the value the profile set, with the recipe's
+    learning rate (and β). Dropping a setting anywhere on the way fails."""
     from dataclasses import asdict
+    from pathlib import Path
 
-    from saturated_dag.config import TrainingSettings
-    from saturated_dag.training.config import settings_for
+    from assets.adapters import training_job
+    from saturated_dag.experiments import experiment_plan
     from saturated_dag.training.job import TrainingJob
 
     changed = {"gradient_checkpointing": True, "rrhf_use_sft": False, "rrhf_hinge": False,
@@ -365,44 +442,46 @@ def test_every_training_setting_reaches_the_testbeds_runs_as_it_reaches_the_grap
                "lora_r": 3, "lora_alpha": 5, "lora_dropout": 0.2, "batch_size": 16,
                "per_device_batch_size": 16, "dpo_beta": 0.37, "dpo_nll_weight": 0.5}
     alongside = {"per_device_batch_size": {"batch_size": 16}}  # a multiple of it, and ≥ n
-    base = load_profile("testbed", {**TINY, "training": NO_SWEEPS})
+    recipe = {"learning_rate": 3e-4, **({"dpo_beta": 0.5} if method == "dpo" else {})}
+    scorer = {"rrhf": "oracle_shuffled", "dpo": "oracle_shuffled", "raft": "random"}
+    training = {"methods": ["rrhf", "dpo", "sft", "raft"], **NO_SWEEPS}
+
+    def settings(profile):
+        plan = experiment_plan(profile)["chain_sum"]
+        cell = next(c for c in plan.main if c.method == method
+                    and c.scorer == scorer.get(method))
+        adapter = next(iter(plan.grid(cell).values())).with_recipe(recipe)
+        if method != "sft":
+            assert cell.recipe_from is not None  # a cell that trains another's choice
+        job = training_job(profile, "chain_sum", adapter, profile.policy, Path("d.parquet"),
+                           Path("out"), "key", "outputs")
+        child = TrainingJob.from_json(job.to_json())
+        assert asdict(child.trainer_settings()) == asdict(job.trainer_settings())
+        return child.trainer_settings()
+
+    default = asdict(settings(load_profile("testbed", {"training": training})))
     reached = set()
     for field, value in changed.items():
-        profile = load_profile("testbed", {**TINY, "training": {
-            field: value, **alongside.get(field, {}), **NO_SWEEPS}})
-        recipe = testbed.Recipe(method, 3e-4, 0.5 if method == "dpo" else None)
-        run = testbed.Run(recipe, "oracle", 0, 1)
-        bed = testbed.Testbed(profile, "/nonexistent")
-        overrides = {"learning_rate": 3e-4, "epochs": profile.testbed.epochs, "seed": 1,
-                     **({"dpo_beta": 0.5} if method == "dpo" else {})}
-        graph = asdict(settings_for(method, TrainingSettings.model_validate(
-            {**profile.training.model_dump(), **overrides})))
-        assert bed.train_settings(run) == graph, field
-        job = TrainingJob(profile=profile, task="chain_sum", method=method,
-                          training_overrides=overrides, base_model="arith-base", batch_size=4,
-                          data="d.parquet", out_dir="out")
-        child = TrainingJob.from_json(job.to_json())
-        assert asdict(child.trainer_settings()) == graph, field
-        default = testbed.Testbed(base, "/nonexistent").train_settings(run)
-        if default != graph:
+        profile = load_profile("testbed", {"training": {
+            **training, field: value, **alongside.get(field, {})}})
+        trained = settings(profile)
+        if asdict(trained) != default:
             reached.add(field)
-        # ... and on to the trainer's own config (TRL's, or σ-RRHF's) and LoRA's, with the
-        # value the profile set
-        config, lora = _trainer_config(method, bed.train_settings(run))
-        expected = {field: value, **alongside.get(field, {})}
-        for name, want in expected.items():
+        config, lora = _trainer_config(method, asdict(trained))
+        assert config.learning_rate == 3e-4, field
+        if method == "dpo":
+            assert config.beta == 0.5, field  # the recipe's β, not the profile's
+        for name, want in {field: value, **alongside.get(field, {})}.items():
             if name in TRAINER_FIELDS.get(method, set()) | TRAINER_FIELDS["*"]:
                 if name == "batch_size":  # reached as micro-batches per optimizer step
                     want = want // profile.training.per_device_batch_size
                 got = _config_value(name, config, lora)
                 assert got == want, (field, name, got)
-        if method == "dpo":
-            assert config.beta == recipe.beta and config.learning_rate == recipe.learning_rate
     own = {"rrhf": {"rrhf_use_sft", "rrhf_hinge", "rrhf_logistic_weight", "rrhf_sft_token_mean",
                     "rrhf_rank_weight"}, "dpo": {"dpo_nll_weight"}}.get(method, set())
     common = {"gradient_checkpointing", "max_length", "dtype", "lora_r", "lora_alpha",
               "lora_dropout", "batch_size", "per_device_batch_size"}
-    assert common | own <= reached  # each setting changed what the run trains with
+    assert common | own <= reached  # each setting changed what the adapter trains with
 
 
 TRAINER_FIELDS = {
@@ -416,8 +495,8 @@ testbed's recipe sets it: a DPO run's β is the recipe's, checked on its own).""
 
 
 def _trainer_config(method: str, settings: dict):
-    """The trainer config and LoRA config a testbed run's settings build, as its worker
-    builds them (``testbed._train`` -> ``train.trainer_config``)."""
+    """The trainer config and LoRA config an adapter's settings build, as ``train_adapter``
+    builds them (``train.trainer_config``, ``train._lora``)."""
     from saturated_dag.training.config import SETTINGS_OF_METHOD, LoraSettings, resolve_dtype
     from saturated_dag.training.train import _lora, trainer_config
 
@@ -445,83 +524,6 @@ def _config_value(name: str, config, lora):
     }[name]()
 
 
-def test_the_testbed_asset_materialises_its_table_and_figure(tmp_path):
-    """The Dagster asset of the `testbed` job (tiny settings): its frame passes the Parquet IO
-    manager's declared schema, and its first metadata entry is the verdicts' headline."""
-    import dagster as dg
-
-    from tests.pipeline import asset_path, graph, resources
-
-    assets, _ = graph("testbed", TINY)
-    key = dg.AssetKey(["chain_sum", "testbed_validation"])
-    result = dg.materialize(assets, selection=[key],
-                            resources=resources(tmp_path / "out", "testbed", TINY))
-    assert result.success
-    metadata = result.asset_materializations_for_node("chain_sum__testbed_validation")[0].metadata
-    assert next(iter(metadata)) == "headline"
-    assert "positive control" in metadata["headline"].value
-    stored = pl.read_parquet(asset_path(tmp_path / "out", "chain_sum", "testbed_validation"))
-    assert set(stored["scorer"]) == {"oracle", "oracle_shuffled", "oracle_rho0"}
-    assert (tmp_path / "out" / "chain_sum" / "testbed_dose_response.png").is_file()
-
-
-def _samples(rates: list[float], completion: str = "1 + 2 = 3 \\boxed{3}") -> pl.DataFrame:
-    """Eval samples: question i's 8 samples, ``round(8 * rates[i])`` of them correct."""
-    rows = [{"question_id": f"q{i:02d}", "cell": "3x1", "sample_index": j,
-             "completion": completion, "correct": j < round(8 * rate)}
-            for i, rate in enumerate(rates) for j in range(8)]
-    return pl.DataFrame(rows)
-
-
-def test_the_dpo_search_reads_each_recipes_controls_margins_and_choice():
-    """Per recipe: the oracle's and the shuffled control's Δ with intervals, whether DPO's
-    controls pass there, the margins and log-probabilities from its log; the verdict names
-    the passing recipes and diagnoses a search where none passes."""
-    from saturated_dag import dpo_search
-
-    base = _samples([0.5] * 40)
-    lifted = _samples([0.5 + 0.25 * (i % 2) + 0.125 for i in range(40)])  # about +25 points
-    log_down = [{"step": 1, "rewards/margins": 0.1, "logps/chosen": -10.0,
-                 "logps/rejected": -10.0},
-                {"step": 9, "rewards/margins": 3.0, "logps/chosen": -14.0,
-                 "logps/rejected": -20.0}]
-    validation = _validation([0.5] * 8)
-    runs = [dpo_search.SearchRun(0.1, 1e-4, 0.0, base, base, validation, 2, log_down),
-            dpo_search.SearchRun(5.0, 1e-4, 1.0, lifted, base, _validation([0.75] * 8), 3,
-                                 log_down),
-            dpo_search.SearchRun(1.0, 3e-4, 0.0, lifted, None, validation, 1, [])]
-    table = dpo_search.search_table(runs, base, ["3x1"], 5.0, 3.0, "best")
-    # the third recipe's oracle gained, but with no shuffled control it cannot pass
-    assert table["passes"].to_list() == [False, True, False]
-    assert table["shuffled Δ"][2] is None and table["reward margin (last)"][2] is None
-    assert table["chosen"].to_list() == [False, True, False]  # the best validation pass@1
-    assert table["oracle Δ"][1] == pytest.approx(25.0) and table["oracle low"][1] > 0
-    assert table["reward margin (last)"][0] == 3.0
-    assert table["chosen log-prob moved"][0] == -4.0
-    assert table["rejected log-prob moved"][0] == -10.0
-    found = dpo_search.verdict(table)
-    assert found["passed"] and found["passing"] == ["β=5, η=1e-04, NLL 1"]
-    assert found["chosen passes"]
-    none = dpo_search.verdict(table.with_columns(passes=pl.lit(False)))
-    assert not none["passed"] and not none["chosen passes"]
-    assert "unvalidated" in none["reading"]
-    assert "pushing both log-probabilities down" in none["diagnosis"]
-
-
-def test_a_tiny_dpo_search_trains_both_arms_and_draws_its_grid(tmp_path):
-    profile = load_profile("testbed", {"testbed": {
-        **TINY["testbed"], "dpo_search": {"betas": [0.1], "learning_rates": [3e-4],
-                                          "epochs": 1, "nll_weights": [0.0, 1.0]}}})
-    result = testbed.run_testbed(profile, tmp_path)
-    assert result.dpo_search is not None
-    assert result.dpo_search["NLL weight"].to_list() == [0.0, 1.0]
-    assert result.dpo_search["reward margin (last)"].null_count() == 0
-    assert "DPO recipe search" in result.verdicts
-    assert "DPO recipe search" in testbed.headline(result)
-    paths = testbed.write_outputs(result, tmp_path / "chain_sum")
-    assert paths["dpo search figure"].is_file()
-
-
 def test_the_study_report_marks_a_method_whose_control_failed_unvalidated():
     import sys
     from pathlib import Path
@@ -539,13 +541,3 @@ def test_the_study_report_marks_a_method_whose_control_failed_unvalidated():
     assert unvalidated(None) == [] and unvalidated({"rrhf": controls["rrhf"]}) == []
 
 
-def test_the_testbeds_workers_are_bound_to_the_run(monkeypatch):
-    """Each worker of the testbed's pool gets the lifeline of every worker of a run, bound
-    to the process that started the pool; in-process work binds nothing."""
-    from saturated_dag import lifeline
-
-    bound: list[int] = []
-    monkeypatch.setattr(lifeline, "bind_worker", bound.append)
-    testbed._init_worker(4242)
-    testbed._init_worker()
-    assert bound == [4242]

@@ -179,3 +179,13 @@ def rho_figure(per_question: pl.DataFrame, path: Path, title: str) -> Path:
     atomic_save_figure(fig, path, dpi=100)  # never a half-written PNG
     plt.close(fig)
     return path
+
+
+def rho_with_oracle(agreement: pl.DataFrame, split: str) -> dict[str, float]:
+    """Each scorer's mean within-question Spearman ρ with the oracle on ``split``, from the
+    scorer agreement table (the oracle's own is 1)."""
+    part = agreement.filter((pl.col("split") == split) & pl.col("rho").is_not_null()
+                            & ((pl.col("scorer_a") == "oracle") | (pl.col("scorer_b") == "oracle")))
+    other = pl.when(pl.col("scorer_a") == "oracle").then("scorer_b").otherwise("scorer_a")
+    means = part.group_by(other.alias("scorer")).agg(pl.col("rho").mean())
+    return {"oracle": 1.0, **dict(zip(means["scorer"], means["rho"], strict=True))}

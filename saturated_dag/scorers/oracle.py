@@ -179,3 +179,27 @@ def known_answer_scores(completions: ScoredCompletions, accuracy: Mapping[str, f
             out[name] = (table, {"target_rho": DIAL[name], "oracle_weight": weight,
                                  "achieved_rho": achieved})
     return out
+
+
+def style_spread(base: pl.DataFrame, min_spread: float) -> pl.DataFrame:
+    """Per eval cell, from the base model's own eval samples: its pass@1, each style's
+    accuracy, the spread between the most and least accurate style (styles with at least 5%
+    of the cell's samples) and whether the cell can show a style effect (spread ≥
+    ``min_spread`` points)."""
+    styled_samples = styled(base)
+    total = styled_samples.group_by("cell").agg(cell_samples=pl.len())
+    per_style = (styled_samples.group_by("cell", "style")
+                 .agg(samples=pl.len(), accuracy=100 * pl.col("correct").cast(pl.Float64).mean())
+                 .join(total, on="cell")
+                 .filter(pl.col("samples") >= 0.05 * pl.col("cell_samples")))
+    spread = per_style.group_by("cell").agg(
+        best_style=pl.col("style").sort_by("accuracy").last(),
+        best_accuracy=pl.col("accuracy").max(),
+        worst_style=pl.col("style").sort_by("accuracy").first(),
+        worst_accuracy=pl.col("accuracy").min())
+    base_p = styled_samples.group_by("cell").agg(
+        base_pass_at_1=100 * pl.col("correct").cast(pl.Float64).mean())
+    return (base_p.join(spread, on="cell").with_columns(
+        style_spread=pl.col("best_accuracy") - pl.col("worst_accuracy"),
+        headroom=pl.col("best_accuracy") - pl.col("base_pass_at_1"))
+        .with_columns(shows_style_effect=pl.col("style_spread") >= min_spread).sort("cell"))

@@ -56,6 +56,10 @@ RESULT_FILE = "result.json"
 key it was trained under), written as the training publishes it
 (``isolated.write_result``): what a later cache hit reads and checks."""
 
+VALIDATION_FILE = "validation.parquet"
+"""The kept epoch's per-question validation results (``question_id, n, correct``), written
+before ``RESULT_FILE``: the one-standard-error selection rule pairs configurations on them."""
+
 CURRENT_FILE = "current"
 """The file in an adapter's home that names its current key folder."""
 

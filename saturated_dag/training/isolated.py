@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from saturated_dag.training.folders import ADAPTER_WEIGHTS, RESULT_FILE
+from saturated_dag.training.folders import ADAPTER_WEIGHTS, RESULT_FILE, VALIDATION_FILE
 from saturated_dag.training.job import TrainingJob
 
 LogFn = Callable[[str], None]
@@ -49,6 +49,7 @@ def train_job(job: TrainingJob, log: LogFn | None = None,
     profile = job.profile
     questions = validation_questions(profile, job.task)
     params = profile.sampling.params()
+    per_epoch: list[pl.DataFrame] = []
 
     def validation_pass_at_1(model: Any, tokenizer: Any) -> float:
         backend = TransformersBackend(model, tokenizer, batch_size=job.batch_size,
@@ -56,6 +57,7 @@ def train_job(job: TrainingJob, log: LogFn | None = None,
         # the same prompts and answer rule as the pool and the eval reports
         backend.enable_thinking = job.enable_thinking
         table, _ = evaluate(questions, backend, params, answer_check=profile.answer_check)
+        per_epoch.append(table.select("question_id", "n", "correct"))
         return summarise(table, ks=(1,))["pass@1"] / 100
 
     with environment(job.tracking_env):  # the MLflow callback's store and tags
@@ -64,7 +66,12 @@ def train_job(job: TrainingJob, log: LogFn | None = None,
                                eval_fn=validation_pass_at_1, log=log, record=job.record,
                                before_publish=before_publish,
                                report_to=profile.tracking.report_to, bases=bases)
-    return write_result(Path(result.adapter_dir), asdict(result), job.record.get("cache_key"))
+    folder = Path(result.adapter_dir)
+    if per_epoch:  # the kept epoch's per-question results: the one-SE rule pairs them
+        from saturated_dag.atomic import atomic_write_parquet
+
+        atomic_write_parquet(per_epoch[result.best_epoch - 1], folder / VALIDATION_FILE)
+    return write_result(folder, asdict(result), job.record.get("cache_key"))
 
 
 def write_result(folder: Path, record: dict[str, Any], cache_key: str | None) -> dict[str, Any]:
