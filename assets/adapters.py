@@ -26,7 +26,7 @@ keeping the eval part the eval report asset fills in while it is about the same 
 import hashlib
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +58,8 @@ from saturated_dag.tracking import trainer_environment
 from saturated_dag.training.config import (
     LOG_NAMES,
     resolve_dtype,
-    settings_for,
     settings_line,
+    settings_record,
     settings_summary,
 )
 from saturated_dag.training.folders import (
@@ -115,10 +115,9 @@ def _train(context: dg.AssetExecutionContext, inference: InferenceResource,
     inference.release()
     if isolate:
         return train_with_pipes(context, jobs, work, inference).metadata
-    from saturated_dag.parallel import training_workers
-    from saturated_dag.training.isolated import train_jobs
+    from saturated_dag.training.runner import policy_for, run_jobs
 
-    train_jobs(jobs, log=context.log.info, workers=training_workers(jobs[0].profile))
+    run_jobs(jobs, policy_for(jobs), log=context.log.info)
     return {}
 
 
@@ -253,7 +252,7 @@ def _look_up(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     key = training_key(profile, task, exp, code_version_of(context),
                        policy_identity(inference.policy_settings()), data)
     out = key_folder(home, key)
-    planned = asdict(settings_for(exp.method, exp.training(profile.training)))
+    planned = settings_record(exp.method, exp.training(profile.training))
     # the run's tags say what each of its adapters is trained with (the UI's run list)
     context.instance.add_run_tags(context.run_id, {
         f"saturated_dag/{task}/{exp.split}/adapter/{exp.name}":

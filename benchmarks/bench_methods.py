@@ -28,6 +28,7 @@ from typing import Any
 import polars as pl
 
 from benchmarks.common import Report, base_parser, chain_sum_prompts, load_backend, median
+from saturated_dag.config import TrainingSettings
 from saturated_dag.generation.base import SamplingParams
 
 METHODS = ("dpo", "sft", "rrhf")
@@ -65,29 +66,31 @@ def tokens_per_epoch(tokenizer: Any, method: str, data: pl.DataFrame) -> int:
 
 
 def library_default_trainer(method: str, model: Any, tokenizer: Any, data: pl.DataFrame,
-                            settings: Any, workdir: str) -> Any:
+                            training: TrainingSettings, workdir: str) -> Any:
     """The pipeline's trainer for ``method`` with the library's default arguments except the
     shared hyperparameters (``_common_args`` swapped for them while it is built)."""
     from unittest import mock
 
     from saturated_dag.training import train
+    from saturated_dag.training.config import grad_accumulation
 
-    def shared(settings: Any, output_dir: str, precision: str,
+    def shared(method: str, training: TrainingSettings, output_dir: str, precision: str,
                per_device: int | None = None) -> dict[str, Any]:
-        del precision
-        return {"output_dir": output_dir, "num_train_epochs": settings.epochs,
-                "per_device_train_batch_size": per_device or settings.per_device_batch_size,
-                "gradient_accumulation_steps": settings.grad_accumulation,
-                "learning_rate": settings.learning_rate, "report_to": "none",
-                "use_cpu": True, "save_strategy": "no", "seed": settings.seed,
+        del method, precision
+        return {"output_dir": output_dir, "num_train_epochs": training.epochs,
+                "per_device_train_batch_size": per_device or training.per_device_batch_size,
+                "gradient_accumulation_steps": grad_accumulation(training),
+                "learning_rate": training.learning_rate, "report_to": "none",
+                "use_cpu": True, "save_strategy": "no", "seed": training.seed,
                 "remove_unused_columns": False}
 
     with mock.patch.object(train, "_common_args", shared):
-        return train._build_trainer(method, model, tokenizer, data, settings, workdir,
+        return train._build_trainer(method, model, tokenizer, data, training, workdir,
                                     "float32")
 
 
-def run_once(spec: str, method: str, data: pl.DataFrame, settings: Any, ours: bool) -> float:
+def run_once(spec: str, method: str, data: pl.DataFrame, training: TrainingSettings,
+             ours: bool) -> float:
     from saturated_dag.generation.models import load_model
     from saturated_dag.training.train import _build_trainer
 
@@ -95,22 +98,15 @@ def run_once(spec: str, method: str, data: pl.DataFrame, settings: Any, ours: bo
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     with tempfile.TemporaryDirectory() as workdir:
-        trainer = (_build_trainer(method, model, tokenizer, data, settings, workdir, "float32")
+        trainer = (_build_trainer(method, model, tokenizer, data, training, workdir, "float32")
                    if ours else library_default_trainer(method, model, tokenizer, data,
-                                                        settings, workdir))
+                                                        training, workdir))
         start = time.perf_counter()
         trainer.train()
         return time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from saturated_dag.training.config import (
-        DpoSettings,
-        LoraSettings,
-        RrhfSettings,
-        SftSettings,
-    )
-
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=32)
     parser.add_argument("--n", type=int, default=8)
@@ -121,11 +117,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.questions, args.n, args.epochs, args.repeats = 2, 2, 1, 1
     backend = load_backend(args.model, args.threads)
     sets = training_sets(backend, args.questions, args.n)
-    lora = LoraSettings(r=32, alpha=64, dropout=0.05)
-    common = {"epochs": args.epochs, "batch_size": args.n, "per_device_batch_size": args.n,
-              "learning_rate": 2e-3, "max_length": 512, "lora": lora}
-    settings = {"dpo": DpoSettings(**common), "sft": SftSettings(**common),
-                "rrhf": RrhfSettings(**common)}
+    training = TrainingSettings(epochs=args.epochs, batch_size=args.n,
+                                per_device_batch_size=args.n, learning_rate=2e-3,
+                                max_length=512, lora_r=32, lora_alpha=64, lora_dropout=0.05)
     rows, summary = [], {}
     for method in args.methods:
         tokens = tokens_per_epoch(backend.tokenizer, method, sets[method]) * args.epochs
@@ -133,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for _ in range(args.repeats):
             for name in seconds:
                 seconds[name].append(run_once(args.model, method, sets[method],
-                                              settings[method], ours=name == "ours"))
+                                              training, ours=name == "ours"))
         rate = {name: tokens / median(values) for name, values in seconds.items()}
         for name in seconds:
             rows.append([method, name, median(seconds[name]), tokens, rate[name]])

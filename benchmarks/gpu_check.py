@@ -160,8 +160,8 @@ def install_stand_ins(hide: Sequence[str] = ()) -> list[str]:
 @dataclass(frozen=True)
 class TrainCase:
     """One method's optimizer step on one task's sequences: ``settings`` is the method's
-    trainer config as ``asdict`` gives it (``training.config``); ``group`` the completions of a
-    σ-RRHF question (1 for the other methods)."""
+    configuration as an adapter records it (``training.config.settings_record``); ``group``
+    the completions of a σ-RRHF question (1 for the other methods)."""
 
     task: str
     method: str
@@ -238,7 +238,7 @@ def shapes_from_profile(name: str = "paper", entropy_sequences: int = 64) -> Sha
     whole environment (pydantic, polars): run here, not on the GPU machine."""
     from saturated_dag import paper_cost as pc
     from saturated_dag.config import load_profile
-    from saturated_dag.training.config import settings_for
+    from saturated_dag.training.config import settings_record
     from saturated_dag.training.memory import KNOWN_SHAPES
 
     profile = load_profile(name)
@@ -248,7 +248,7 @@ def shapes_from_profile(name: str = "paper", entropy_sequences: int = 64) -> Sha
     training = tuple(
         TrainCase(task, method, round(lengths.prompt), round(lengths.completion),
                   n if method == "rrhf" else 1,
-                  asdict(settings_for(method, profile.training)))
+                  settings_record(method, profile.training))
         for (task, method), lengths in sorted(pc.training_lengths(profile, assumptions).items()))
     slots = profile.training.validation_batch_size
     sampling = tuple(
@@ -271,16 +271,25 @@ def shapes_from_profile(name: str = "paper", entropy_sequences: int = 64) -> Sha
                        not profile.training.gradient_checkpointing))
 
 
+TOY_TRAINING: dict[str, Any] = {
+    "epochs": 1, "batch_size": 4, "per_device_batch_size": 2, "learning_rate": 1e-5,
+    "max_length": 64, "seed": 0, "dtype": "float32", "gradient_checkpointing": False,
+    "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.05, "dpo_beta": 0.1, "dpo_nll_weight": 0.0,
+    "rrhf_rank_weight": 0.1, "rrhf_use_sft": True, "rrhf_hinge": True,
+    "rrhf_logistic_weight": True, "rrhf_sft_token_mean": True}
+"""The dry run's training settings, ``TrainingSettings``' fields the trainer reads (two
+micro-batches per step, a small LoRA); plain values, because the dry run proves the GPU
+machine's path, which has no pydantic (``tests/test_gpu_check.py`` validates them)."""
+
+
 def toy_shapes() -> Shapes:
     """A tiny model and short sequences for the CPU dry run: every code path of the GPU run
     (two micro-batches per step, both checkpointing settings, every method) in seconds."""
-    from saturated_dag.training.config import SETTINGS_OF_METHOD, LoraSettings
+    from saturated_dag.training.config import settings_record
     from saturated_dag.training.memory import ModelShape
 
     def settings(method: str) -> dict[str, Any]:
-        return asdict(SETTINGS_OF_METHOD[method](
-            epochs=1, batch_size=4, per_device_batch_size=2, max_length=64, dtype="float32",
-            lora=LoraSettings(r=4, alpha=8)))
+        return settings_record(method, types.SimpleNamespace(**TOY_TRAINING))
 
     return Shapes(
         name="toy", source="benchmarks/gpu_check.py toy_shapes (a dry run)",
@@ -421,22 +430,21 @@ def free(device: str) -> None:
 # Training
 
 
-def trainer_settings(case: TrainCase, checkpointing: bool) -> Any:
-    """The method's trainer config (``training.config``) from the case, with ``checkpointing``.
+def trainer_settings(case: TrainCase, checkpointing: bool) -> types.SimpleNamespace:
+    """The training settings the case's record was made from
+    (``training.config.training_of_record``), with ``checkpointing``: what the trainer is
+    built from, by the pipeline's own route (``train.trainer_config``, ``train.lora_config``).
 
-    A setting this checkout's config class does not have is left out (the shapes file may be
-    a commit newer); ``tests/test_gpu_check.py`` keeps the committed shapes equal to what the
-    profile gives, so nothing the profile sets is lost unnoticed."""
-    import dataclasses
+    A namespace of ``TrainingSettings``' fields, not the pydantic model: the GPU machine has
+    no pydantic, and the trainer only reads the fields. An entry this checkout does not know
+    is left out (the shapes file may be a commit newer); ``tests/test_gpu_check.py`` keeps the
+    committed shapes equal to what the profile gives and checks that these values build the
+    trainer config the validated settings build, so nothing the profile sets is lost
+    unnoticed."""
+    from saturated_dag.training.config import training_of_record
 
-    from saturated_dag.training.config import SETTINGS_OF_METHOD, LoraSettings
-
-    cls = SETTINGS_OF_METHOD[case.method]
-    known = {f.name for f in dataclasses.fields(cls)}
-    values = {k: v for k, v in case.settings.items() if k in known}
-    values.update(gradient_checkpointing=checkpointing,
-                  lora=LoraSettings(**case.settings["lora"]))
-    return cls(**values)
+    return types.SimpleNamespace(**{**training_of_record(case.settings),
+                                    "gradient_checkpointing": checkpointing})
 
 
 def training_rows(case: TrainCase, examples: int, vocab: int) -> list[dict[str, Any]]:
@@ -586,7 +594,11 @@ def measure_training(case: TrainCase, checkpointing: bool, base: Any, tokenizer:
     fresh trainer on a copy of the base model (as ``BaseModels`` gives each training)."""
     from transformers import PrinterCallback, ProgressCallback, set_seed
 
-    from saturated_dag.training.config import resolve_dtype
+    from saturated_dag.training.config import (
+        LORA_TARGET_MODULES,
+        grad_accumulation,
+        resolve_dtype,
+    )
 
     sync = synchronizer(device)
     settings = trainer_settings(case, checkpointing)
@@ -618,8 +630,8 @@ def measure_training(case: TrainCase, checkpointing: bool, base: Any, tokenizer:
         "task": case.task, "method": case.method, "checkpointing": checkpointing,
         "precision": precision, "batch_size": settings.batch_size,
         "per_device_batch_size": settings.per_device_batch_size,
-        "grad_accumulation": settings.grad_accumulation, "lora_r": settings.lora.r,
-        "lora_targets": list(settings.lora.target_modules),
+        "grad_accumulation": grad_accumulation(settings), "lora_r": settings.lora_r,
+        "lora_targets": list(LORA_TARGET_MODULES),
         "tokens_per_sequence": case.prompt_tokens + case.completion_tokens,
         "sequences_per_step": sequences, "tokens_per_step": step_tokens,
         "warmup_steps": shapes.warmup_steps, "step_seconds": seconds,
@@ -724,10 +736,11 @@ def measure_adapter(case: TrainCase, model: Any, tokenizer: Any, shapes: Shapes,
 
     from saturated_dag.generation.multi_lora import merged_adapter
     from saturated_dag.training import train as tr
+    from saturated_dag.training.config import LORA_TARGET_MODULES
 
     sync = synchronizer(device)
     settings = trainer_settings(case, True)
-    peft_model = get_peft_model(model, tr._lora(settings))
+    peft_model = get_peft_model(model, tr.lora_config(settings))
     folders = iter(workdir / f"adapter_{i}" for i in range(shapes.repeats + 1))
     last: list[Path] = []
 
@@ -746,7 +759,7 @@ def measure_adapter(case: TrainCase, model: Any, tokenizer: Any, shapes: Shapes,
             pass
 
     load_s, _ = timed(load, shapes.repeats, sync)
-    return {"lora_r": settings.lora.r, "lora_targets": list(settings.lora.target_modules),
+    return {"lora_r": settings.lora_r, "lora_targets": list(LORA_TARGET_MODULES),
             "folder_bytes": adapter_bytes,
             "save": {"seconds": save_s, "median_s": median(save_s)},
             "load": {"seconds": load_s, "median_s": median(load_s),

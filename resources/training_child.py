@@ -4,17 +4,19 @@
 (by path, so the parent's ``resources`` package and Dagster itself are not imported here; ``-P``
 keeps this folder off ``sys.path``). Pipes hands over, as extras, the training jobs
 (``TrainingJob``, as JSON, validated here), where to write the result records and where to
-keep a plain-text log. The jobs are the adapters of one step (a cell's grid), trained one
-after another with one load of the base model (``train.BaseModels``). The child trains each
-with the core's ``train_job`` (which publishes the adapter with its ``result.json``), sends
-each progress line to the run's log through Pipes, writes the list of result records, and
-reports one materialisation: metadata and a data version, the hash of the adapter's weights
-file for one adapter (the same ``file_fingerprint`` the adapter asset uses on a cache hit),
-a hash over them for several.
+keep a plain-text log. The jobs are the adapters of one step (a cell's grid). The child trains
+them with the core's one runner (``saturated_dag.training.runner.run_jobs``, in this process:
+one after another with one load of the base model, each adapter published with its
+``result.json``), with the run process as their owner, sends each progress line to the run's
+log through Pipes, writes the list of result records, and reports one materialisation:
+metadata and a data version, the hash of the adapter's weights file for one adapter (the same
+``file_fingerprint`` the adapter asset uses on a cache hit), a hash over them for several.
 
 On an error the traceback goes to the log file too, so the parent can show the last lines.
-The child dies with the run process that started it (a zombie counts as dead) and never
-publishes an adapter for a run that has died (``saturated_dag.lifeline``).
+The child dies with the run process that started it (a zombie counts as dead), never
+publishes an adapter for a run that has died, and on a CPU runs one torch thread: the
+runner's lifeline and thread limit (``runner.bind_to_owner``), as its side-by-side workers
+have.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from __future__ import annotations
 import json
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,27 +58,27 @@ def main() -> None:
     from dagster_pipes import open_dagster_pipes
 
     from saturated_dag.atomic import atomic_write_text
-    from saturated_dag.lifeline import bind_worker, require_parent
-    from saturated_dag.parallel import limit_threads, training_workers
     from saturated_dag.residency import ResidencyLog
-    from saturated_dag.training.isolated import train_job
     from saturated_dag.training.job import TrainingJob
+    from saturated_dag.training.runner import (
+        InThisProcess,
+        bind_to_owner,
+        one_torch_thread,
+        run_jobs,
+    )
     from saturated_dag.training.train import BaseModels
 
     with open_dagster_pipes() as pipes:
-        # die with the run process (killed, or a zombie not yet reaped), and never publish
-        # for a run that has died: the same lifeline as every worker a run starts
         parent = int(pipes.get_extra("parent_pid"))
-        bind_worker(parent)
         jobs = [TrainingJob.from_json(json.dumps(job), f"training job {i} received through Pipes")
                 for i, job in enumerate(pipes.get_extra("jobs"))]
-        if jobs and training_workers(jobs[0].profile):
-            limit_threads(1)  # on a CPU every training runs one thread, wherever it runs
+        # die with the run process (killed, or a zombie not yet reaped), and on a CPU run one
+        # torch thread: the same lifeline and thread limit as every process that trains
+        bind_to_owner(parent, one_torch_thread(jobs))
         result_path = Path(pipes.get_extra("result"))
         where = pipes.get_extra("residency_log") if "residency_log" in pipes.extras else None
         residency = ResidencyLog(Path(where) if where else None)
         bases = BaseModels()  # one load of the base model for every adapter of the step
-        records, versions = [], []
         start = time.monotonic()
         with Path(pipes.get_extra("log")).open("a", encoding="utf-8") as log_file:
 
@@ -83,22 +87,24 @@ def main() -> None:
                 log_file.flush()
                 pipes.log.info(message)
 
-            for index, job in enumerate(jobs, 1):
+            @contextmanager
+            def recorded(job: TrainingJob) -> Iterator[None]:
+                """Each training's life in the residency log; a failure's traceback in the
+                log file, so the parent can show it."""
                 residency.record("child_start", "training", job.out_dir)
-                if len(jobs) > 1:
-                    say(f"adapter {index} of {len(jobs)}: {job.out_dir}")
                 try:
-                    # the adapter's result.json record, its weights' hash included
-                    record = train_job(
-                        job, log=say, bases=bases,
-                        before_publish=lambda job=job: require_parent(parent, job.out_dir))
-                    versions.append(record["weights_version"])
+                    yield
                 except BaseException:
                     log_file.write(traceback.format_exc())
                     residency.record("child_end", "training", job.out_dir, failed=True)
                     raise
                 residency.record("child_end", "training", job.out_dir)
-                records.append(record)
+
+            # each the adapter's result.json record, its weights' hash included; published
+            # only while the run process lives
+            records = run_jobs(jobs, InThisProcess(owner=parent, bases=bases,
+                                                   around=recorded), log=say)
+        versions = [record["weights_version"] for record in records]
         atomic_write_text(result_path, json.dumps(records, default=float))
         version = versions[0] if len(versions) == 1 else combined_version(versions)
         pipes.report_asset_materialization(

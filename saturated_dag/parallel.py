@@ -15,7 +15,7 @@ The layouts (``StepLayout``, chosen by ``step_layout``):
 - CPU, ``execution.model_steps: one_at_a_time`` (the default): the run's own process, one
   model step at a time with a torch thread per core, and a step's several trainings side by
   side in one one-thread worker process per core (``training_workers``,
-  ``training.side_by_side``);
+  ``training.runner.SideBySide``);
 - CPU, ``one_per_core``: a process per step (Dagster's multiprocess executor), one per core
   at once, each with one torch thread.
 
@@ -86,7 +86,7 @@ def step_layout(profile: Any) -> StepLayout:
 
 def training_workers(profile: Any) -> int:
     """Processes that train a step's adapters side by side, one torch thread each
-    (``training.isolated.train_jobs``): on a CPU, the cores when the run's own process holds
+    (``training.runner.policy_for``): on a CPU, the cores when the run's own process holds
     them (``one_at_a_time``) and 1 under ``one_per_core`` (its steps already share them);
     0 on an accelerator (no side by side, torch's threads)."""
     layout = step_layout(profile)

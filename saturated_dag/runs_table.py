@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from saturated_dag.config import Profile
 from saturated_dag.experiments import SWITCHES, Experiment, experiment_plan
 from saturated_dag.result_tables import results_table, scientific
 from saturated_dag.schemas import schema
-from saturated_dag.training.config import settings_for
+from saturated_dag.training.config import settings_record
 
 TRAINER_COLUMNS = {
     "learning_rate": "learning_rate", "epochs": "epochs", "batch_size": "batch_size",
@@ -180,7 +180,7 @@ def runs_table(profile: Profile, task: str, adapters: Sequence[TrainedAdapter],
     for a in adapters:
         exp = a.adapter
         record = records.get(exp)
-        planned = asdict(settings_for(exp.method, exp.training(profile.training)))
+        planned = settings_record(exp.method, exp.training(profile.training))
         settings = record.settings if record is not None and record.settings else planned
         validation = None if record is None or record.validation is None else (
             100 * record.validation)

@@ -25,7 +25,7 @@ from typing import Any
 from saturated_dag import paper_cost as pc
 from saturated_dag.config import load_profile
 from saturated_dag.experiments import experiment_plan
-from saturated_dag.training.config import LoraSettings
+from saturated_dag.training.config import LORA_TARGET_MODULES
 from saturated_dag.training.memory import QWEN3_1_7B
 
 STARTUP_MINUTES = 1.0
@@ -283,8 +283,7 @@ def report(profile_name: str, rho: float = 0.0, rates: dict[str, Any] | None = N
             for name, hours in _sensitivity(profile_name, base, rate)]
 
     adapters = sum(r.adapters for r in rows)
-    lora = QWEN3_1_7B.lora_parameters(profile.training.lora_r,
-                                      tuple(LoraSettings().target_modules))
+    lora = QWEN3_1_7B.lora_parameters(profile.training.lora_r, LORA_TARGET_MODULES)
     folder = lora * 4 + TOKENIZER_BYTES  # float32 adapter weights (PEFT upcasts them)
     cells = sum(len(plan.cells) for plan in experiment_plan(profile).values())
     out += ["", f"Not in the table: each of the {cells:,} cells trains its grid in one training "

@@ -122,11 +122,37 @@ def test_committed_paper_shapes_are_what_the_profile_and_cost_table_give() -> No
         (t, m) for t in ("chain_sum", "gsm8k") for m in ("dpo", "rrhf", "sft")}
     for case in shapes.training:
         settings = gc.trainer_settings(case, True)
-        assert (settings.batch_size, settings.per_device_batch_size, settings.lora.r) == (8, 8, 32)
-        assert list(settings.lora.target_modules) == ["q_proj", "k_proj", "v_proj", "o_proj"]
+        assert (settings.batch_size, settings.per_device_batch_size, settings.lora_r) == (8, 8, 32)
+        assert case.settings["lora"]["target_modules"] == ["q_proj", "k_proj", "v_proj", "o_proj"]
     gsm8k = {c.method: c for c in shapes.training if c.task == "gsm8k"}
     assert (gsm8k["sft"].prompt_tokens, gsm8k["sft"].completion_tokens) == (80, 250)
     assert [(s.slots, s.n) for s in shapes.sampling] == [(64, 8), (64, 8)]
+
+
+def test_the_dry_runs_settings_are_valid_training_settings() -> None:
+    from saturated_dag.config import TrainingSettings
+
+    assert TrainingSettings(**gc.TOY_TRAINING).model_dump(include=set(gc.TOY_TRAINING)) == (
+        gc.TOY_TRAINING)
+
+
+def test_the_checks_settings_build_the_trainer_the_validated_settings_build() -> None:
+    """The check builds its trainers from a namespace of the recorded values (no pydantic on
+    the GPU machine): the same trainer and LoRA configs as the profile's validated
+    ``TrainingSettings`` give, for every case and both checkpointing settings."""
+    from saturated_dag.config import TrainingSettings, load_profile
+    from saturated_dag.training.train import lora_config, trainer_config
+
+    profile = load_profile("paper")
+    for case in gc.load_shapes("paper").training:
+        for checkpointing in (True, False):
+            validated = profile.training.model_copy(
+                update={"gradient_checkpointing": checkpointing})
+            assert isinstance(validated, TrainingSettings)
+            built = [(trainer_config(case.method, t, "/nonexistent", "bfloat16").to_dict(),
+                      lora_config(t).to_dict())
+                     for t in (gc.trainer_settings(case, checkpointing), validated)]
+            assert built[0] == built[1], (case.task, case.method, checkpointing)
 
 
 def test_the_check_trains_with_the_rrhf_groups_training_would_make() -> None:

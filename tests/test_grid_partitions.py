@@ -14,8 +14,8 @@ from jobs.staged import RANGE_END, RANGE_START, part_names, stages
 from saturated_dag.config import load_profile
 from saturated_dag.experiments import experiment_plan, grid_key
 from saturated_dag.training import train as train_module
-from saturated_dag.training.isolated import train_job, train_jobs
 from saturated_dag.training.job import TrainingJob
+from saturated_dag.training.runner import InThisProcess, SideBySide, run_jobs
 
 PROFILES = ("demo", "study", "ci", "paper", "rehearsal")
 
@@ -132,10 +132,10 @@ def test_a_grid_trains_with_one_base_model_load_and_the_same_weights(
     monkeypatch.setattr(train_module, "load_model",
                         lambda *a, **k: loads.append(a) or real(*a, **k))
     together = _sft_jobs(tmp_path / "together", tiny_model_dir)
-    train_jobs(together)
+    run_jobs(together, InThisProcess())
     assert len(loads) == 1
     alone = _sft_jobs(tmp_path / "alone", tiny_model_dir)[1]
-    train_job(alone)
+    run_jobs([alone], InThisProcess())
     assert len(loads) == 2
     weights = "adapter_model.safetensors"
     assert (Path(together[1].out_dir) / weights).read_bytes() == (
@@ -227,7 +227,7 @@ def dies_on_b(job: TrainingJob, tag: str) -> dict:
     import os
     import time
 
-    from saturated_dag.training.side_by_side import train_in_worker
+    from saturated_dag.training.runner import train_in_worker
 
     if Path(job.out_dir).parent.name == "b":
         os._exit(9)
@@ -237,7 +237,7 @@ def dies_on_b(job: TrainingJob, tag: str) -> dict:
 
 def raises_on_b(job: TrainingJob, tag: str) -> dict:
     """A side-by-side worker's training that raises on adapter ``b`` at once."""
-    from saturated_dag.training.side_by_side import train_in_worker
+    from saturated_dag.training.runner import train_in_worker
 
     if Path(job.out_dir).parent.name == "b":
         raise ValueError("planted training error")
@@ -248,11 +248,9 @@ def test_a_training_that_raises_lets_the_grid_finish_then_fails_with_its_own_err
         tmp_path: Path, tiny_model_dir: Path) -> None:
     """A side-by-side training that raises: the others of the step still publish their
     adapters, then the step fails with that training's own error, naming its adapter."""
-    from saturated_dag.training.side_by_side import train_side_by_side
-
     jobs = _keyed(_sft_jobs(tmp_path / "grid", tiny_model_dir))
     with pytest.raises(ValueError, match="planted training error") as raised:
-        train_side_by_side(jobs, 2, train=raises_on_b)
+        run_jobs(jobs, SideBySide(2, train=raises_on_b))
     assert any(jobs[1].out_dir in note for note in raised.value.__notes__)
     assert (Path(jobs[0].out_dir) / "adapter_model.safetensors").is_file()
     assert not Path(jobs[1].out_dir).exists()
@@ -273,7 +271,7 @@ def test_a_grid_trains_side_by_side_one_thread_per_process_with_the_weights_of_o
     assert training_workers(load_profile("demo")) == cpu_cores()
     lines: list[str] = []
     jobs = _keyed(_sft_jobs(tmp_path / "together", tiny_model_dir))
-    records = train_jobs(jobs, log=lines.append, workers=2)
+    records = run_jobs(jobs, SideBySide(2), log=lines.append)
     assert [r["cache_key"] for r in records] == ["a", "b"]
     workers = [r["worker"] for r in records]
     assert {w["torch_threads"] for w in workers} == {1}
@@ -284,11 +282,8 @@ def test_a_grid_trains_side_by_side_one_thread_per_process_with_the_weights_of_o
     assert any(line.startswith("a: training sft") for line in lines)  # progress, named
     assert any(line.startswith("b: training sft") for line in lines)
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        alone = train_job(_sft_jobs(tmp_path / "alone", tiny_model_dir)[1])
-    finally:
-        torch.set_num_threads(threads)
+    [alone] = run_jobs([_sft_jobs(tmp_path / "alone", tiny_model_dir)[1]], InThisProcess())
+    assert torch.get_num_threads() == threads  # one thread for the training, then as before
     weights = "adapter_model.safetensors"
     assert (Path(records[1]["adapter_dir"]) / weights).read_bytes() == (
         Path(alone["adapter_dir"]) / weights).read_bytes()
@@ -298,11 +293,7 @@ def test_a_training_process_that_dies_fails_the_grid_naming_what_is_not_trained(
         tmp_path: Path, tiny_model_dir: Path) -> None:
     """A side-by-side worker killed mid-grid fails the step with the adapters that were not
     trained, instead of hanging or passing."""
-    from saturated_dag.training.side_by_side import train_side_by_side
-
     jobs = _keyed(_sft_jobs(tmp_path / "grid", tiny_model_dir))
     with pytest.raises(RuntimeError, match="a training process died") as raised:
-        train_side_by_side(jobs, 2, train=dies_on_b)
+        run_jobs(jobs, SideBySide(2, train=dies_on_b))
     assert jobs[1].out_dir in str(raised.value)
-    with pytest.raises(ValueError, match="before_publish"):
-        train_jobs(jobs, workers=2, before_publish=lambda: None)

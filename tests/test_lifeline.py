@@ -68,7 +68,7 @@ def test_a_child_bound_to_its_parent_dies_when_the_parent_is_sigkilled(tmp_path:
 
 def test_nothing_is_published_for_a_parent_that_is_gone(tiny_model_dir: Path,
                                                         tmp_path: Path) -> None:
-    from saturated_dag.training.config import LoraSettings, SftSettings
+    from saturated_dag.config import TrainingSettings
     from saturated_dag.training.train import train_adapter
 
     gone = os.getppid() + 1 if os.getppid() + 1 != os.getpid() else os.getppid() + 2
@@ -77,8 +77,9 @@ def test_nothing_is_published_for_a_parent_that_is_gone(tiny_model_dir: Path,
     require_parent(os.getppid(), "adapter x")  # the real parent: fine
     data = pl.DataFrame([{"prompt": "<|user|>1 + 2 =<|end|><|assistant|>",
                           "completion": "3 \\boxed{3}"}] * 2)
-    settings = SftSettings(epochs=1, batch_size=2, per_device_batch_size=2, learning_rate=5e-2,
-                           max_length=64, lora=LoraSettings(r=4, alpha=8, dropout=0.0))
+    settings = TrainingSettings(epochs=1, batch_size=2, per_device_batch_size=2,
+                                learning_rate=5e-2, max_length=64, lora_r=4, lora_alpha=8,
+                                lora_dropout=0.0)
     with pytest.raises(ParentGone):
         train_adapter("sft", str(tiny_model_dir), data, settings, tmp_path / "sft",
                       before_publish=lambda: require_parent(gone, "sft"))
@@ -173,8 +174,8 @@ def test_a_step_process_exits_soon_after_its_run_process_is_killed(tmp_path: Pat
 def wait_then_train(job: object, tag: str) -> dict:
     """A side-by-side worker's training that says it has started (a file named by its pid
     beside the adapters) and waits for ``go`` before training and publishing as every
-    worker does (``side_by_side.train_in_worker``), so the test kills the run in between."""
-    from saturated_dag.training.side_by_side import train_in_worker
+    worker does (``runner.train_in_worker``), so the test kills the run in between."""
+    from saturated_dag.training.runner import train_in_worker
 
     grid = Path(job.out_dir).parents[1]  # type: ignore[attr-defined]
     (grid / f"worker-{os.getpid()}").write_text("")
@@ -200,11 +201,11 @@ def test_a_zombie_runs_side_by_side_workers_die_and_publish_nothing(
         import sys
         from pathlib import Path
         sys.path.insert(0, {str(ROOT)!r})
-        from saturated_dag.training.side_by_side import train_side_by_side
+        from saturated_dag.training.runner import SideBySide, run_jobs
         from tests.test_grid_partitions import _keyed, _sft_jobs
         from tests.test_lifeline import wait_then_train
         jobs = _keyed(_sft_jobs(Path({str(grid)!r}), Path({str(tiny_model_dir)!r})))
-        train_side_by_side(jobs, 2, train=wait_then_train)
+        run_jobs(jobs, SideBySide(2, train=wait_then_train))
     """)])
     workers: list[int] = []
     try:

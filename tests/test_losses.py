@@ -158,9 +158,11 @@ def test_sft_anchor_summed_over_tokens_is_the_papers_literal_form() -> None:
 
 def test_the_profile_switch_reaches_the_trainer_config() -> None:
     from saturated_dag.config import load_profile
-    from saturated_dag.training.config import settings_for
+    from saturated_dag.training.train import trainer_config
 
-    demo = load_profile("demo")
-    assert settings_for("rrhf", demo.training).sft_token_mean is True
+    def config(profile):
+        return trainer_config("rrhf", profile.training, "/nonexistent", "float32")
+
+    assert config(load_profile("demo")).sft_token_mean is True
     literal = load_profile("demo", {"training": {"rrhf_sft_token_mean": False}})
-    assert settings_for("rrhf", literal.training).sft_token_mean is False
+    assert config(literal).sft_token_mean is False

@@ -51,14 +51,15 @@ def test_a_model_outside_the_project_keeps_its_name_or_its_path(
 
 
 def _train(base: str, out: Path) -> Path:
-    from saturated_dag.training.config import LoraSettings, SftSettings
+    from saturated_dag.config import TrainingSettings
     from saturated_dag.training.train import train_adapter
 
     prompt = "<|user|>Compute the following step by step:\n1 + 2 =<|end|><|assistant|>"
     data = pl.DataFrame({"question_id": ["q0", "q1"], "sample_index": [0, 0],
                          "prompt": [prompt, prompt], "completion": ["1 + 2 = 3 \\boxed{3}"] * 2})
-    settings = SftSettings(epochs=1, batch_size=2, per_device_batch_size=2, learning_rate=5e-2,
-                           max_length=96, lora=LoraSettings(r=4, alpha=8, dropout=0.0))
+    settings = TrainingSettings(epochs=1, batch_size=2, per_device_batch_size=2,
+                                learning_rate=5e-2, max_length=96, lora_r=4, lora_alpha=8,
+                                lora_dropout=0.0)
     return Path(train_adapter("sft", base, data, settings, out).adapter_dir)
 
 
@@ -171,14 +172,13 @@ def test_a_selected_configuration_is_named_with_its_settings_and_links(tmp_path:
     from assets.eval_reports import configuration_metadata
     from saturated_dag.config import load_profile
     from saturated_dag.experiments import Experiment, replicates
-    from saturated_dag.training.config import SftSettings
+    from saturated_dag.training.config import settings_record
 
     training = load_profile("demo", {}).training
     cell = Experiment("saturated", "dpo", "self_judge", ("dpo_pairs", "self_judge"))
     chosen = cell.with_settings(training, {"dpo_beta": 0.5})
     seeds = replicates(training, chosen, 2)
-    settings = {**SftSettings().__dict__, "lora": SftSettings().lora.__dict__, "beta": 0.5,
-                "loss_type": "sigmoid"}
+    settings = settings_record("dpo", chosen.training(training))
     first = seed_adapter_folder(tmp_path, seeds[0].name, record={"settings": settings})
     got = configuration_metadata("chain_sum", cell, chosen.name, seeds, str(tmp_path),
                                  selected=True, base_model="arith-base")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import dagster as dg
@@ -33,7 +32,7 @@ from saturated_dag.runs_table import (
 )
 from saturated_dag.schemas import check_frame, schema
 from saturated_dag.selection import Trained, selection_table
-from saturated_dag.training.config import settings_for
+from saturated_dag.training.config import settings_record
 from tests.pipeline import asset_path, by_name, graph, resources
 from tests.scoring_data import eval_report
 
@@ -73,7 +72,7 @@ def _report(*seeds: dict[str, tuple[int, int]]) -> pl.DataFrame:
 
 def _write_record(folder: Path, exp: Experiment, profile, best: int, val: float) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    settings = asdict(settings_for(exp.method, exp.training(profile.training)))
+    settings = settings_record(exp.method, exp.training(profile.training))
     (folder / "training_config.json").write_text(json.dumps({
         "method": exp.method, "best_epoch": best, "precision": "float32", "settings": settings,
         "epochs": [{"epoch": 1, "step": 1, "val_pass@1": 0.25},

@@ -420,20 +420,26 @@ NO_SWEEPS = {"sweeps": {"rank_weight": None, "rrhf_variants": None, "dpo_beta": 
 """(The graph's sweeps would refuse a profile without σ-RRHF's SFT term at λ = 0.)"""
 
 
+class _ReachedTheTrainer(Exception):
+    """Raised by the stand-in for ``train_adapter``: the settings have arrived."""
+
+
 @pytest.mark.parametrize("method", ["rrhf", "dpo", "sft", "raft"])
-def test_every_training_setting_reaches_the_trainer_on_every_route(method):
+def test_every_training_setting_reaches_the_trainer_on_every_route(method, tmp_path,
+                                                                   monkeypatch):
     """One route from the profile to the trainer: for every setting of the ``training``
     section, changed from its default one at a time, a testbed adapter that trains its
     recipe cell's choice (``Experiment.with_recipe``) gets a ``TrainingJob`` from the graph's
     own ``assets.adapters.training_job``; the job survives its JSON (the route into a Pipes
-    child or a side-by-side worker, which all call ``isolated.train_job``), and the trainer's
-    config (TRL's, or σ-RRHF's) and LoRA's hold the value the profile set, with the recipe's
-    learning rate (and β). Dropping a setting anywhere on the way fails."""
-    from dataclasses import asdict
-    from pathlib import Path
+    child or a side-by-side worker), the runner's ``train_job`` (which every policy of
+    ``training.runner`` calls) hands its settings to ``train_adapter``, and the trainer's
+    config (TRL's, or σ-RRHF's) and LoRA's built from them hold the value the profile set,
+    with the recipe's learning rate (and β). Dropping a setting anywhere on the way fails."""
+    import polars as pl
 
     from assets.adapters import training_job
     from saturated_dag.experiments import experiment_plan
+    from saturated_dag.training import runner, train
     from saturated_dag.training.job import TrainingJob
 
     changed = {"gradient_checkpointing": True, "rrhf_use_sft": False, "rrhf_hinge": False,
@@ -446,6 +452,16 @@ def test_every_training_setting_reaches_the_trainer_on_every_route(method):
     scorer = {"rrhf": "oracle_shuffled", "dpo": "oracle_shuffled", "raft": "random"}
     training = {"methods": ["rrhf", "dpo", "sft", "raft"], **NO_SWEEPS}
 
+    data = tmp_path / "d.parquet"
+    pl.DataFrame({"prompt": ["x"]}).write_parquet(data)
+    arrived = []
+
+    def stand_in(method, base_model, frame, training, out_dir, **kwargs):
+        arrived.append(training)
+        raise _ReachedTheTrainer
+
+    monkeypatch.setattr(train, "train_adapter", stand_in)
+
     def settings(profile):
         plan = experiment_plan(profile)["chain_sum"]
         cell = next(c for c in plan.main if c.method == method
@@ -453,21 +469,27 @@ def test_every_training_setting_reaches_the_trainer_on_every_route(method):
         adapter = next(iter(plan.grid(cell).values())).with_recipe(recipe)
         if method != "sft":
             assert cell.recipe_from is not None  # a cell that trains another's choice
-        job = training_job(profile, "chain_sum", adapter, profile.policy, Path("d.parquet"),
-                           Path("out"), "key", "outputs")
+        job = training_job(profile, "chain_sum", adapter, profile.policy, data,
+                           tmp_path / "out", "key", "outputs")
         child = TrainingJob.from_json(job.to_json())
-        assert asdict(child.trainer_settings()) == asdict(job.trainer_settings())
-        return child.trainer_settings()
+        assert child.training == job.training
+        with pytest.raises(_ReachedTheTrainer):
+            runner.train_job(child)
+        assert arrived[-1] == child.training
+        return arrived[-1]
 
-    default = asdict(settings(load_profile("testbed", {"training": training})))
+    def built(config, lora):
+        return config.to_dict(), lora.to_dict()
+
+    base = load_profile("testbed", {"training": training})
+    default = built(*_trainer_config(method, settings(base), base.sampling.n))
     reached = set()
     for field, value in changed.items():
         profile = load_profile("testbed", {"training": {
             **training, field: value, **alongside.get(field, {})}})
-        trained = settings(profile)
-        if asdict(trained) != default:
+        config, lora = _trainer_config(method, settings(profile), profile.sampling.n)
+        if built(config, lora) != default:
             reached.add(field)
-        config, lora = _trainer_config(method, asdict(trained))
         assert config.learning_rate == 3e-4, field
         if method == "dpo":
             assert config.beta == 0.5, field  # the recipe's β, not the profile's
@@ -494,16 +516,18 @@ TRAINER_FIELDS = {
 testbed's recipe sets it: a DPO run's β is the recipe's, checked on its own)."""
 
 
-def _trainer_config(method: str, settings: dict):
-    """The trainer config and LoRA config an adapter's settings build, as ``train_adapter``
-    builds them (``train.trainer_config``, ``train._lora``)."""
-    from saturated_dag.training.config import SETTINGS_OF_METHOD, LoraSettings, resolve_dtype
-    from saturated_dag.training.train import _lora, trainer_config
+def _trainer_config(method: str, training, n: int):
+    """The trainer config and LoRA config the training settings that reached the trainer
+    build, as ``train_adapter`` builds them (``train.trainer_config``, ``train.lora_config``;
+    σ-RRHF's forward pass holds whole questions of ``n`` completions)."""
+    from saturated_dag.training.config import resolve_dtype
+    from saturated_dag.training.rrhf_trainer import rrhf_questions_per_device
+    from saturated_dag.training.train import lora_config, trainer_config
 
-    rebuilt = SETTINGS_OF_METHOD[method](**{**settings, "lora": LoraSettings(
-        **settings["lora"])})
-    return (trainer_config(method, rebuilt, "/nonexistent", resolve_dtype(rebuilt.dtype),
-                           per_device=1), _lora(rebuilt))
+    per_device = (rrhf_questions_per_device(training.per_device_batch_size, n)
+                  if method == "rrhf" else None)
+    return (trainer_config(method, training, "/nonexistent", resolve_dtype(training.dtype),
+                           per_device=per_device), lora_config(training))
 
 
 def _config_value(name: str, config, lora):

@@ -183,9 +183,9 @@ def test_a_tracked_training_logs_its_steps_to_the_output_folders_store(
 
     import polars as pl
 
+    from saturated_dag.config import TrainingSettings
     from saturated_dag.generation.models import load_model  # noqa: F401  (the tiny model loads)
-    from saturated_dag.training.config import SftSettings
-    from saturated_dag.training.isolated import environment
+    from saturated_dag.training.runner import environment
     from saturated_dag.training.train import train_adapter
     from tests.test_training import BAD, FAST, GOOD, PROMPT
 
@@ -194,8 +194,8 @@ def test_a_tracked_training_logs_its_steps_to_the_output_folders_store(
     before = dict(os.environ)
     data = pl.DataFrame({"prompt": [PROMPT] * 4, "completion": [GOOD, BAD] * 2})
     with environment(env):
-        train_adapter("sft", str(tiny_model_dir), data, SftSettings(**FAST), tmp_path / "sft",
-                      report_to=tracking.report_to)
+        train_adapter("sft", str(tiny_model_dir), data, TrainingSettings(**FAST),
+                      tmp_path / "sft", report_to=tracking.report_to)
     assert dict(os.environ) == before
     client = MlflowClient(tracking.uri(tmp_path))
     experiment = client.get_experiment_by_name(tracking.experiment)

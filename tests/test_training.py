@@ -13,20 +13,12 @@ from transformers import TrainerCallback
 from saturated_dag.config import TrainingSettings
 from saturated_dag.generation.models import load_model
 from saturated_dag.losses import RrhfLossConfig, rrhf_loss, sequence_logprobs
-from saturated_dag.training.config import (
-    DpoSettings,
-    LoraSettings,
-    RrhfSettings,
-    SftSettings,
-    resolve_dtype,
-    settings_for,
-)
+from saturated_dag.training.config import grad_accumulation, resolve_dtype
 from saturated_dag.training.rrhf_trainer import GroupCollator, rrhf_questions_per_device
 from saturated_dag.training.train import train_adapter
 
-LORA = LoraSettings(r=4, alpha=8, dropout=0.0)
 FAST = {"epochs": 2, "batch_size": 2, "per_device_batch_size": 2, "learning_rate": 5e-2,
-        "max_length": 96, "lora": LORA}
+        "max_length": 96, "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.0}
 PROMPT = "<|user|>Compute the following step by step:\n1 + 2 =<|end|><|assistant|>"
 GOOD, BAD = "1 + 2 = 3 \\boxed{3}", "The answer probably is 3 \\boxed{3}"
 KEY_A, KEY_B = "0123456789abcdef" + "0" * 48, "fedcba9876543210" + "0" * 48
@@ -67,7 +59,7 @@ def test_rrhf_raises_best_completion_and_keeps_base(tiny_model_dir: Path, tmp_pa
     seen: list[float] = []
     result = train_adapter(
         "rrhf", str(tiny_model_dir), _rrhf_data(),
-        RrhfSettings(**FAST), tmp_path / "rrhf",
+        TrainingSettings(**FAST), tmp_path / "rrhf",
         eval_fn=lambda model, tok: seen.append(1.0) or 0.5 * len(seen))
     adapter = Path(result.adapter_dir)
     assert (adapter / "adapter_config.json").is_file()
@@ -82,13 +74,14 @@ def test_rrhf_raises_best_completion_and_keeps_base(tiny_model_dir: Path, tmp_pa
 
 def test_dpo_and_sft_train_adapters(tiny_model_dir: Path, tmp_path: Path) -> None:
     dpo = pl.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 4)
-    result = train_adapter("dpo", str(tiny_model_dir), dpo, DpoSettings(beta=0.5, **FAST),
+    result = train_adapter("dpo", str(tiny_model_dir), dpo, TrainingSettings(dpo_beta=0.5, **FAST),
                            tmp_path / "dpo")
     assert result.best_epoch == 2 and any("rewards/margins" in h for h in result.log_history)
     assert _norm_logp(str(tiny_model_dir), result.adapter_dir, GOOD) > _norm_logp(
         str(tiny_model_dir), result.adapter_dir, BAD)
     sft = pl.DataFrame([{"prompt": PROMPT, "completion": GOOD}] * 4)
-    result = train_adapter("sft", str(tiny_model_dir), sft, SftSettings(**FAST), tmp_path / "sft")
+    result = train_adapter("sft", str(tiny_model_dir), sft, TrainingSettings(**FAST),
+                           tmp_path / "sft")
     assert _norm_logp(str(tiny_model_dir), result.adapter_dir, GOOD) > _norm_logp(
         str(tiny_model_dir), None, GOOD)
 
@@ -107,10 +100,10 @@ def test_dpo_with_an_nll_anchor_combines_trls_losses_and_lifts_the_chosen_comple
             seen.append((list(args.loss_type), args.loss_weights))
 
     dpo = pl.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 4)
-    plain = train_adapter("dpo", str(tiny_model_dir), dpo, DpoSettings(beta=0.5, **FAST),
+    plain = train_adapter("dpo", str(tiny_model_dir), dpo, TrainingSettings(dpo_beta=0.5, **FAST),
                           tmp_path / "plain", callbacks=[Args()])
     anchored = train_adapter("dpo", str(tiny_model_dir), dpo,
-                             DpoSettings(beta=0.5, nll_weight=1.0, **FAST),
+                             TrainingSettings(dpo_beta=0.5, dpo_nll_weight=1.0, **FAST),
                              tmp_path / "anchored", callbacks=[Args()])
     assert seen == [(["sigmoid"], None), (["sigmoid", "sft"], [1.0, 1.0])]
     assert _norm_logp(str(tiny_model_dir), anchored.adapter_dir, GOOD) > _norm_logp(
@@ -122,8 +115,8 @@ def test_nan_loss_stops_and_keeps_previous_adapter(tiny_model_dir: Path, tmp_pat
 
     home = tmp_path / "rrhf"
     out = key_folder(home, KEY_A)
-    train_adapter("rrhf", str(tiny_model_dir), _rrhf_data(), RrhfSettings(**{**FAST, "epochs": 1}),
-                  out)
+    train_adapter("rrhf", str(tiny_model_dir), _rrhf_data(),
+                  TrainingSettings(**{**FAST, "epochs": 1}), out)
     before = _lora_tensors(out)
     model, tok = load_model(str(tiny_model_dir))
     with torch.no_grad():
@@ -133,7 +126,7 @@ def test_nan_loss_stops_and_keeps_previous_adapter(tiny_model_dir: Path, tmp_pat
     tok.save_pretrained(broken)
     for key in (KEY_B, KEY_A):  # a new key's training, and a retraining of the same key
         with pytest.raises(FloatingPointError, match="σ-RRHF loss is nan"):
-            train_adapter("rrhf", str(broken), _rrhf_data(), RrhfSettings(**FAST),
+            train_adapter("rrhf", str(broken), _rrhf_data(), TrainingSettings(**FAST),
                           key_folder(home, key))
         after = _lora_tensors(out)
         assert all(torch.equal(before[k], after[k]) for k in before)
@@ -141,21 +134,25 @@ def test_nan_loss_stops_and_keeps_previous_adapter(tiny_model_dir: Path, tmp_pat
     # TRL's trainers are guarded too: the logged loss is checked at every logging step
     dpo = pl.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 2)
     with pytest.raises(FloatingPointError, match="training loss is nan"):
-        train_adapter("dpo", str(broken), dpo, DpoSettings(**FAST), tmp_path / "dpo")
+        train_adapter("dpo", str(broken), dpo, TrainingSettings(**FAST), tmp_path / "dpo")
     assert not (tmp_path / "dpo").exists()
 
 
 def test_empty_training_set_is_a_clear_error(tiny_model_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="training set is empty"):
-        train_adapter("sft", str(tiny_model_dir), pl.DataFrame(), SftSettings(**FAST),
+        train_adapter("sft", str(tiny_model_dir), pl.DataFrame(), TrainingSettings(**FAST),
                       tmp_path / "x")
     with pytest.raises(ValueError, match="unknown training method 'ppo'"):
-        train_adapter("ppo", str(tiny_model_dir), pl.DataFrame(), SftSettings(), tmp_path / "x")
+        train_adapter("ppo", str(tiny_model_dir), pl.DataFrame(), TrainingSettings(),
+                      tmp_path / "x")
     import pandas as pd
 
     pandas_frame: Any = pd.DataFrame({"prompt": [PROMPT], "completion": [GOOD]})
     with pytest.raises(TypeError, match="sft: the training set must be a polars DataFrame"):
-        train_adapter("sft", str(tiny_model_dir), pandas_frame, SftSettings(**FAST),
+        train_adapter("sft", str(tiny_model_dir), pandas_frame, TrainingSettings(**FAST),
+                      tmp_path / "x")
+    with pytest.raises(TypeError, match="must be a TrainingSettings"):  # not its dump
+        train_adapter("sft", str(tiny_model_dir), pl.DataFrame(), FAST,  # type: ignore[arg-type]
                       tmp_path / "x")
     assert not (tmp_path / "x").exists()
 
@@ -339,9 +336,10 @@ def test_rrhf_accumulation_gives_the_update_of_one_batch(
     runs = {}
     for name, device_batch in (("accumulated", per_device), ("one_batch", 12)):
         probe = _Probe()
-        settings = RrhfSettings(**{**FAST, "epochs": 1, "batch_size": 12,
-                                   "per_device_batch_size": device_batch, "rank_weight": 1.0,
-                                   "warmup_ratio": 0.0})  # warmup: a first step of lr 0
+        # one optimizer step per epoch: no warmup (``warmup_guard``), a first step above lr 0
+        settings = TrainingSettings(**{**FAST, "epochs": 1, "batch_size": 12,
+                                       "per_device_batch_size": device_batch,
+                                       "rrhf_rank_weight": 1.0})
         result = train_adapter("rrhf", str(tiny_model_dir), data, settings, tmp_path / name,
                                callbacks=[probe])
         step = next(h for h in result.log_history if "loss" in h)
@@ -365,10 +363,10 @@ def _train_probed(method: str, model_dir: Path, out: Path, **overrides: Any
     data = {"rrhf": _rrhf_data(),
             "dpo": pl.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 4),
             "sft": pl.DataFrame([{"prompt": PROMPT, "completion": GOOD}] * 4)}[method]
-    kind = {"rrhf": RrhfSettings, "dpo": DpoSettings, "sft": SftSettings}[method]
     probe = _Probe()
     result = train_adapter(method, str(model_dir), data,
-                           kind(**{**FAST, "epochs": 1, **overrides}), out, callbacks=[probe])
+                           TrainingSettings(**{**FAST, "epochs": 1, **overrides}), out,
+                           callbacks=[probe])
     return result, probe
 
 
@@ -432,12 +430,16 @@ def test_resolve_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("method", ["dpo", "rrhf", "sft", "raft"])
-def test_settings_for_carries_precision_and_checkpointing(method: str) -> None:
+def test_the_trainer_config_carries_precision_and_checkpointing(method: str) -> None:
+    from saturated_dag.training.rrhf_trainer import RrhfConfig
+    from saturated_dag.training.train import trainer_config
+
     training = TrainingSettings(dtype="bfloat16", gradient_checkpointing=True, batch_size=16,
                                 per_device_batch_size=8)
-    settings = settings_for(method, training)
-    assert settings.dtype == "bfloat16" and settings.gradient_checkpointing is True
-    assert settings.grad_accumulation == 2
+    config = trainer_config(method, training, "/nonexistent", resolve_dtype(training.dtype))
+    assert config.bf16 is True and config.gradient_checkpointing is True
+    assert config.gradient_accumulation_steps == grad_accumulation(training) == 2
+    assert isinstance(config, RrhfConfig) == (method == "rrhf")
 
 
 @pytest.mark.parametrize("method", ["rrhf", "sft"])
@@ -462,11 +464,11 @@ def test_trl_accumulation_gives_the_update_of_one_batch(
     data = {"dpo": pl.DataFrame([{"prompt": PROMPT, "chosen": t, "rejected": BAD + t[:3]}
                                  for t in texts]),
             "sft": pl.DataFrame([{"prompt": PROMPT, "completion": t} for t in texts])}[method]
-    kind = {"dpo": DpoSettings, "sft": SftSettings}[method]
     steps = []
     for per_device in (2, 4):
-        settings = kind(**{**FAST, "epochs": 1, "batch_size": 4,
-                           "per_device_batch_size": per_device, "warmup_ratio": 0.0})
+        # one optimizer step per epoch: no warmup (``warmup_guard``), a first step above lr 0
+        settings = TrainingSettings(**{**FAST, "epochs": 1, "batch_size": 4,
+                                       "per_device_batch_size": per_device})
         result = train_adapter(method, str(tiny_model_dir), data, settings,
                                tmp_path / f"{method}{per_device}")
         steps.append(next(h for h in result.log_history if "loss" in h))
@@ -562,7 +564,8 @@ def test_training_start_removes_a_killed_runs_leftovers_and_keeps_the_umask(
     try:
         result = train_adapter("sft", str(tiny_model_dir),
                                pl.DataFrame([{"prompt": PROMPT, "completion": GOOD}] * 2),
-                               SftSettings(**{**FAST, "epochs": 1}), out, log=said.append)
+                               TrainingSettings(**{**FAST, "epochs": 1}), out,
+                               log=said.append)
     finally:
         os.umask(previous)
     assert not killed.exists() and other.is_dir()
@@ -633,9 +636,8 @@ def test_a_one_step_dpo_run_moves_the_adapter_and_reads_the_pairs_direction(
     swapped = pairs.rename({"chosen": "rejected", "rejected": "chosen"})
     margins = {}
     for name, data in (("right", pairs), ("swapped", swapped)):
-        result = train_adapter("dpo", str(tiny_model_dir), data, DpoSettings(beta=0.5,
-                                                                               **one_step),
-                               tmp_path / name)
+        result = train_adapter("dpo", str(tiny_model_dir), data,
+                               TrainingSettings(dpo_beta=0.5, **one_step), tmp_path / name)
         lrs = [h["learning_rate"] for h in result.log_history if "learning_rate" in h]
         assert lrs and max(lrs) > 0
         b = [v for k, v in _lora_tensors(Path(result.adapter_dir)).items() if "lora_B" in k]
@@ -675,7 +677,7 @@ def test_report_to_defaults_to_none_and_is_passed_to_every_trainer(
 
     assert REPORT_TO_DEFAULT == "none"
     assert inspect.signature(train_adapter).parameters["report_to"].default == "none"
-    settings = {"sft": SftSettings, "dpo": DpoSettings, "rrhf": RrhfSettings}[method](**FAST)
+    settings = TrainingSettings(**FAST)
     data = {"sft": pl.DataFrame({"prompt": [PROMPT] * 2, "completion": [GOOD, BAD]}),
             "dpo": pl.DataFrame({"prompt": [PROMPT] * 2, "chosen": [GOOD] * 2,
                                  "rejected": [BAD] * 2}),
@@ -704,6 +706,6 @@ def test_train_adapter_hands_report_to_to_the_trainer(
     data = pl.DataFrame({"prompt": [PROMPT] * 2, "completion": [GOOD, BAD]})
     for given in ({}, {"report_to": ["mlflow"]}):
         with pytest.raises(RuntimeError, match="stop"):
-            train_adapter("sft", str(tiny_model_dir), data, SftSettings(**FAST),
+            train_adapter("sft", str(tiny_model_dir), data, TrainingSettings(**FAST),
                           tmp_path / "sft", **given)
     assert seen == ["none", ["mlflow"]]

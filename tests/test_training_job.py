@@ -9,11 +9,17 @@ import pytest
 from transformers import HfArgumentParser, TrainingArguments
 
 from assets.adapters import training_job
-from saturated_dag.config import load_profile
+from saturated_dag.config import TrainingSettings, load_profile
 from saturated_dag.experiments import experiment_plan
-from saturated_dag.training.config import RrhfSettings, settings_for
+from saturated_dag.training.config import (
+    resolve_dtype,
+    settings_record,
+    settings_summary,
+    training_of_record,
+)
 from saturated_dag.training.job import TrainingJob
 from saturated_dag.training.rrhf_trainer import RrhfConfig
+from saturated_dag.training.train import lora_config, trainer_config
 
 
 def _rrhf_job(tmp_path: Path) -> TrainingJob:
@@ -26,20 +32,70 @@ def _rrhf_job(tmp_path: Path) -> TrainingJob:
                         tmp_path / "out", "key", str(tmp_path))
 
 
-def test_the_job_survives_json_and_builds_the_trainer_settings_of_the_cell(
-        tmp_path: Path) -> None:
+def test_the_job_survives_json_and_builds_the_trainer_of_the_cell(tmp_path: Path) -> None:
     job = _rrhf_job(tmp_path)
     again = TrainingJob.from_json(job.to_json())
     assert again == job
-    settings = again.trainer_settings()
-    assert isinstance(settings, RrhfSettings) and settings.rank_weight == 0.5
+    training = again.training
     # exactly what the cell trains (Experiment.training), the profile's values elsewhere
     profile = job.profile
     adapter = next(a for a in experiment_plan(profile)["chain_sum"].adapters
                    if a.method == "rrhf").with_settings(profile.training,
                                                          {"rrhf_rank_weight": 0.5})
-    assert settings == settings_for("rrhf", adapter.training(profile.training))
-    assert settings.max_length == profile.training.max_length
+    assert training == adapter.training(profile.training)
+    assert training.max_length == profile.training.max_length
+    config = trainer_config("rrhf", training, "/nonexistent", resolve_dtype(training.dtype))
+    assert isinstance(config, RrhfConfig) and config.rank_weight == 0.5
+    assert config.max_length == profile.training.max_length
+
+
+CHANGED = TrainingSettings(
+    epochs=2, batch_size=16, per_device_batch_size=4, learning_rate=3e-4, max_length=512,
+    seed=7, dtype="bfloat16", gradient_checkpointing=True, lora_r=8, lora_alpha=4,
+    lora_dropout=0.2, dpo_beta=0.5, dpo_nll_weight=0.3, rrhf_rank_weight=0.7,
+    rrhf_use_sft=False, rrhf_hinge=False, rrhf_logistic_weight=False,
+    rrhf_sft_token_mean=False)
+"""Every setting a settings record holds, away from its default."""
+
+_COMMON = {"epochs": 2, "batch_size": 16, "per_device_batch_size": 4, "learning_rate": 0.0003,
+           "warmup_ratio": 0.1, "weight_decay": 0.01, "max_length": 512, "seed": 7,
+           "logging_steps": 1, "dtype": "bfloat16", "gradient_checkpointing": True,
+           "lora": {"r": 8, "alpha": 4, "dropout": 0.2,
+                    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}}
+RECORDED_BEFORE = {
+    "dpo": {**_COMMON, "weight_decay": 0.0, "beta": 0.5, "loss_type": "sigmoid",
+            "nll_weight": 0.3},
+    "rrhf": {**_COMMON, "rank_weight": 0.7, "use_sft": False, "hinge": False,
+             "logistic_weight": False, "sft_token_mean": False},
+    "sft": _COMMON, "raft": _COMMON}
+"""``dataclasses.asdict(settings_for(method, CHANGED))`` at 7abc541, the last commit with the
+per-method settings classes: what every ``training_config.json`` written before holds under
+``settings``, in its order (DPO's weight decay in its place among the common keys)."""
+
+
+@pytest.mark.parametrize("method", ["dpo", "rrhf", "sft", "raft"])
+def test_the_settings_record_keeps_the_keys_values_and_order_adapters_recorded(
+        method: str) -> None:
+    """``training_config.json``'s ``settings`` stays what the model cards, the runs table and
+    the adapter metadata read, written before and after the per-method settings classes."""
+    record = settings_record(method, CHANGED)
+    assert list(record.items()) == list(RECORDED_BEFORE[method].items())
+    assert list(record["lora"]) == ["r", "alpha", "dropout", "target_modules"]
+    assert json.loads(json.dumps(record)) == record  # plain JSON values
+    settings_summary(method, record)  # its readers read it
+
+
+@pytest.mark.parametrize("method", ["dpo", "rrhf", "sft", "raft"])
+def test_a_record_builds_the_trainer_its_settings_built(method: str) -> None:
+    """``training_of_record`` (the GPU check's route from its recorded cases) gives back the
+    settings a record was made from: the same trainer and LoRA configs."""
+    again = TrainingSettings(**training_of_record(settings_record(method, CHANGED)))
+    for training in (CHANGED, again):
+        assert settings_record(method, training) == RECORDED_BEFORE[method]
+    built = [trainer_config(method, t, "/nonexistent", "bfloat16").to_dict()
+             for t in (CHANGED, again)]
+    assert built[0] == built[1]
+    assert lora_config(again).to_dict() == lora_config(CHANGED).to_dict()
 
 
 def test_a_bad_job_is_refused_naming_its_field_on_either_side(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,6 +22,7 @@ from assets.adapters import LOG_ROWS, training_log_table
 from assets.eval_reports import science_metadata
 from assets.result_tables import headline, metric_tables, table_metadata
 from saturated_dag.atomic import atomic_write_parquet
+from saturated_dag.config import TrainingSettings
 from saturated_dag.result_tables import (
     SUMMARY_CHARS,
     display_rows,
@@ -30,13 +30,7 @@ from saturated_dag.result_tables import (
     sweep_table,
     to_markdown,
 )
-from saturated_dag.training.config import (
-    DpoSettings,
-    RrhfSettings,
-    SftSettings,
-    settings_line,
-    settings_summary,
-)
+from saturated_dag.training.config import settings_line, settings_record, settings_summary
 from saturated_dag.training.train import PROGRESS_LINES, _Progress
 
 
@@ -137,14 +131,15 @@ def test_the_base_models_report_has_no_delta() -> None:
 
 
 @pytest.mark.parametrize(("method", "settings", "present", "absent"), [
-    ("dpo", DpoSettings(beta=0.3), {"β (DPO)": 0.3, "DPO loss": "sigmoid"}, "λ (rank weight)"),
-    ("rrhf", RrhfSettings(rank_weight=0.5, hinge=False),
+    ("dpo", TrainingSettings(dpo_beta=0.3), {"β (DPO)": 0.3, "DPO loss": "sigmoid"},
+     "λ (rank weight)"),
+    ("rrhf", TrainingSettings(rrhf_rank_weight=0.5, rrhf_hinge=False),
      {"λ (rank weight)": 0.5, "σ-RRHF hinge": False, "σ-RRHF SFT term": True}, "β (DPO)"),
-    ("sft", SftSettings(), {}, "β (DPO)"),
+    ("sft", TrainingSettings(), {}, "β (DPO)"),
 ])
 def test_settings_summary_names_every_setting_of_the_method(
-        method: str, settings: object, present: dict, absent: str) -> None:
-    summary = settings_summary(method, asdict(settings))  # type: ignore[call-overload]
+        method: str, settings: TrainingSettings, present: dict, absent: str) -> None:
+    summary = settings_summary(method, settings_record(method, settings))
     for key, value in present.items():
         assert summary[key] == value
     assert absent not in summary
@@ -152,7 +147,7 @@ def test_settings_summary_names_every_setting_of_the_method(
                 "LoRA dropout", "LoRA targets", "seed"):
         assert key in summary
     assert summary["LoRA targets"] == "q_proj, k_proj, v_proj, o_proj"
-    line = settings_line(method, asdict(settings))  # type: ignore[call-overload]
+    line = settings_line(method, settings_record(method, settings))
     assert line.startswith(f"{method} · learning rate 1e-05")
 
 

@@ -21,12 +21,12 @@ pytest.importorskip(
 
 import polars as pl
 
+from saturated_dag.config import TrainingSettings
 from saturated_dag.evaluation import adapter_backends
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.generation.transformers_backend import TransformersBackend
 from saturated_dag.generation.vllm_backend import VllmBackend, VllmLoraView
 from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt
-from saturated_dag.training.config import LoraSettings, SftSettings
 from saturated_dag.training.train import train_adapter
 from tests.test_vllm_backend import GREEDY_EXPRESSIONS, build_vllm_tiny_model, open_tiny_engine
 
@@ -54,8 +54,9 @@ def adapter_dir(model_dir: Path, backend: VllmBackend,
     """An SFT adapter that pulls greedy decoding towards one fixed completion."""
     prompts = [backend.render(policy_prompt(chain_sum_problem(e))) for e in GREEDY_EXPRESSIONS]
     data = pl.DataFrame([{"prompt": p, "completion": "1 + 2 = 3 \\boxed{3}"} for p in prompts])
-    settings = SftSettings(epochs=2, batch_size=2, per_device_batch_size=2, learning_rate=5e-2,
-                           max_length=160, lora=LoraSettings(r=RANK, alpha=2 * RANK, dropout=0.0))
+    settings = TrainingSettings(epochs=2, batch_size=2, per_device_batch_size=2,
+                                learning_rate=5e-2, max_length=160, lora_r=RANK,
+                                lora_alpha=2 * RANK, lora_dropout=0.0)
     out = tmp_path_factory.mktemp("adapters") / "sft"
     result = train_adapter("sft", str(model_dir), data, settings, out)
     assert (Path(result.adapter_dir) / "adapter_config.json").is_file()

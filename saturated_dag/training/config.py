@@ -1,13 +1,18 @@
-"""One config dataclass per method, with the paper's defaults (App. B, Table 5).
+"""What a trainer is built with besides the profile: the fixed settings, the precision, and
+the record of an adapter's configuration.
+
+The trainers are built straight from the profile's validated ``TrainingSettings``
+(``saturated_dag.config``; ``training.train.trainer_config`` and ``lora_config``), so every
+setting a profile can change reaches TRL's ``DPOConfig`` / ``SFTConfig`` and the project's
+``RrhfConfig`` by one route. What a profile cannot change is here, as named constants.
 
 Learning rates and epochs are the paper's for Qwen3-1.7B; the demo profile overrides them for
-its small model.
-
-Batch sizes count training examples as the paper's Table 5 does: completions (sequences) for
-SFT, RAFT and σ-RRHF, preference pairs for DPO (TRL's convention). ``batch_size`` examples
-make one optimizer step, ``per_device_batch_size`` go through one forward pass, and the
-ratio is the number of gradient-accumulation micro-batches. σ-RRHF never splits a question
-across micro-batches (its rank loss compares a question's completions): a micro-batch holds
+its small model. Batch sizes count training examples as the paper's Table 5 does: completions
+(sequences) for SFT, RAFT and σ-RRHF, preference pairs for DPO (TRL's convention).
+``batch_size`` examples make one optimizer step, ``per_device_batch_size`` go through one
+forward pass, and the ratio is the number of gradient-accumulation micro-batches
+(``grad_accumulation``). σ-RRHF never splits a question across micro-batches (its rank loss
+compares a question's completions): a micro-batch holds
 ``max(1, per_device_batch_size // largest group)`` whole questions (``rrhf_questions_per_device``
 in ``training.rrhf_trainer``), so with the paper's n = 8 and 8 completions per device batch a
 micro-batch is one question.
@@ -15,51 +20,46 @@ micro-batch is one question.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from saturated_dag.config import TrainingSettings
 
+# The trainer's fixed settings: the paper's (App. B, Table 5) for every method, constants
+# here and not profile settings because no profile, sweep or selection of this project varies
+# them (they never were fields of the profile's training section), so one place says what
+# they are. Every adapter still records them (``settings_record``), so its model card and the
+# runs table say what it trained with.
+WARMUP_RATIO = 0.1
+"""Linear warmup over this share of the optimizer steps, then cosine decay;
+``train.warmup_guard`` drops it for runs of one optimizer step per epoch."""
+WEIGHT_DECAY = 0.01
+"""AdamW's weight decay for SFT, RAFT and σ-RRHF."""
+DPO_WEIGHT_DECAY = 0.0
+"""No weight decay for DPO (Ivison et al.)."""
+DPO_LOSS_TYPE = "sigmoid"
+"""DPO's loss, TRL's ``loss_type``: the sigmoid loss of the DPO paper (TRL's default)."""
+LOGGING_STEPS = 1
+"""The trainers log every optimizer step: the training log and the curves read each step
+(``train._Progress`` and the adapter's metadata thin them for reading)."""
+LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
+"""LoRA on the attention projections; its rank, α and dropout are profile settings."""
 
-@dataclass
-class LoraSettings:
-    r: int = 32
-    alpha: int = 64  # α = 2r
-    dropout: float = 0.05
-    target_modules: list[str] = field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+def weight_decay(method: str) -> float:
+    """AdamW's weight decay for ``method``: ``DPO_WEIGHT_DECAY`` for DPO, else
+    ``WEIGHT_DECAY``."""
+    return DPO_WEIGHT_DECAY if method == "dpo" else WEIGHT_DECAY
 
 
-@dataclass
-class TrainSettings:
-    """Shared by every method: AdamW, cosine schedule, warmup 0.1, weight decay 0.01."""
-
-    epochs: int = 4  # checkpoints after each epoch; the best by validation pass@1 is kept
-    batch_size: int = 8
-    """Examples per optimizer step: completions (SFT, RAFT, σ-RRHF) or pairs (DPO)."""
-    per_device_batch_size: int = 8
-    """Examples per forward pass (σ-RRHF: rounded down to whole questions, at least one)."""
-    learning_rate: float = 1e-5
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    max_length: int = 2048
-    seed: int = 0
-    logging_steps: int = 1
-    dtype: str = "auto"
-    """auto | float32 | bfloat16: the base model's weights and the bf16 mixed-precision flag.
-    auto is bfloat16 on a CUDA device that supports it, else float32 (``resolve_dtype``)."""
-    gradient_checkpointing: bool = False
-    """Recompute each layer's activations in backward (non-reentrant): long sequences fit."""
-    lora: LoraSettings = field(default_factory=LoraSettings)
-
-    @property
-    def grad_accumulation(self) -> int:
-        """Micro-batches per optimizer step: ``batch_size / per_device_batch_size``."""
-        if self.batch_size % self.per_device_batch_size:
-            raise ValueError(f"batch_size {self.batch_size} is not a multiple of "
-                             f"per_device_batch_size {self.per_device_batch_size}")
-        return self.batch_size // self.per_device_batch_size
+def grad_accumulation(training: TrainingSettings) -> int:
+    """Micro-batches per optimizer step: ``batch_size / per_device_batch_size`` (a whole
+    number: ``TrainingSettings`` refuses a batch that is not a multiple of the per-device
+    batch)."""
+    if training.batch_size % training.per_device_batch_size:
+        raise ValueError(f"batch_size {training.batch_size} is not a multiple of "
+                         f"per_device_batch_size {training.per_device_batch_size}")
+    return training.batch_size // training.per_device_batch_size
 
 
 DTYPES = ("auto", "float32", "bfloat16")
@@ -87,50 +87,70 @@ def resolve_dtype(name: str) -> str:
     return name
 
 
-@dataclass
-class DpoSettings(TrainSettings):
-    beta: float = 0.1  # the paper sweeps {0.1, 0.3, 0.5, 2, 5}
-    loss_type: str = "sigmoid"
-    nll_weight: float = 0.0
-    """> 0: DPO + NLL on the chosen completion with this weight (not the paper's DPO)."""
-    weight_decay: float = 0.0  # no weight decay for DPO (Ivison et al.)
+RECORD_ENTRIES: dict[str, str | None] = {
+    "epochs": "epochs", "batch_size": "batch_size",
+    "per_device_batch_size": "per_device_batch_size", "learning_rate": "learning_rate",
+    "warmup_ratio": None, "weight_decay": None, "max_length": "max_length", "seed": "seed",
+    "logging_steps": None, "dtype": "dtype", "gradient_checkpointing": "gradient_checkpointing"}
+"""A settings record's entries for every method, in its order, by the ``TrainingSettings``
+field each holds (None: a fixed setting, ``fixed_entry``)."""
+LORA_ENTRIES: dict[str, str | None] = {"r": "lora_r", "alpha": "lora_alpha",
+                                       "dropout": "lora_dropout", "target_modules": None}
+"""The record's ``lora`` entries, the same way."""
+METHOD_ENTRIES: dict[str, dict[str, str | None]] = {
+    "dpo": {"beta": "dpo_beta", "loss_type": None, "nll_weight": "dpo_nll_weight"},
+    "rrhf": {"rank_weight": "rrhf_rank_weight", "use_sft": "rrhf_use_sft",
+             "hinge": "rrhf_hinge", "logistic_weight": "rrhf_logistic_weight",
+             "sft_token_mean": "rrhf_sft_token_mean"},
+    "sft": {}, "raft": {}}
+"""Each method's own entries, after the others, the same way."""
 
 
-@dataclass
-class RrhfSettings(TrainSettings):
-    rank_weight: float = 0.1  # λ; 0 recovers RAFT
-    use_sft: bool = True
-    hinge: bool = True
-    logistic_weight: bool = True
-    sft_token_mean: bool = True  # False: L_ft summed over y_best's tokens
+def fixed_entry(method: str, key: str) -> Any:
+    """The value of the fixed setting a settings record holds under ``key``."""
+    return {"warmup_ratio": WARMUP_RATIO, "weight_decay": weight_decay(method),
+            "logging_steps": LOGGING_STEPS, "target_modules": list(LORA_TARGET_MODULES),
+            "loss_type": DPO_LOSS_TYPE}[key]
 
 
-@dataclass
-class SftSettings(TrainSettings):
-    pass
+def settings_record(method: str, training: TrainingSettings) -> dict[str, Any]:
+    """The configuration ``method`` trains with, as ``training_config.json`` records it under
+    ``settings``: the profile's values the trainer reads and the fixed settings, flat, with
+    the LoRA settings under ``lora`` and the method's own after them (β for DPO, λ and the
+    σ-RRHF switches for σ-RRHF).
+
+    Why a record and not the settings themselves: its keys and order are what the adapters
+    already on disk hold and what their readers read (the model card, ``settings_summary``,
+    the runs table's columns, the adapter's metadata), so they stay as they were when the
+    trainer stopped reading them from per-method settings classes
+    (``tests/test_training_job.py`` pins them)."""
+    if method not in METHOD_ENTRIES:
+        raise ValueError(f"unknown training method {method!r}; known: {sorted(METHOD_ENTRIES)}")
+
+    def entries(table: dict[str, str | None]) -> dict[str, Any]:
+        return {key: fixed_entry(method, key) if field is None else getattr(training, field)
+                for key, field in table.items()}
+
+    return {**entries(RECORD_ENTRIES), "lora": entries(LORA_ENTRIES),
+            **entries(METHOD_ENTRIES[method])}
 
 
-SETTINGS_OF_METHOD: dict[str, type[TrainSettings]] = {
-    "dpo": DpoSettings, "rrhf": RrhfSettings, "sft": SftSettings, "raft": SftSettings}
+def training_of_record(record: dict[str, Any]) -> dict[str, Any]:
+    """The ``TrainingSettings`` fields, with their values, that a ``settings_record`` holds:
+    the inverse of ``settings_record`` for the settings a profile can change (the fixed
+    settings in it are left out, and so is an entry this checkout does not know).
 
-
-def settings_for(method: str, training: TrainingSettings) -> TrainSettings:
-    """The trainer config of ``method`` from a profile's (or sweep cell's) training section."""
-    t = training
-    common = {"epochs": t.epochs, "batch_size": t.batch_size,
-              "per_device_batch_size": t.per_device_batch_size,
-              "learning_rate": t.learning_rate, "max_length": t.max_length, "seed": t.seed,
-              "dtype": t.dtype, "gradient_checkpointing": t.gradient_checkpointing,
-              "lora": LoraSettings(r=t.lora_r, alpha=t.lora_alpha, dropout=t.lora_dropout)}
-    if method == "dpo":
-        return DpoSettings(**common, beta=t.dpo_beta, nll_weight=t.dpo_nll_weight)
-    if method == "rrhf":
-        return RrhfSettings(**common, rank_weight=t.rrhf_rank_weight, use_sft=t.rrhf_use_sft,
-                            hinge=t.rrhf_hinge, logistic_weight=t.rrhf_logistic_weight,
-                            sft_token_mean=t.rrhf_sft_token_mean)
-    if method in SETTINGS_OF_METHOD:
-        return SftSettings(**common)
-    raise ValueError(f"unknown training method {method!r}; known: {sorted(SETTINGS_OF_METHOD)}")
+    Why a dict and not ``TrainingSettings``: a configuration stored as a record
+    (``benchmarks/gpu_check_paper.json``'s cases) is trained again on a GPU machine without
+    pydantic, where the trainer is built from these values as they are
+    (``benchmarks.gpu_check.trainer_settings``); with pydantic,
+    ``TrainingSettings(**training_of_record(record))`` validates them."""
+    values: dict[str, Any] = {}
+    for table, recorded in ((RECORD_ENTRIES, record), (LORA_ENTRIES, record.get("lora", {})),
+                            *((own, record) for own in METHOD_ENTRIES.values())):
+        values.update({field: recorded[key] for key, field in table.items()
+                       if field is not None and key in recorded})
+    return values
 
 
 LOG_NAMES = {"loss": "loss", "rewards/margins": "reward margin",
@@ -142,7 +162,7 @@ the names they are shown under: DPO's reward margin and accuracy, σ-RRHF's two 
 
 def settings_summary(method: str, settings: dict[str, Any]) -> dict[str, Any]:
     """The configuration an adapter was trained with, as a reader names it: ``settings`` is
-    the trainer config as a dict (``asdict``, as ``training_config.json`` records it).
+    its ``settings_record``, as ``training_config.json`` records it.
 
     Why one function: the adapter's metadata and the run's tags say the same thing, and
     only the switches of the adapter's own method appear (β for DPO, λ and the σ-RRHF

@@ -54,7 +54,7 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 RESULT_FILE = "result.json"
 """The key folder's record of its training (``TrainResult``, the weights' hash and the cache
 key it was trained under), written as the training publishes it
-(``isolated.write_result``): what a later cache hit reads and checks."""
+(``runner.write_result``): what a later cache hit reads and checks."""
 
 VALIDATION_FILE = "validation.parquet"
 """The kept epoch's per-question validation results (``question_id, n, correct``), written

@@ -2,13 +2,15 @@
 trainer.
 
 Why a model and not a dict: the job crosses a process boundary (the Dagster Pipes child,
-``resources/training_child.py``, or ``python -m saturated_dag.training.isolated``).
-It is validated where it is built and again where it arrives (``TrainingJob.from_json``), so
-a misspelt or missing field fails with its name in the parent or the child, never as a
-``KeyError`` halfway through training. The training settings it carries are the profile's
-``training`` section with the cell's overrides applied *and validated* (``training``), from
-which the method's trainer config is built (``trainer_settings``: DPO and SFT go to TRL's
-``DPOConfig`` / ``SFTConfig``, σ-RRHF to ``training.rrhf_trainer.RrhfConfig``).
+``resources/training_child.py``, a side-by-side worker, or
+``python -m saturated_dag.training.runner``). It is validated where it is built and again
+where it arrives (``TrainingJob.from_json``), so a misspelt or missing field fails with its
+name in the parent or the child, never as a ``KeyError`` halfway through training. The
+training settings it carries are the profile's ``training`` section with the cell's overrides
+applied *and validated* (``training``), from which the trainer is built directly
+(``training.train.trainer_config``: TRL's ``DPOConfig`` / ``SFTConfig``, σ-RRHF's
+``training.rrhf_trainer.RrhfConfig``; ``training.train.lora_config``: PEFT's ``LoraConfig``),
+on every route (``training.runner``).
 """
 
 from __future__ import annotations
@@ -56,12 +58,6 @@ class TrainingJob(BaseModel):
         merged = merge_settings(self.profile.training.model_dump(mode="json"),
                                 self.training_overrides)
         return TrainingSettings.model_validate(merged)
-
-    def trainer_settings(self) -> Any:
-        """The method's trainer settings (``training.config.settings_for``)."""
-        from saturated_dag.training.config import settings_for
-
-        return settings_for(self.method, self.training)
 
     def to_json(self) -> str:
         return self.model_dump_json()

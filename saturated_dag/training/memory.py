@@ -257,14 +257,14 @@ def _shape_of(profile: Profile) -> ModelShape:
 
 def profile_steps(profile: Profile) -> dict[str, StepShape]:
     """Each method's forward pass under ``profile`` (precision auto: bf16 where CUDA is)."""
-    from saturated_dag.training.config import LoraSettings
+    from saturated_dag.training.config import LORA_TARGET_MODULES
     from saturated_dag.training.rrhf_trainer import rrhf_questions_per_device
 
     t, n = profile.training, profile.sampling.n
     bf16 = t.dtype == "bfloat16" or (t.dtype == "auto" and profile.policy.device.startswith("cuda"))
     base = StepShape(sequences=t.per_device_batch_size, length=t.max_length,
                      compute_bytes=2 if bf16 else 4, checkpointing=t.gradient_checkpointing,
-                     lora_r=t.lora_r, lora_targets=tuple(LoraSettings().target_modules),
+                     lora_r=t.lora_r, lora_targets=LORA_TARGET_MODULES,
                      lora_dropout=t.lora_dropout > 0)
     questions = rrhf_questions_per_device(t.per_device_batch_size, n)
     return {"dpo": replace(base, sequences=2 * t.per_device_batch_size),

@@ -32,8 +32,8 @@ class RrhfConfig(TrainingArguments):
     """Configuration class for ``RrhfTrainer``, shaped like TRL's ``DPOConfig``: the Trainer's
     arguments plus σ-RRHF's own, each with its help text, validated in ``__post_init__``.
 
-    The one carrier of σ-RRHF's settings from the profile (``training.rrhf_*``, through
-    ``training.config.RrhfSettings``) to the loss: the trainer reads ``self.args``.
+    The one carrier of σ-RRHF's settings from the profile (``training.rrhf_*``, built by
+    ``training.train.trainer_config``) to the loss: the trainer reads ``self.args``.
     ``per_device_train_batch_size`` counts questions (``rrhf_questions_per_device``).
     """
 

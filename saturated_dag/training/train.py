@@ -28,9 +28,9 @@ import math
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback, set_seed
@@ -39,12 +39,15 @@ from saturated_dag.atomic import give_umask_modes, make_scratch
 from saturated_dag.generation.models import load_model, portable_model_name
 from saturated_dag.methods import METHODS as REGISTERED_METHODS
 from saturated_dag.training.config import (
+    DPO_LOSS_TYPE,
     LOG_NAMES,
-    SETTINGS_OF_METHOD,
-    DpoSettings,
-    RrhfSettings,
-    TrainSettings,
+    LOGGING_STEPS,
+    LORA_TARGET_MODULES,
+    WARMUP_RATIO,
+    grad_accumulation,
     resolve_dtype,
+    settings_record,
+    weight_decay,
 )
 from saturated_dag.training.folders import ADAPTER_WEIGHTS, publish, remove_leftovers
 from saturated_dag.training.rrhf_trainer import (
@@ -53,6 +56,9 @@ from saturated_dag.training.rrhf_trainer import (
     RrhfTrainer,
     rrhf_questions_per_device,
 )
+
+if TYPE_CHECKING:  # pydantic: not imported on the trainer's own path (benchmarks/gpu_check.py)
+    from saturated_dag.config import TrainingSettings
 
 METHODS = tuple(REGISTERED_METHODS)
 """raft: SFT on the scorer's argmax completions only (RAFT, σ-RRHF with λ=0)."""
@@ -237,15 +243,18 @@ class _EpochSelector(TrainerCallback):
         return max(self.epochs, key=lambda r: (r["val_pass@1"], -r["epoch"]))["epoch"]
 
 
-def _lora(settings: TrainSettings) -> Any:
+def lora_config(training: TrainingSettings) -> Any:
+    """PEFT's ``LoraConfig`` of the profile's LoRA settings (rank, α, dropout) on
+    ``LORA_TARGET_MODULES``: the one place an adapter's LoRA shape is built, for every
+    method."""
     from peft import LoraConfig
 
-    lora = settings.lora
-    return LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                      target_modules=list(lora.target_modules), task_type="CAUSAL_LM")
+    return LoraConfig(r=training.lora_r, lora_alpha=training.lora_alpha,
+                      lora_dropout=training.lora_dropout,
+                      target_modules=list(LORA_TARGET_MODULES), task_type="CAUSAL_LM")
 
 
-def _common_args(settings: TrainSettings, output_dir: str, precision: str,
+def _common_args(method: str, training: TrainingSettings, output_dir: str, precision: str,
                  per_device: int | None = None) -> dict[str, Any]:
     """TrainingArguments shared by every method (TRL's configs take the same keys).
 
@@ -253,27 +262,27 @@ def _common_args(settings: TrainSettings, output_dir: str, precision: str,
     pass (σ-RRHF: questions, not completions). Gradient accumulation is always
     ``batch_size / per_device_batch_size`` of the settings. Checkpointing
     (``_checkpointing_args``) is non-reentrant, so frozen inputs need no ``requires_grad`` for
-    LoRA to get gradients.
+    LoRA to get gradients. The fixed settings (warmup, weight decay, logging) are
+    ``training.config``'s constants.
     """
-    checkpointing = settings.gradient_checkpointing
     return {
         "output_dir": output_dir,
-        "num_train_epochs": settings.epochs,
-        "per_device_train_batch_size": per_device or settings.per_device_batch_size,
-        "gradient_accumulation_steps": settings.grad_accumulation,
-        "learning_rate": settings.learning_rate,
+        "num_train_epochs": training.epochs,
+        "per_device_train_batch_size": per_device or training.per_device_batch_size,
+        "gradient_accumulation_steps": grad_accumulation(training),
+        "learning_rate": training.learning_rate,
         "lr_scheduler_type": "cosine",
-        "warmup_steps": settings.warmup_ratio,  # a float < 1 is a ratio in transformers 5
-        "weight_decay": settings.weight_decay,
-        "seed": settings.seed,
-        "data_seed": settings.seed,
-        "logging_steps": settings.logging_steps,
+        "warmup_steps": WARMUP_RATIO,  # a float < 1 is a ratio in transformers 5
+        "weight_decay": weight_decay(method),
+        "seed": training.seed,
+        "data_seed": training.seed,
+        "logging_steps": LOGGING_STEPS,
         "logging_nan_inf_filter": False,  # the default replaces a NaN loss in the logs
         "save_strategy": "no",
         "use_cpu": not _has_cuda(),
         "bf16": precision == "bfloat16",
         "fp16": False,
-        **_checkpointing_args(checkpointing),
+        **_checkpointing_args(training.gradient_checkpointing),
         "remove_unused_columns": False,
         "disable_tqdm": True,
     }
@@ -334,44 +343,44 @@ def _dataset(data: pl.DataFrame, columns: list[str]) -> Any:
     return Dataset.from_polars(data.select(columns))
 
 
-def trainer_config(method: str, settings: TrainSettings, output_dir: str, precision: str,
+def trainer_config(method: str, training: TrainingSettings, output_dir: str, precision: str,
                    report_to: ReportTo = REPORT_TO_DEFAULT, per_device: int | None = None
                    ) -> Any:
-    """The trainer's config object the settings build: TRL's ``DPOConfig`` (DPO) or
-    ``SFTConfig`` (SFT, RAFT), or the project's ``RrhfConfig`` (σ-RRHF). Every route to a
-    trainer builds its config here, so a test can check that each training setting reaches it
-    (``tests/test_testbed.py``). ``per_device``: σ-RRHF's questions per forward pass
-    (``rrhf_questions_per_device``)."""
+    """The trainer's config object the profile's training settings build: TRL's
+    ``DPOConfig`` (DPO) or ``SFTConfig`` (SFT, RAFT), or the project's ``RrhfConfig``
+    (σ-RRHF). ``training`` is the validated section (a cell's overrides applied,
+    ``TrainingJob.training``). Every route to a trainer builds its config here, so a test can
+    check that each training setting reaches it (``tests/test_testbed.py``). ``per_device``:
+    σ-RRHF's questions per forward pass (``rrhf_questions_per_device``)."""
     # TRACKING: the one place report_to reaches the trainers (train_adapter's argument)
-    common = {**_common_args(settings, output_dir, precision, per_device),
+    common = {**_common_args(method, training, output_dir, precision, per_device),
               "report_to": report_to}
     if method == "dpo":
         from trl import DPOConfig
 
-        assert isinstance(settings, DpoSettings)
         # DPO + NLL on the chosen completion (dpo_nll_weight > 0; not the paper's DPO):
         # TRL combines the listed losses with loss_weights
-        anchored = settings.nll_weight > 0
-        return DPOConfig(**common, beta=settings.beta,
-                         loss_type=[settings.loss_type, *(["sft"] if anchored else [])],
-                         loss_weights=[1.0, settings.nll_weight] if anchored else None,
-                         max_length=settings.max_length)
+        nll_weight = training.dpo_nll_weight
+        anchored = nll_weight > 0
+        return DPOConfig(**common, beta=training.dpo_beta,
+                         loss_type=[DPO_LOSS_TYPE, *(["sft"] if anchored else [])],
+                         loss_weights=[1.0, nll_weight] if anchored else None,
+                         max_length=training.max_length)
     if method in ("sft", "raft"):
         from trl import SFTConfig
 
-        return SFTConfig(**common, completion_only_loss=True, max_length=settings.max_length)
+        return SFTConfig(**common, completion_only_loss=True, max_length=training.max_length)
     if method == "rrhf":
-        assert isinstance(settings, RrhfSettings)
-        return RrhfConfig(**common, rank_weight=settings.rank_weight,
-                          use_sft=settings.use_sft, hinge=settings.hinge,
-                          logistic_weight=settings.logistic_weight,
-                          sft_token_mean=settings.sft_token_mean,
-                          max_length=settings.max_length)
+        return RrhfConfig(**common, rank_weight=training.rrhf_rank_weight,
+                          use_sft=training.rrhf_use_sft, hinge=training.rrhf_hinge,
+                          logistic_weight=training.rrhf_logistic_weight,
+                          sft_token_mean=training.rrhf_sft_token_mean,
+                          max_length=training.max_length)
     raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
 
 
 def _build_trainer(method: str, model: Any, tokenizer: Any, data: pl.DataFrame,
-                   settings: TrainSettings, workdir: str, precision: str,
+                   training: TrainingSettings, workdir: str, precision: str,
                    report_to: ReportTo = REPORT_TO_DEFAULT) -> Any:
     from datasets import Dataset
 
@@ -381,31 +390,31 @@ def _build_trainer(method: str, model: Any, tokenizer: Any, data: pl.DataFrame,
         from trl import DPOTrainer
 
         _require(data, ["prompt", "chosen", "rejected"], method)
-        args = trainer_config(method, settings, workdir, precision, report_to)
+        args = trainer_config(method, training, workdir, precision, report_to)
         return DPOTrainer(model=model, args=args, processing_class=tokenizer,
                           train_dataset=_dataset(data, ["prompt", "chosen", "rejected"]),
-                          peft_config=_lora(settings))
+                          peft_config=lora_config(training))
     if method in ("sft", "raft"):
         from trl import SFTTrainer
 
         _require(data, ["prompt", "completion"], method)
-        args = trainer_config(method, settings, workdir, precision, report_to)
+        args = trainer_config(method, training, workdir, precision, report_to)
         return SFTTrainer(model=model, args=args, processing_class=tokenizer,
                           train_dataset=_dataset(data, ["prompt", "completion"]),
-                          peft_config=_lora(settings))
+                          peft_config=lora_config(training))
     from peft import get_peft_model
 
     _require(data, ["question_id", "prompt", "completion", "score"], method)
     groups = _rrhf_groups(data)
     has_template = bool(getattr(tokenizer, "chat_template", None))
-    questions = rrhf_questions_per_device(settings.per_device_batch_size,
+    questions = rrhf_questions_per_device(training.per_device_batch_size,
                                           max(len(g["completions"]) for g in groups))
-    peft_model = get_peft_model(model, _lora(settings))
-    if settings.gradient_checkpointing:
+    peft_model = get_peft_model(model, lora_config(training))
+    if training.gradient_checkpointing:
         # As TRL's trainers do with PEFT: harmless with non-reentrant checkpointing,
         # needed should reentrant checkpointing ever be configured.
         peft_model.enable_input_require_grads()
-    args = trainer_config(method, settings, workdir, precision, report_to, questions)
+    args = trainer_config(method, training, workdir, precision, report_to, questions)
     return RrhfTrainer(model=peft_model, args=args, train_dataset=Dataset.from_list(groups),
                        data_collator=GroupCollator(tokenizer, args.max_length,
                                                    add_special_tokens=not has_template),
@@ -445,7 +454,7 @@ def train_adapter(
     method: str,
     base_model: str,
     data: pl.DataFrame,
-    settings: TrainSettings,
+    training: TrainingSettings,
     out_dir: str | Path,
     eval_fn: EvalFn | None = None,
     log: LogFn | None = None,
@@ -455,24 +464,27 @@ def train_adapter(
     report_to: ReportTo = REPORT_TO_DEFAULT,
     bases: BaseModels | None = None,
 ) -> TrainResult:
-    """Train ``method`` on ``data`` (a polars frame) and save the best epoch's adapter at
-    ``out_dir``.
+    """Train ``method`` on ``data`` (a polars frame) with the profile's validated training
+    settings ``training`` and save the best epoch's adapter at ``out_dir``.
 
     ``out_dir`` is the adapter's key folder (``folders.key_folder``), published by one rename.
     ``record`` is added to the adapter's ``training_config.json`` (e.g. its cache key), with
-    the settings and the precision actually used. ``callbacks`` are extra Trainer callbacks
-    (progress or probes). ``before_publish`` runs right before the adapter is published and
-    may raise to keep it unpublished (a training child whose run has died). ``report_to``
-    is where the trainers report their logs (``TrainingArguments.report_to``): ``"none"``
-    by default; the single place to wire an experiment tracker (a profile setting) into.
+    the settings (``settings_record``) and the precision actually used. ``callbacks`` are
+    extra Trainer callbacks (progress or probes). ``before_publish`` runs right before the
+    adapter is published and may raise to keep it unpublished (a training child whose run has
+    died). ``report_to`` is where the trainers report their logs
+    (``TrainingArguments.report_to``): ``"none"`` by default; the single place to wire an
+    experiment tracker (a profile setting) into.
     ``bases``: where the base model comes from when several trainings share one load (a
     copy per training); loaded from disk for this training alone when None.
     """
     if method not in METHODS:
         raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
-    if not isinstance(settings, SETTINGS_OF_METHOD[method]):
-        raise TypeError(f"{method} needs {SETTINGS_OF_METHOD[method].__name__}, "
-                        f"got {type(settings).__name__}")
+    from saturated_dag.config import TrainingSettings
+
+    if not isinstance(training, TrainingSettings):
+        raise TypeError(f"{method}: training settings must be a TrainingSettings (the "
+                        f"profile's validated training section), got {type(training).__name__}")
     if not isinstance(data, pl.DataFrame):
         raise TypeError(f"{method}: the training set must be a polars DataFrame, "
                         f"got {type(data).__module__}.{type(data).__name__}")
@@ -480,7 +492,7 @@ def train_adapter(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # trainers otherwise try a telemetry call
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
-    precision = resolve_dtype(settings.dtype)
+    precision = resolve_dtype(training.dtype)
     model, tokenizer = (bases.copy(base_model, precision) if bases is not None
                         else load_model(base_model, dtype=precision))
     if tokenizer.pad_token_id is None:
@@ -491,13 +503,12 @@ def train_adapter(
     try:
         # LoRA's A matrices are drawn when the adapter is created, before the Trainer seeds
         # anything: seed here so an adapter's start does not depend on what ran before it.
-        set_seed(settings.seed)
-        trainer = _build_trainer(method, model, tokenizer, data, settings, str(work / "trainer"),
+        set_seed(training.seed)
+        trainer = _build_trainer(method, model, tokenizer, data, training, str(work / "trainer"),
                                  precision, report_to)
         selector = _EpochSelector(work / "epochs", tokenizer, eval_fn, say)
         rates = _LearningRates()
-        warmup = warmup_guard(trainer, settings.warmup_ratio, steps_per_epoch(trainer),
-                              settings.epochs)
+        warmup = warmup_guard(trainer, WARMUP_RATIO, steps_per_epoch(trainer), training.epochs)
         trainer.add_callback(_Guard())
         trainer.add_callback(rates)
         for printer in (PrinterCallback, ProgressCallback):  # a raw dict per log step
@@ -506,9 +517,9 @@ def train_adapter(
         trainer.add_callback(selector)
         for callback in callbacks or []:
             trainer.add_callback(callback)
-        say(f"training {method} on {len(data)} rows for {settings.epochs} epochs in {precision}"
-            f"{', gradient checkpointing' if settings.gradient_checkpointing else ''}, "
-            f"{settings.grad_accumulation} micro-batch(es) per step")
+        say(f"training {method} on {len(data)} rows for {training.epochs} epochs in {precision}"
+            f"{', gradient checkpointing' if training.gradient_checkpointing else ''}, "
+            f"{grad_accumulation(training)} micro-batch(es) per step")
         trainer.train()
         best = selector.best()
         kept_steps = next((int(e["step"]) for e in selector.epochs if e["epoch"] == best),
@@ -520,7 +531,8 @@ def train_adapter(
         portable = make_portable(final, base_model)
         written = {**(record or {}), "method": method, "base_model": base_model,
                    "base_model_name_or_path": portable,
-                   "best_epoch": best, "epochs": selector.epochs, "settings": asdict(settings),
+                   "best_epoch": best, "epochs": selector.epochs,
+                   "settings": settings_record(method, training),
                    "precision": precision, "versions": framework_versions()}
         (final / "training_config.json").write_text(json.dumps(written, indent=1))
         give_umask_modes(final)

@@ -1,0 +1,408 @@
+"""The one runner of training jobs: a list of ``TrainingJob``s trained under a policy, in this
+process or side by side on the cores, with the same lifeline, thread limit and publish rule.
+
+Why one runner: a list of trainings used to run through several runners (this process, a
+pool of side-by-side workers, the Dagster Pipes child), each with its own guarantees. Here
+every policy trains each job with ``train_job``, and shares:
+
+- **the publish rule.** An adapter is published by one rename (``train.train_adapter``), then
+  its kept epoch's per-question validation results (``VALIDATION_FILE``), then its
+  ``result.json`` (``RESULT_FILE``) last: a folder with a ``result.json`` is whole, and a
+  cache hit trusts nothing less.
+- **the lifeline.** A training that runs for another process (the ``owner``: a side-by-side
+  worker's, the Pipes child's run process) is bound to it (``bind_to_owner``: the kernel's
+  parent-death signal and a watcher, ``lifeline.bind_worker``) and checks it once more right
+  before it publishes (``lifeline.require_parent``), so a run that has died gets no adapter.
+- **the thread limit.** On a CPU (``one_torch_thread``: ``parallel.training_workers`` > 0)
+  every training runs one torch thread, wherever it runs, so an adapter's weights depend
+  neither on the machine's cores nor on how many adapters its step trains.
+
+The policies (``policy_for`` chooses for the run's own process):
+
+- ``InThisProcess``: one after another in the calling process, with one load of each base
+  model (``train.BaseModels``): a grid on a GPU, a single training, or the Pipes child
+  (``resources/training_child.py``, which calls this runner with its run process as owner;
+  vLLM does not reliably free GPU memory inside a process, and a crashed or OOM-killed trainer
+  should not take the run with it, so the Dagster layer trains in that child by default).
+- ``SideBySide``: a cell's grid on a CPU, one spawned one-thread worker process per core.
+  On the embedded model a training is bound by Python and small matrix products, so a second
+  torch thread in the same process adds little, while a second process training another
+  adapter of the grid doubles what the two cores do (``BENCHMARKS.md``, "Training side by
+  side"). Dagster's multiprocess executor would give the same overlap across steps, but it
+  starts a process per step, which costs more than the demo's short steps last
+  (``docs/performance.md``). The workers are started once per process that trains (a few
+  seconds, importing torch, TRL and PEFT at once: ``PRELOAD``) and then serve every grid of
+  its steps, warm. They are spawned, not forked: polars' thread pools do not survive a fork
+  (a child forked from a process that had used polars hung in ``read_parquet``), and
+  multiprocessing's fork server is one per process, preloaded and given its environment by
+  whoever starts it first (Dagster's multiprocess executor under ``one_per_core``). A
+  training that raises lets the others finish, then fails the step. A worker that dies (the
+  OOM killer) stops the others: the adapters already published stay, the step fails naming
+  those that are not, and its re-execution trains only those (the rest are cache hits). Log
+  lines travel back through a queue, prefixed by their adapter.
+
+Without Dagster: ``python -m saturated_dag.training.runner JOB.json RESULT.json`` trains one
+job (a ``TrainingJob`` as JSON) in that process and writes its result record.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from saturated_dag.training.folders import ADAPTER_WEIGHTS, RESULT_FILE, VALIDATION_FILE
+from saturated_dag.training.job import TrainingJob
+
+if TYPE_CHECKING:
+    from saturated_dag.training.train import BaseModels
+
+LogFn = Callable[[str], None]
+Record = dict[str, Any]
+"""A training's result record: ``TrainResult``'s fields, ``weights_version``, ``cache_key``
+(what ``result.json`` holds)."""
+WorkerTrain = Callable[[TrainingJob, str], Record]
+"""What a side-by-side worker runs for one job and its tag (``train_in_worker``)."""
+
+
+@dataclass(frozen=True)
+class InThisProcess:
+    """Train the jobs one after another in the calling process, with one load of each base
+    model.
+
+    ``owner``: the process these trainings run for, when it is not this one (the Pipes
+    child's run process); this process must already be bound to it (``bind_to_owner``), and
+    each adapter is published only while it lives. ``bases``: where the base models come
+    from (the caller's, to count the loads); a fresh ``BaseModels`` when None. ``around``:
+    what each training runs inside (the Pipes child records it in its residency log and writes
+    a failure's traceback to its log file)."""
+
+    owner: int | None = None
+    bases: BaseModels | None = field(default=None, compare=False)
+    around: Callable[[TrainingJob], AbstractContextManager[Any]] | None = None
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """Train the jobs side by side in ``workers`` one-thread worker processes (at most one per
+    job), bound to this process. ``train`` is what a worker runs for one job
+    (``train_in_worker`` when None; tests pass a stand-in)."""
+
+    workers: int
+    train: WorkerTrain | None = None
+
+
+Policy = InThisProcess | SideBySide
+
+
+def one_torch_thread(jobs: list[TrainingJob]) -> bool:
+    """Whether every training of ``jobs`` runs one torch thread: on a CPU
+    (``parallel.training_workers`` > 0), wherever it runs; on an accelerator, torch's own
+    threads."""
+    from saturated_dag.parallel import training_workers
+
+    return bool(jobs) and training_workers(jobs[0].profile) > 0
+
+
+def policy_for(jobs: list[TrainingJob]) -> Policy:
+    """How the run's own process trains ``jobs``: side by side on the cores when the profile
+    runs on a CPU with several (``parallel.training_workers``) and there are several jobs,
+    else in this process."""
+    from saturated_dag.parallel import training_workers
+
+    workers = training_workers(jobs[0].profile) if jobs else 0
+    if workers > 1 and len(jobs) > 1:
+        return SideBySide(workers)
+    return InThisProcess()
+
+
+def run_jobs(jobs: list[TrainingJob], policy: Policy, log: LogFn | None = None
+             ) -> list[Record]:
+    """Train ``jobs`` under ``policy``; their result records, in ``jobs``' order. Each
+    adapter is published, with its ``result.json``, as soon as its training ends, whatever
+    happens to the trainings after it."""
+    if not jobs:
+        return []
+    if isinstance(policy, SideBySide):
+        return _side_by_side(jobs, policy, log)
+    from saturated_dag.parallel import torch_threads
+    from saturated_dag.training.train import BaseModels
+
+    bases = policy.bases if policy.bases is not None else BaseModels()
+    records = []
+    with torch_threads(1 if one_torch_thread(jobs) else None):
+        for index, job in enumerate(jobs, 1):
+            if log is not None and len(jobs) > 1:
+                log(f"adapter {index} of {len(jobs)}: {job.out_dir}")
+            with policy.around(job) if policy.around is not None else nullcontext():
+                records.append(train_job(job, log=log, owner=policy.owner, bases=bases))
+    return records
+
+
+def bind_to_owner(owner: int, one_thread: bool) -> None:
+    """Make this process one that trains for ``owner`` (a side-by-side worker, the Pipes
+    child): it dies with ``owner`` (``lifeline.bind_worker``), and with ``one_thread`` (on a
+    CPU: ``one_torch_thread``) runs one torch thread, as every training on a CPU does."""
+    from saturated_dag.lifeline import bind_worker
+    from saturated_dag.parallel import limit_threads
+
+    bind_worker(owner)
+    if one_thread:
+        limit_threads(1)
+
+
+def train_job(job: TrainingJob, log: LogFn | None = None, owner: int | None = None,
+              bases: BaseModels | None = None) -> Record:
+    """Train the adapter ``job`` describes in this process and publish it by the publish rule:
+    the adapter, then its kept epoch's per-question validation results, then its
+    ``result.json`` last, so a trained adapter is whole, and reusable, the moment its training
+    ends. Returns the ``result.json`` record, so no caller reads the file back or hashes the
+    weights again.
+
+    ``job.data`` is the training set's Parquet file, read as a polars frame; the trainer is
+    built from ``job.training``, the profile's validated training settings. ``owner``: the
+    process this training runs for, which must be alive right before the adapter is published
+    (``lifeline.require_parent``). ``bases`` (``train.BaseModels``) shares one base-model
+    load among several trainings."""
+    import polars as pl
+
+    from saturated_dag.evaluation import evaluate, summarise
+    from saturated_dag.generation.transformers_backend import TransformersBackend
+    from saturated_dag.lifeline import require_parent
+    from saturated_dag.tasks import validation_questions
+    from saturated_dag.training.train import train_adapter
+
+    profile = job.profile
+    questions = validation_questions(profile, job.task)
+    params = profile.sampling.params()
+    per_epoch: list[pl.DataFrame] = []
+
+    def validation_pass_at_1(model: Any, tokenizer: Any) -> float:
+        backend = TransformersBackend(model, tokenizer, batch_size=job.batch_size,
+                                      chat_template=job.chat_template)
+        # the same prompts and answer rule as the pool and the eval reports
+        backend.enable_thinking = job.enable_thinking
+        table, _ = evaluate(questions, backend, params, answer_check=profile.answer_check)
+        per_epoch.append(table.select("question_id", "n", "correct"))
+        return summarise(table, ks=(1,))["pass@1"] / 100
+
+    def before_publish() -> None:
+        if owner is not None:
+            require_parent(owner, job.out_dir)
+
+    with environment(job.tracking_env):  # the MLflow callback's store and tags
+        result = train_adapter(job.method, job.base_model, pl.read_parquet(job.data),
+                               job.training, job.out_dir, eval_fn=validation_pass_at_1,
+                               log=log, record=job.record, before_publish=before_publish,
+                               report_to=profile.tracking.report_to, bases=bases)
+    folder = Path(result.adapter_dir)
+    if per_epoch:  # the kept epoch's per-question results: the one-SE rule pairs them
+        from saturated_dag.atomic import atomic_write_parquet
+
+        atomic_write_parquet(per_epoch[result.best_epoch - 1], folder / VALIDATION_FILE)
+    return write_result(folder, asdict(result), job.record.get("cache_key"))
+
+
+def write_result(folder: Path, record: dict[str, Any], cache_key: str | None) -> Record:
+    """``folder/result.json``: the training's record, its weights' hash and its cache key."""
+    from saturated_dag.atomic import atomic_write_text
+    from saturated_dag.shards import file_fingerprint
+
+    written = {**record, "weights_version": file_fingerprint(folder / ADAPTER_WEIGHTS),
+               "cache_key": cache_key}
+    atomic_write_text(folder / RESULT_FILE, json.dumps(written, default=float))
+    return written
+
+
+@contextmanager
+def environment(variables: dict[str, str]) -> Iterator[None]:
+    """``variables`` set in ``os.environ`` for the block, then the environment's tracking
+    variables restored: training in the run's own process (``training.isolate: false``) must
+    not leave one adapter's tags, or the experiment id MLflow itself exports, behind for the
+    next."""
+    def tracked() -> dict[str, str]:
+        return {k: v for k, v in os.environ.items() if k in variables or "MLFLOW" in k}
+
+    saved = tracked()
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name in tracked():
+            if name not in saved:
+                del os.environ[name]
+        os.environ.update(saved)
+
+
+# --- side by side: one spawned, one-thread worker process per core ------------------------
+
+PRELOAD = ["saturated_dag.training.runner", "saturated_dag.training.train",
+           "saturated_dag.training.rrhf_trainer", "saturated_dag.evaluation",
+           "saturated_dag.generation.transformers_backend", "saturated_dag.generation.models",
+           "saturated_dag.tasks", "trl.trainer.dpo_trainer", "trl.trainer.sft_trainer", "peft"]
+"""What each worker imports when it starts, before its first training."""
+
+_WORKER: dict[str, Any] = {}
+"""The worker process's state: the queue its log lines go to, and the pid of the process
+that started it (its owner, the run's), checked before each publication."""
+
+_POOLS: dict[int, tuple[ProcessPoolExecutor, Any, threading.Thread]] = {}
+"""This process's worker pools by size, each with its log queue and the thread that started
+it: started by the first grid, kept for the next (a worker's imports, allocator and kernels
+stay warm), and ended when the process exits or a worker dies. The kernel's parent-death
+signal fires when the starting thread ends, so a pool whose thread has ended is replaced."""
+
+
+def _start_worker(lines: Any, owner: int) -> None:
+    """In each worker: bound to the process that owns the pool (the run's) and one torch
+    thread (``bind_to_owner``), then the imports."""
+    import importlib
+
+    bind_to_owner(owner, one_thread=True)
+    for module in PRELOAD:
+        importlib.import_module(module)
+    _WORKER["lines"] = lines
+    _WORKER["owner"] = owner
+
+
+def train_in_worker(job: TrainingJob, tag: str) -> Record:
+    """Train ``job`` in this worker (``train_job``, with the pool's owner); its log lines go
+    to the parent, named by its adapter, then ``(tag, None)`` to say they are all sent. The
+    record ``train_job`` returns, with where it was trained (``worker``: process, torch
+    threads, monotonic start and end), which is not written to ``result.json``. The base
+    model is read from disk for each training (milliseconds, once the worker is warm), so a
+    base model rewritten on disk between two steps is never served stale."""
+    import torch
+
+    name = Path(job.out_dir).parent.name
+    lines, owner = _WORKER["lines"], _WORKER["owner"]
+    start = time.monotonic()
+    try:
+        record = train_job(job, log=lambda line: lines.put((tag, f"{name}: {line}")),
+                           owner=owner)
+    finally:
+        lines.put((tag, None))
+    return {**record, "worker": {"pid": os.getpid(), "torch_threads": torch.get_num_threads(),
+                                 "start": start, "end": time.monotonic()}}
+
+
+def _pool(count: int) -> tuple[ProcessPoolExecutor, Any]:
+    """The pool of ``count`` one-thread workers, started on first use (again when the thread
+    that started it has ended: its workers' parent-death signal has fired)."""
+    if count in _POOLS and not _POOLS[count][2].is_alive():
+        _discard(count)
+    if count not in _POOLS:
+        context = multiprocessing.get_context("spawn")
+        lines = context.Queue()
+        _POOLS[count] = (ProcessPoolExecutor(count, mp_context=context,
+                                             initializer=_start_worker,
+                                             initargs=(lines, os.getpid())), lines,
+                         threading.current_thread())
+    pool, lines, _ = _POOLS[count]
+    return pool, lines
+
+
+def _discard(count: int) -> None:
+    """End the pool of ``count`` workers (one died, or the step was interrupted)."""
+    pool, _, _ = _POOLS.pop(count, (None, None, None))
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _side_by_side(jobs: list[TrainingJob], policy: SideBySide, log: LogFn | None
+                  ) -> list[Record]:
+    """Train ``jobs`` over ``policy.workers`` processes (one torch thread each); what its
+    ``train`` returns for each, in ``jobs``' order.
+
+    Every training runs to its end, even when another fails, so each finished adapter is
+    published; then the first failure is raised as it was, with a note naming its adapter
+    and the others that failed."""
+    train = policy.train or train_in_worker
+    say = log or (lambda _line: None)
+    count = max(1, min(policy.workers, len(jobs)))
+    pool, lines = _pool(count)
+    say(f"training {len(jobs)} adapters side by side in {count} processes, one torch "
+        "thread each")
+    step = f"{os.getpid()}-{time.monotonic_ns()}"
+    tags = {f"{step}-{i}": i for i in range(len(jobs))}
+    records: dict[int, Record] = {}
+    errors: dict[int, BaseException] = {}
+    sent: set[str] = set()
+    try:
+        futures = {pool.submit(train, job, tag): i
+                   for (tag, i), job in zip(tags.items(), jobs, strict=True)}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            _drain(lines, say, tags, sent)
+            for future in done:
+                try:
+                    records[futures[future]] = future.result()
+                except BrokenProcessPool:
+                    raise
+                except Exception as err:  # raised below, once the others have finished
+                    errors[futures[future]] = err
+    except BrokenProcessPool as err:
+        _discard(count)
+        missing = [jobs[i].out_dir for i in range(len(jobs)) if i not in records]
+        raise RuntimeError(f"a training process died (killed, or out of memory); "
+                           f"not trained: {', '.join(missing)}") from err
+    except BaseException:
+        _discard(count)
+        raise
+    _drain(lines, say, tags, sent, until_all_sent=True)
+    if errors:  # the training's own error (its type and message), named
+        first = min(errors)
+        error = errors[first]
+        error.add_note(f"training {jobs[first].out_dir} side by side"
+                       + (f"; {len(errors) - 1} more of this step failed too: "
+                          + ", ".join(jobs[i].out_dir for i in sorted(errors)[1:])
+                          if len(errors) > 1 else ""))
+        raise error
+    return [records[i] for i in range(len(jobs))]
+
+
+def _drain(lines: Any, say: LogFn, tags: dict[str, int], sent: set[str],
+           until_all_sent: bool = False) -> None:
+    """Log the lines the workers have sent for this step's trainings (``tags``), noting in
+    ``sent`` each training that has said it sent all; with ``until_all_sent``, wait (10 s at
+    most) until every one has. Lines of an earlier, interrupted step are dropped."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            tag, line = lines.get(timeout=0.05) if until_all_sent else lines.get_nowait()
+        except queue.Empty:
+            if not until_all_sent or len(sent) == len(tags) or time.monotonic() > deadline:
+                return
+            continue
+        if tag not in tags:
+            continue
+        if line is None:
+            sent.add(tag)
+        else:
+            say(line)
+
+
+def _main(job_path: str, result_path: str) -> None:
+    from saturated_dag.atomic import atomic_write_text
+
+    job = TrainingJob.from_json(Path(job_path).read_text(), job_path)
+    [record] = run_jobs([job], InThisProcess(), log=lambda m: print(f"[train] {m}", flush=True))
+    atomic_write_text(Path(result_path), json.dumps(record, default=float))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit("usage: python -m saturated_dag.training.runner JOB.json RESULT.json")
+    _main(sys.argv[1], sys.argv[2])
