@@ -41,7 +41,7 @@ from assets._adapter_files import (
     adapter_key,
     adapter_work_dir,
 )
-from assets._metadata import frame_table, image
+from assets._metadata import frame_table, image, summary_entry
 from assets._priority import AFTER_TRAINING, TRAINING, priority
 from assets._stages import policy_identity
 from assets.versioning import code_version_of
@@ -51,7 +51,7 @@ from saturated_dag.config import PolicySettings, Profile, TrainingSettings
 from saturated_dag.evaluation import recorded_base_model
 from saturated_dag.experiments import Experiment
 from saturated_dag.model_card import CARD_FILE, AdapterFacts, write_training_card
-from saturated_dag.plots import training_curves
+from saturated_dag.plots import adapter_curves
 from saturated_dag.shards import file_fingerprint, frame_digest, questions_digest, stage_key
 from saturated_dag.tasks import validation_questions
 from saturated_dag.tracking import trainer_environment
@@ -300,7 +300,6 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
     exp, out, result = a.exp, a.out, a.result
     assert result is not None
     history = result["log_history"]
-    margins = [h["rewards/margins"] for h in history if "rewards/margins" in h]
     losses = [h["loss"] for h in history if "loss" in h]
     record = json.loads((out / "training_config.json").read_text())
     best = next((e for e in result["epochs"] if e["epoch"] == result["best_epoch"]), {})
@@ -320,10 +319,11 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
     log_table = training_log_table(history)
     if log_table is not None:
         metadata["training log"] = log_table
-    png = training_curves(result["epochs"], margins,
-                          adapter_curves_png(experiment.output_dir, task, exp),
-                          f"{task} {exp.split}: {exp.name}")
-    metadata["training curves"] = image(png, "validation pass@1 and reward margins")
+    png, _ = adapter_curves(result["epochs"], history,
+                            adapter_curves_png(experiment.output_dir, task, exp),
+                            f"{task} {exp.split}: {exp.name}", kept_epoch=result["best_epoch"])
+    metadata["training curves"] = image(png, "loss per logged step, validation pass@1 per "
+                                        "epoch (the kept epoch starred), DPO's reward margin")
     metadata.update({  # where it is and how it was made: below the science
         "adapter_dir": dg.MetadataValue.path(str(out)),
         "overrides of the profile": dg.MetadataValue.json({**dict(exp.overrides),
@@ -339,6 +339,7 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
     if write_training_card(out, card):
         context.log.info(f"wrote the model card {out / CARD_FILE}")
     metadata["model card"] = dg.MetadataValue.path(str(out / CARD_FILE))
+    metadata["weights hash (data version)"] = version
     metadata["base model (adapter_config.json)"] = card.base_model
     return metadata, version
 
@@ -363,6 +364,22 @@ def grid_table(done: list[tuple[str, dict[str, object], str]]) -> dg.TableMetada
         schema={"partition": pl.String, "adapter": pl.String, "cache": pl.String,
                 "epoch kept": pl.Int64, "validation pass@1 (%)": pl.Float64})
     return frame_table(frame, max_rows=max(25, len(done)), decimals=2)
+
+
+def grid_summary(cell: Experiment, done: list[tuple[str, dict[str, object], str]]) -> str:
+    """The step's answer first: how many adapters, trained or reused, and the best and worst
+    validation pass@1 among them (the spread the selection chooses from)."""
+    scored = [(m.get("best validation pass@1 (%)"), p) for p, m, _ in done
+              if m.get("best validation pass@1 (%)") is not None]
+    trained = sum(m["cache"] == "miss" for _, m, _ in done)
+    text = (f"**{cell.split}/{cell.name}: {len(done)} adapter{'s' * (len(done) != 1)}** "
+            f"({trained} trained, {len(done) - trained} reused).")
+    if scored:
+        (top, best), (low, worst) = max(scored), min(scored)
+        text += (f" Best validation pass@1 {top:.2f}% ({best})" + (
+            f", lowest {low:.2f}% ({worst}): a spread of {top - low:.2f} points."
+            if len(scored) > 1 else "."))
+    return text + " Each partition's page holds its adapter's settings, curves and card."
 
 
 def step_version(done: list[tuple[str, dict[str, object], str]]) -> str:
@@ -442,14 +459,15 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
                                  "an earlier cache key")
         done = [(partition, *_adapter_metadata(context, experiment, inference, task, a, data))
                 for partition, a in zip(keys, adapters, strict=True)]
-        # One materialisation for the step, which Dagster records for each of its partitions
-        # (a materialisation per partition of its own would be recorded beside that one, not
-        # instead of it). One adapter: its own metadata as before; several: the grid table,
-        # and each adapter's details in its folder (model card, curves).
-        summary: dict[str, object] = ({**done[0][1]} if len(done) == 1 else {
-            "adapters": len(done), "trained": sum(m["cache"] == "miss" for _, m, _ in done),
-            "cache hits": sum(m["cache"] == "hit" for _, m, _ in done)})
-        summary["grid"] = grid_table(done)
+        # One materialisation for the step, which Dagster records for each of its partitions:
+        # the step's summary and grid table for all, and each partition's own record (every
+        # setting, the curves, the kept epoch, the weights hash, the model card) as that
+        # partition's metadata (``add_asset_metadata``), so a partition's page is its
+        # adapter's page.
+        for partition, metadata, _ in done:
+            context.add_asset_metadata(metadata, partition_key=partition)
+        summary: dict[str, object] = {"summary": summary_entry(grid_summary(cell, done)),
+                                      "grid": grid_table(done)}
         if source is not None:
             summary["recipe"] = dg.MetadataValue.json(
                 {"chosen on": source.cell.name, **recipe})

@@ -46,7 +46,7 @@ from saturated_dag.evaluation import (
     per_question_results,
     sample_shards_together,
 )
-from saturated_dag.experiments import Experiment
+from saturated_dag.experiments import Experiment, grid_key
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.model_card import (
     CARD_FILE,
@@ -365,10 +365,12 @@ def adapter_eval_asset(task: str, cell: Experiment,
                                     f"{cell.split}/{cell.name} ({name})", base=base,
                                     evaluated=evaluated)
         eval_set = eval_set_name(experiment.settings, task, samples["question_id"].n_unique())
-        metadata.update(update_model_cards(context, samples, base, seeds,
-                                           [t[1] for t in targets], key=[task, cell.split,
-                                                                         "eval", cell.name],
-                                           k=experiment.settings.sampling.n, eval_set=eval_set))
+        training = experiment.settings.training
+        metadata.update(update_model_cards(
+            context, samples, base, seeds, [t[1] for t in targets],
+            key=[task, cell.split, "eval", cell.name], k=experiment.settings.sampling.n,
+            eval_set=eval_set, partitions=(adapter_key(task, cell),
+                                           [grid_key(training, cell, s) for s in seeds])))
         return frame_output(samples, metadata)
 
     return adapter_eval
@@ -425,13 +427,31 @@ def adapter_eval_facts(samples: pl.DataFrame, base: pl.DataFrame, replicate: int
                      weights_version=weights_version)
 
 
+def eval_observation(adapter: dg.AssetKey, partition: str, facts: EvalFacts,
+                     report: list[str]) -> dg.AssetObservation:
+    """The adapter partition's eval result, once its cell's report has it: an observation
+    of that partition, so the adapter's page shows its pass@1 and pass@k with their 95%
+    intervals beside its training record."""
+    lines = {f"eval {name}": f"{v:.2f}% [{lo:.2f}, {hi:.2f}]" if not name.startswith("Δ")
+             else f"{v:+.2f} [{lo:+.2f}, {hi:+.2f}] points"
+             for name, (v, lo, hi) in facts.metrics.items()}
+    return dg.AssetObservation(asset_key=adapter, partition=partition, metadata={
+        **lines, "eval set": f"{facts.eval_set}: {facts.questions} questions x "
+        f"{facts.samples_per_question} samples x {facts.eval_replicates} eval replicate(s)",
+        "eval report": dg.MetadataValue.asset(dg.AssetKey(report))})
+
+
 def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
                        base: pl.DataFrame, seeds: list[Experiment], folders: list[Path | None],
-                       key: list[str], k: int, eval_set: str) -> dict[str, object]:
+                       key: list[str], k: int, eval_set: str,
+                       partitions: tuple[dg.AssetKey, list[str]] | None = None
+                       ) -> dict[str, object]:
     """Fill each evaluated adapter's model card with its eval part; the cards' paths as
     metadata. A card that cannot be written (not the adapter's own yet, or about other
     weights) is a warning, not a failure: the report is the product. A card that names
-    another adapter fails the step: its folder was copied, and the report may be too."""
+    another adapter fails the step: its folder was copied, and the report may be too.
+    ``partitions``: the cell's adapter asset and each seed's partition key there, which get
+    the adapter's eval result as an observation (``eval_observation``)."""
     out: dict[str, object] = {}
     for index, folder in enumerate(folders):
         if folder is None:
@@ -439,6 +459,9 @@ def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
         label = _link("model card", index, len(folders))
         facts = adapter_eval_facts(samples, base, index, k, eval_set, "/".join(key),
                                    adapter_weights_version(folder))
+        if partitions is not None:
+            context.log_event(eval_observation(partitions[0], partitions[1][index], facts,
+                                               key))
         try:
             # the folder was checked to be this adapter (adapter_dir); its card must be too
             if write_eval_card(folder, facts, (key[0], seeds[index].split, seeds[index].name)):

@@ -15,12 +15,13 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets._adapter_files import adapter_dir, adapter_key
-from assets._metadata import frame_output, frame_table, summary_entry
+from assets._adapter_files import adapter_curves_png, adapter_dir, adapter_key
+from assets._metadata import frame_output, frame_table, image, summary_entry
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.config import Profile
 from saturated_dag.experiments import Experiment, cell_adapters
+from saturated_dag.plots import cell_overlay
 from saturated_dag.result_tables import selection_summary
 from saturated_dag.runs_table import scientific
 from saturated_dag.selection import SETTINGS, Trained, chosen, selection_table
@@ -104,6 +105,23 @@ def _per_question(folder: Path) -> pl.DataFrame:
     return pl.read_parquet(path)
 
 
+def _overlay(output_dir: str, task: str, cell: Experiment,
+             trained: dict[Experiment, list[Experiment]], winner: str) -> Path:
+    """One figure of the cell's trainings (``plots.cell_overlay``), each labelled by its
+    configuration's short name and seed, the chosen configuration's seeds marked."""
+    runs, picked = {}, []
+    for config, seeds in trained.items():
+        for index, seeded in enumerate(seeds):
+            label = f"{short_name(config.name, cell.name)} · seed {index}"
+            record = adapter_dir(output_dir, task, seeded) / RESULT_FILE
+            runs[label] = json.loads(record.read_text())
+            if config.name == winner:
+                picked.append(label)
+    path = adapter_curves_png(output_dir, task, cell).with_name(f"{cell.name}_overlay.png")
+    png, _ = cell_overlay(runs, picked, path, f"{task} {cell.split}: {cell.name}")
+    return png
+
+
 def selection_asset(task: str, cell: Experiment,
                     trained: dict[Experiment, list[Experiment]]) -> dg.AssetsDefinition:
     """``trained``: each configuration of the cell's grid (grid order) and its training-seed
@@ -132,6 +150,7 @@ def selection_asset(task: str, cell: Experiment,
                                 else ()))
         table = selection_table(rows, rule)
         winner = chosen(table)
+        overlay = _overlay(experiment.output_dir, task, cell, trained, winner)
         context.log.info(f"{cell.split}/{cell.name}: chose {winner} of {table.height} "
                          f"configurations by validation pass@1 ({rule} rule, "
                          "training.selection.rule)")
@@ -140,6 +159,9 @@ def selection_asset(task: str, cell: Experiment,
             "table": shown(table, cell.name),
             "chosen": winner,
             "configurations": table.height,
+            "training curves (every configuration)": image(
+                overlay, "loss per logged step and validation pass@1 per epoch of every "
+                "configuration and seed, the chosen one in black"),
         })
 
     return selection

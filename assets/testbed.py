@@ -97,7 +97,7 @@ def testbed_asset(plan: TaskPlan, split: str) -> dg.AssetsDefinition:
             row = ({} if table is None else table.filter(pl.col("chosen")).to_dicts()[0])
             recipes[method] = recipe_label(recipe_settings(profile.training, source, method, row)
                                            if row else {})
-        evals = {(c.method, c.scorer or "sft"): testbed.by_training_seed(reports[f"eval_{i}"])
+        evals = {(c.method, c.scorer or "sft"): reports[f"eval_{i}"]
                  for i, c in enumerate(cells)}
         selection = pl.concat([t.select(pl.lit(label(m)).alias("method"), pl.all())
                                for m, t in selections.items()], how="vertical_relaxed"

@@ -25,12 +25,10 @@ import polars as pl
 from saturated_dag.atomic import atomic_write_parquet, atomic_write_text
 from saturated_dag.config import TestbedSettings
 from saturated_dag.findings import Control
-from saturated_dag.methods import METHODS
+from saturated_dag.methods import label
 from saturated_dag.schemas import schema
 from saturated_dag.scorers import oracle as known
-from saturated_dag.statistics import Interval, paired_delta, per_question_pass_rate
-
-METHOD_LABELS = {m.name: m.label for m in METHODS.values()}
+from saturated_dag.statistics import Interval, paired_delta, seed_matrix
 
 
 @dataclass
@@ -43,17 +41,13 @@ class TestbedResult:
     facts: dict[str, Any]
 
 
-def by_training_seed(report: pl.DataFrame) -> list[pl.DataFrame]:
-    """A cell's eval report as one frame per adapter (training seed): the replicates the
-    paired interval resamples (an adapter's eval replicates pool into its frame)."""
-    return [part for _, part in sorted(report.group_by("adapter"), key=lambda g: str(g[0]))]
+def _matrix(report: pl.DataFrame, questions: list[str]) -> np.ndarray:
+    """An eval report (samples) as training seeds x questions pass@1, as the tables read it
+    (``statistics.seed_matrix``: a seed's eval replicates averaged, seeds kept as rows)."""
+    from saturated_dag.evaluation import per_question_results
 
-
-def _matrix(frames: list[pl.DataFrame], questions: list[str]) -> np.ndarray:
-    """Replicates x questions: each frame's per-question pass rate on ``questions``."""
-    return np.stack([per_question_pass_rate(f.filter(pl.col("question_id").is_in(questions)),
-                                            questions, "testbed: an eval sample set")
-                     for f in frames])
+    part = report.filter(pl.col("question_id").is_in(questions))
+    return seed_matrix(per_question_results(part), 1, questions)
 
 
 SFT_CONTROLS = {"oracle": "SFT positive control (the oracle's best completion)",
@@ -63,28 +57,22 @@ oracle's best, and a random correct completion. Their contrast separates "the ra
 taught SFT something" from "any selection of correct completions helps"."""
 
 
+ROLES = {**dict.fromkeys(known.DIAL, "dial"), "oracle": "positive control",
+         known.SHUFFLED: "negative control", "random": "random scorer"}
+
+
 def role_of(method: str, scorer: str) -> str:
     """The row's part in the testbed; every method's controls are named alike, and the
     ``method`` column says whose they are."""
-    if method == "sft":
-        return "SFT (not a null)"
-    if method == "raft":
-        return SFT_CONTROLS.get(scorer, "RAFT")
-    if scorer == "oracle":
-        return "positive control"
-    if scorer == known.SHUFFLED:
-        return "negative control"
-    if scorer in known.DIAL:
-        return "dial"
-    return "real scorer" if scorer != "random" else "random scorer"
+    if method in ("sft", "raft"):
+        return "SFT (not a null)" if method == "sft" else SFT_CONTROLS.get(scorer, "RAFT")
+    return ROLES.get(scorer, "real scorer")
 
 
 def _spearman(x: list[float], y: list[float]) -> float | None:
     from scipy.stats import spearmanr
 
-    if len(x) < 3 or len(set(y)) < 2:
-        return None
-    return float(spearmanr(x, y).statistic)
+    return None if len(x) < 3 or len(set(y)) < 2 else float(spearmanr(x, y).statistic)
 
 
 Z_POWER = 0.8416  # the 80%-power quantile (statistics.detectable_effect)
@@ -92,26 +80,27 @@ ROW_SCHEMA = schema("testbed_validation")
 
 
 def analyse(s: TestbedSettings, base: pl.DataFrame,
-            evals: dict[tuple[str, str], list[pl.DataFrame]], recipes: dict[str, str],
+            evals: dict[tuple[str, str], pl.DataFrame], recipes: dict[str, str],
             agreement: dict[str, float], selection: pl.DataFrame,
             facts: dict[str, Any]) -> TestbedResult:
     """Each row's paired Δ pass@1 on the cells that can show a style effect, the controls'
-    verdicts and the dose-response, from the samples on disk."""
+    verdicts and the dose-response, from each cell's eval report (``evals``: its samples,
+    by (method, scorer); SFT's scorer is ``sft``) and the base model's (``base``)."""
     cells = known.style_spread(base, s.positive_min_effect)
     usable = cells.filter(pl.col("shows_style_effect"))["cell"].to_list()
     if not usable:
         raise ValueError("testbed: no eval cell has styles that differ by "
                          f"{s.positive_min_effect} points; nothing could show an effect")
     questions = sorted(base.filter(pl.col("cell").is_in(usable))["question_id"].unique())
-    base_m = _matrix([base], questions)
+    base_m = _matrix(base, questions)
     rows, intervals = [], {}
-    for (method, scorer), frames in evals.items():
-        matrix = _matrix(frames, questions)
+    for (method, scorer), report in evals.items():
+        matrix = _matrix(report, questions)
         delta = paired_delta(matrix, base_m).scaled(100)
         intervals[(method, scorer)] = delta
         half = (delta.high - delta.low) / 2
         rows.append({
-            "method": METHOD_LABELS[method], "scorer": scorer, "role": role_of(method, scorer),
+            "method": label(method), "scorer": scorer, "role": role_of(method, scorer),
             "recipe": recipes.get(method, ""),
             "target ρ": known.DIAL.get(scorer) if method in ("rrhf", "dpo") else None,
             "ρ with oracle": agreement.get(scorer) if method != "sft" else None,
@@ -124,9 +113,8 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
                                for sc in ("oracle", "random"))).scaled(100)
                 if ("raft", "oracle") in evals and ("raft", "random") in evals else None)
     verdicts = _verdicts(s, intervals, contrast)
-    per_cell = _cell_deltas(base, evals.get(("rrhf", "oracle"), []), cells)
-    samples = {f"{METHOD_LABELS[m]} · {sc}": pl.concat(frames) for (m, sc), frames in
-               evals.items()}
+    per_cell = _cell_deltas(base, evals.get(("rrhf", "oracle")), cells)
+    samples = {f"{label(m)} · {sc}": report for (m, sc), report in evals.items()}
     from saturated_dag.behaviour import style_table
     from saturated_dag.pretrain.styles import detect_style
 
@@ -135,13 +123,13 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
     return TestbedResult(table, selection, per_cell, styles, verdicts, facts)
 
 
-def _cell_deltas(base: pl.DataFrame, frames: list[pl.DataFrame], cells: pl.DataFrame
+def _cell_deltas(base: pl.DataFrame, report: pl.DataFrame | None, cells: pl.DataFrame
                  ) -> pl.DataFrame:
     """The positive control's Δ pass@1 per cell, beside the cell's style facts."""
     out = []
-    for cell in cells["cell"].to_list() if frames else []:
+    for cell in cells["cell"].to_list() if report is not None else []:
         qs = sorted(base.filter(pl.col("cell") == cell)["question_id"].unique())
-        d = paired_delta(_matrix(frames, qs), _matrix([base], qs)).scaled(100)
+        d = paired_delta(_matrix(report, qs), _matrix(base, qs)).scaled(100)
         out.append({"cell": cell, "positive control Δ pass@1": d.estimate,
                     "Δ low": d.low, "Δ high": d.high})
     frame = pl.DataFrame(out) if out else pl.DataFrame({"cell": cells["cell"]})
@@ -157,6 +145,13 @@ def _effect_verdict(delta: Interval, minimum: float, what: str) -> dict[str, Any
             "rule": f"{what}: Δ ≥ {minimum:g} points and the 95% interval above 0"}
 
 
+def _null_verdict(delta: Interval, band: float, name: str) -> dict[str, Any]:
+    return {"Δ": delta.estimate, "low": delta.low, "high": delta.high,
+            "passed": delta.low <= 0 <= delta.high and -band <= delta.low <= delta.high <= band,
+            "rule": f"{name} with shuffled oracle scores: the 95% interval contains 0 and lies "
+                    f"within ±{band:g} points"}
+
+
 def _verdicts(s: TestbedSettings, intervals: dict[tuple[str, str], Interval],
               sft_contrast: Interval | None = None) -> dict[str, Any]:
     """Each method's controls, read off its own rows only (a control of σ-RRHF says nothing
@@ -164,19 +159,14 @@ def _verdicts(s: TestbedSettings, intervals: dict[tuple[str, str], Interval],
     out: dict[str, Any] = {}
     minimum = {"rrhf": s.positive_min_effect, "dpo": s.dpo_min_effect}
     for method in ("rrhf", "dpo"):
-        name = METHOD_LABELS[method]
+        name = label(method)
         positive = intervals.get((method, "oracle"))
         if positive is not None:
             out[f"{POSITIVE} ({name})"] = _effect_verdict(
                 positive, minimum[method], f"{name} with the oracle against the base model")
         negative = intervals.get((method, known.SHUFFLED))
         if negative is not None:
-            out[f"{NEGATIVE} ({name})"] = {
-                "Δ": negative.estimate, "low": negative.low, "high": negative.high,
-                "passed": (negative.low <= 0 <= negative.high
-                           and negative.low >= -s.null_band and negative.high <= s.null_band),
-                "rule": f"{name} with shuffled oracle scores: the 95% interval contains 0 and "
-                        f"lies within ±{s.null_band:g} points"}
+            out[f"{NEGATIVE} ({name})"] = _null_verdict(negative, s.null_band, name)
         points = [(known.DIAL[sc], intervals[(method, sc)].estimate)
                   for sc in known.DIAL if (method, sc) in intervals]
         if len(points) >= 3:
@@ -190,10 +180,10 @@ def _verdicts(s: TestbedSettings, intervals: dict[tuple[str, str], Interval],
             sft_contrast, s.sft_min_effect,
             "SFT on the oracle's best completion against SFT on a random correct one")
     found = controls(out)
-    passed = [label for label, c in found.items() if c.passed]
+    passed = [method for method, c in found.items() if c.passed]
     out["smallest detectable effect"] = {
         "passed by method": {m: c.passed for m, c in found.items()},
-        "reading": (f"a null of {', '.join(dict.fromkeys(METHOD_LABELS[m] for m in passed))} "
+        "reading": (f"a null of {', '.join(dict.fromkeys(label(m) for m in passed))} "
                     "elsewhere in this run reads 'no effect larger than its detectable "
                     "effect'; a null of any other method is unreadable" if passed else
                     "no method's positive control passed: no null of this run can be read")}
@@ -210,7 +200,7 @@ def controls(verdicts: dict[str, Any]) -> dict[str, Control]:
     reads a method's null only beside its own passing control)."""
     out: dict[str, Control] = {}
     for method, owner in CONTROLLED.items():
-        name = METHOD_LABELS[owner]
+        name = label(owner)
         verdict = verdicts.get(f"{POSITIVE} ({name})")
         if verdict is not None:
             what = "the oracle's best against a random correct" if owner == "sft" else "oracle"
@@ -221,17 +211,15 @@ def controls(verdicts: dict[str, Any]) -> dict[str, Control]:
 
 def headline(result: TestbedResult) -> str:
     """One paragraph: what the testbed found, with its numbers."""
-    v = result.verdicts
     parts = []
-    for name in (n for n in v if n.startswith((POSITIVE, NEGATIVE))):
-        r = v[name]
-        parts.append(f"{name}: Δ pass@1 {r['Δ']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}] "
-                     f"({'passed' if r['passed'] else 'FAILED'}: {r['rule']})")
-    for name, r in v.items():
-        if name.startswith("dose-response"):
+    for name, r in result.verdicts.items():
+        verdict = "passed" if r.get("passed") else "FAILED"
+        if name.startswith((POSITIVE, NEGATIVE)):
+            parts.append(f"{name}: Δ pass@1 {r['Δ']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}] "
+                         f"({verdict}: {r['rule']})")
+        elif name.startswith("dose-response"):
             rho = "n/a" if r["spearman"] is None else f"{r['spearman']:+.2f}"
-            parts.append(f"{name}: Spearman {rho} over {r['points']} dial points "
-                         f"({'passed' if r['passed'] else 'not passed'})")
+            parts.append(f"{name}: Spearman {rho} over {r['points']} dial points ({verdict})")
     return "; ".join(parts) + "."
 
 

@@ -143,20 +143,20 @@ POS_DPO, NEG_DPO = "positive control (DPO)", "negative control (DPO)"
 def test_verdicts_read_the_controls_off_their_intervals():
     s = Settings()
     intervals = _passing_rows("rrhf")
-    v = testbed._verdicts(s, intervals, {}, {})
+    v = testbed._verdicts(s, intervals)
     assert v[POS_RRHF]["passed"] and v[NEG_RRHF]["passed"]
     assert v["dose-response (σ-RRHF)"]["spearman"] == pytest.approx(1.0)
     # a positive control below the threshold, or with its interval touching 0, fails
     intervals[("rrhf", "oracle")] = _interval(7.0, 4.0, 10.0)
-    assert not testbed._verdicts(s, intervals, {}, {})[POS_RRHF]["passed"]
+    assert not testbed._verdicts(s, intervals)[POS_RRHF]["passed"]
     intervals[("rrhf", "oracle")] = _interval(9.0, -0.5, 18.0)
-    assert not testbed._verdicts(s, intervals, {}, {})[POS_RRHF]["passed"]
+    assert not testbed._verdicts(s, intervals)[POS_RRHF]["passed"]
     # a shuffled control whose interval reaches past the null band fails, as does one that
     # excludes 0
     intervals[("rrhf", known.SHUFFLED)] = _interval(0.5, -3.5, 4.0)
-    assert not testbed._verdicts(s, intervals, {}, {})[NEG_RRHF]["passed"]
+    assert not testbed._verdicts(s, intervals)[NEG_RRHF]["passed"]
     intervals[("rrhf", known.SHUFFLED)] = _interval(2.0, 0.5, 2.9)
-    assert not testbed._verdicts(s, intervals, {}, {})[NEG_RRHF]["passed"]
+    assert not testbed._verdicts(s, intervals)[NEG_RRHF]["passed"]
 
 
 def test_each_methods_control_verdicts_are_computed_from_its_own_rows():
@@ -165,28 +165,28 @@ def test_each_methods_control_verdicts_are_computed_from_its_own_rows():
     s = Settings()
     dpo_flat = {("dpo", name): _interval(-0.4, -1.4, 0.6) for name in (*known.DIAL,
                                                                          known.SHUFFLED)}
-    v = testbed._verdicts(s, {**_passing_rows("rrhf"), **dpo_flat}, {}, {})
+    v = testbed._verdicts(s, {**_passing_rows("rrhf"), **dpo_flat})
     assert v[POS_RRHF]["passed"] and not v[POS_DPO]["passed"]
     assert v[NEG_DPO]["passed"]  # DPO's shuffled rows are flat, as a null should be
     found = testbed.controls(v)
     assert found["rrhf"].passed and not found["dpo"].passed
     failing_rrhf = {key: _interval(-5.0, -8.0, -2.0) for key in _passing_rows("rrhf")}
-    again = testbed._verdicts(s, {**failing_rrhf, **dpo_flat}, {}, {})
+    again = testbed._verdicts(s, {**failing_rrhf, **dpo_flat})
     assert {k: again[k] for k in (POS_DPO, NEG_DPO)} == {k: v[k] for k in (POS_DPO, NEG_DPO)}
     assert not again[POS_RRHF]["passed"]
     # DPO's own threshold (5 points), not σ-RRHF's 8
-    v = testbed._verdicts(s, {**dpo_flat, ("dpo", "oracle"): _interval(6.0, 3.0, 9.0)}, {}, {})
+    v = testbed._verdicts(s, {**dpo_flat, ("dpo", "oracle"): _interval(6.0, 3.0, 9.0)})
     assert v[POS_DPO]["passed"] and testbed.controls(v)["dpo"].passed
     assert "rrhf" not in testbed.controls(v)  # no σ-RRHF rows: no σ-RRHF control
 
 
 def test_sfts_control_is_the_oracles_best_against_a_random_correct_completion():
     s = Settings()
-    v = testbed._verdicts(s, {}, {}, {}, sft_contrast=_interval(4.0, 1.0, 7.0))
+    v = testbed._verdicts(s, {}, sft_contrast=_interval(4.0, 1.0, 7.0))
     assert v["positive control (SFT)"]["passed"]
     found = testbed.controls(v)
     assert found["sft"].passed and found["raft"].passed  # RAFT is the controls' own trainer
-    v = testbed._verdicts(s, {}, {}, {}, sft_contrast=_interval(1.0, -1.0, 3.0))
+    v = testbed._verdicts(s, {}, sft_contrast=_interval(1.0, -1.0, 3.0))
     assert not testbed.controls(v)["sft"].passed
     assert testbed.role_of("raft", "oracle").startswith("SFT positive control")
     assert testbed.role_of("raft", "random").startswith("SFT reference")
@@ -279,13 +279,41 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
     verdicts = metadata.metadata
     assert "positive control (σ-RRHF) passed" in verdicts
     assert (tmp_path / "out" / "chain_sum" / "testbed_dose_response.png").is_file()
+    # a grid adapter's partition is its adapter's page: its own settings, curves and hash
+    # under the step's summary, and (once its cell's report evaluated it) its eval result
+    pages = {m.partition: m.materialization.metadata
+             for m in result.get_asset_materialization_events()
+             if m.asset_key == dg.AssetKey(["chain_sum", "saturated", "adapter", "rrhf_oracle"])}
+    assert set(pages) == {"lr0.0003_seed0", "lr0.001_seed0"}
+    for partition, page in pages.items():
+        assert next(iter(page)) == "summary"
+        assert page["learning rate"].value == float(partition.split("_")[0].removeprefix("lr"))
+        assert {"training curves", "weights hash (data version)", "model card",
+                "validation curve", "best epoch"} <= set(page)
+    observed = {e.event_specific_data.asset_observation.partition:
+                e.event_specific_data.asset_observation.metadata
+                for run in result.runs for e in run.get_asset_observation_events()
+                if e.asset_key == dg.AssetKey(["chain_sum", "saturated", "adapter",
+                                               "rrhf_oracle"])}
+    chosen_lr = pl.read_parquet(asset_path(out, "chain_sum", "saturated", "selection",
+                                           "rrhf_oracle")).filter(pl.col("chosen"))
+    assert list(observed) == [f"lr{chosen_lr['learning_rate'][0]:g}_seed0"]
+    assert "%" in observed[next(iter(observed))]["eval pass@1"].value
+    # a killed job leaves the adapters it had not published unpublished: its re-run trains
+    # exactly those, and every published one is a cache hit
+    import shutil
+
+    shutil.rmtree(adapter_folder(out, "rrhf_oracle_shuffled"))
     again = materialize(assets, upstream, resources=resources(tmp_path / "out", "testbed",
                                                                 TINY))
-    adapters = [m for m in again.get_asset_materialization_events()
-                if "adapter" in m.asset_key.path]
-    assert adapters and all(
-        m.materialization.metadata["grid"].value.records[0].data["cache"] == "hit"
-        for m in adapters)
+    assert again.success
+    caches = {}
+    for m in again.get_asset_materialization_events():
+        if "adapter" in m.asset_key.path:
+            for record in m.materialization.metadata["grid"].value.records:
+                caches[record.data["adapter"]] = record.data["cache"]
+    assert caches.pop("rrhf_oracle_shuffled") == "miss"
+    assert caches and set(caches.values()) == {"hit"}
 
 
 def _ancestors(by_key, key):
