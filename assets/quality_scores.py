@@ -208,10 +208,13 @@ def self_judge_scores_asset(task: str) -> dg.AssetsDefinition:
     return self_judge_scores
 
 
-def strong_judge_scores_asset(task: str) -> dg.AssetsDefinition:
+def strong_judge_scores_asset(task: str, model: bool = True) -> dg.AssetsDefinition:
+    """``model``: the strong judge is an LLM (the gpu pool); the chain-sum rubric is a pure
+    function on the CPU and claims no slot of it."""
+
     @_score_asset(task, "strong_judge_scores",
                   f"{task}: win rates of a round-robin tournament judged by the strong judge "
-                  "(an LLM, or the chain-sum rubric).", order=JUDGE_STAGE)
+                  "(an LLM, or the chain-sum rubric).", gpu=model, order=JUDGE_STAGE)
     def strong_judge_scores(
         context: dg.AssetExecutionContext, experiment: ExperimentResource,
         inference: InferenceResource, generation_pool: pl.DataFrame,
@@ -308,6 +311,9 @@ def score_asset_names(profile: Profile, task: str) -> dict[str, str]:
 
 def score_assets(profile: Profile, task: str) -> dict[str, dg.AssetsDefinition]:
     """Asset name -> asset of every scorer this task scores."""
-    return {spec.asset_name: (MODEL_SCORER_ASSETS[spec.name](task) if spec.compute is None
-                              else computed_scores_asset(task, spec))
+    rubric = profile.judges.strong.kind == "rubric"
+    return {spec.asset_name: (computed_scores_asset(task, spec) if spec.compute is not None
+                              else strong_judge_scores_asset(task, model=not rubric)
+                              if spec.name == "strong_judge"
+                              else MODEL_SCORER_ASSETS[spec.name](task))
             for spec in task_scorers(profile, task)}

@@ -38,9 +38,17 @@ def build_view(profile_name: str, output_dir: str) -> dg.Definitions:
     if not own:
         raise ValueError(f"profile {profile_name!r} defines no {GROUP!r} asset: set "
                          "SATURATED_DAG_TESTBED_PROFILE to a profile with a testbed section")
-    return dg.Definitions(assets=own, resources=make_resources(profile_name, output_dir),
+    # the analysis reads its cells' eval reports, the base model's report, the agreement
+    # table and the selections as inputs: here they are external assets loaded by the same
+    # IO manager from the testbed's folder (the testbed job materialises them)
+    mine = {k for a in own for k in a.keys}
+    inputs = sorted({dep.asset_key for a in own for spec in a.specs for dep in spec.deps
+                     if dep.asset_key not in mine}, key=lambda k: k.to_user_string())
+    external = [dg.AssetSpec(key).with_io_manager_key("parquet_io") for key in inputs]
+    return dg.Definitions(assets=[*own, *external],
+                          resources=make_resources(profile_name, output_dir),
                           executor=step_executor(profile))
 
 
 defs = build_view(os.environ.get("SATURATED_DAG_TESTBED_PROFILE", "testbed"),
-                        os.environ.get("SATURATED_DAG_TESTBED_OUTPUT_DIR", "outputs/testbed"))
+                  os.environ.get("SATURATED_DAG_TESTBED_OUTPUT_DIR", "outputs/testbed"))

@@ -229,9 +229,11 @@ def _chain_sum(*path: str) -> dg.AssetKey:
 
 
 POOL = _chain_sum("generation_pool")
-GPU_SCORES = {_chain_sum(s) for s in ("entropy_scores", "self_judge_scores",
-                                      "strong_judge_scores")}
+GPU_SCORES = {_chain_sum(s) for s in ("entropy_scores", "self_judge_scores")}
+"""The demo's scores that need the policy model (the gpu pool); its strong judge is the
+chain-sum rubric, a CPU function that claims no slot of it."""
 SLICE = {dg.AssetKey("base_model"), POOL, _chain_sum("difficulty_partitions"), *GPU_SCORES,
+         _chain_sum("strong_judge_scores"),
          _chain_sum("random_scores"), _chain_sum("oracle_scores"),  # the demo lists the oracle
          _chain_sum("scorer_agreement"),
          _chain_sum("saturated", "dpo_pairs", "self_judge"),

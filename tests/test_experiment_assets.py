@@ -98,7 +98,10 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
     assert [r.data["partition"] for r in grid.records] == ["beta0.1_seed0", "beta2_seed0"]
     assert [r.data["adapter"] for r in grid.records] == ["dpo_entropy", "dpo_entropy_beta2"]
     assert all(r.data["epoch kept"] == 1 for r in grid.records)
-    assert dpo[0].metadata["adapters"].value == 2
+    assert "2 adapters" in dpo[0].metadata["summary"].value
+    # each partition's own record: its β, not the other's
+    betas = {m.partition: m.metadata["β (DPO)"].value for m in dpo}
+    assert betas == {"beta0.1_seed0": 0.1, "beta2_seed0": 2.0}
     # a step of one adapter: the adapter's own metadata, its settings above where it lives
     (rrhf,) = result.asset_materializations_for_node("chain_sum__saturated__adapter__sft")
     metadata = rrhf.metadata

@@ -709,3 +709,14 @@ def test_train_adapter_hands_report_to_to_the_trainer(
             train_adapter("sft", str(tiny_model_dir), data, TrainingSettings(**FAST),
                           tmp_path / "sft", **given)
     assert seen == ["none", ["mlflow"]]
+
+
+def test_a_progress_line_says_how_long_the_run_still_needs() -> None:
+    """Training steps and a step's adapters take about equal time: the time left is the mean
+    pace so far times what remains, in seconds under a minute and a half, else minutes."""
+    from saturated_dag.training.train import time_left
+
+    assert time_left(10.0, 10, 30) == "~20 s left"
+    assert time_left(60.0, 1, 4) == "~3 min left"
+    assert time_left(5.0, 0, 4) == "estimating"
+    assert time_left(5.0, 4, 4) == "done"

@@ -590,6 +590,18 @@ def test_runs_table_asset_is_in_the_catalog(demo_server: Server, browser: Browse
     browser.shot("runs_table")
 
 
+def _chosen_partition(home: Path, adapter: str) -> str:
+    """A partition of ``adapter`` that its cell's eval report evaluated (it has an eval
+    observation): the chosen configuration's first seed."""
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = instance.fetch_observations(dg.AssetKey(adapter.split("/")), limit=50)
+        partitions = [r.partition_key for r in records.records if r.partition_key]
+    assert partitions, f"no eval observation of {adapter}"
+    return sorted(partitions)[0]
+
+
 @pytest.mark.slow
 def test_adapter_page_in_browser(demo_server: Server, browser: Browser) -> None:
     """A cell's adapters: one Dagster partition per configuration x seed; the step's grid
@@ -601,8 +613,20 @@ def test_adapter_page_in_browser(demo_server: Server, browser: Browser) -> None:
     assert {"partition", "adapter", "cache", "epoch kept", "validation pass@1 (%)"
             } <= set(_headers(grid)), _headers(grid)
     assert "beta2_seed0" in grid.inner_text()
-    assert browser.metadata_value("adapters") == "2"
+    assert "2 adapters" in browser.metadata_value("summary")
     browser.shot("adapter_grid")
+    # a partition of the grid is its adapter's page: its η, its loss figure, and (once its
+    # cell's report evaluated it) its eval result with the interval
+    recorded = _recorded(demo_server.home, *ADAPTER.split("/"))
+    for key in ("learning rate", "training curves", "weights hash (data version)"):
+        assert key in recorded, key
+    chosen = _chosen_partition(demo_server.home, ADAPTER)
+    browser.page.set_viewport_size({"width": 1920, "height": 3000})
+    browser.open(f"{demo_server.url}/assets/{ADAPTER}?view=partitions&partition={chosen}")
+    _visible(browser, "learning rate")
+    _visible(browser, "training curves")
+    _visible(browser, "eval pass@1")
+    browser.shot("adapter_partition")
     _asset_page(browser, demo_server, SINGLE_ADAPTER)
     for key in ("method", "learning rate", "batch size", "epochs (max)", "LoRA r",
                 "LoRA α", "LoRA dropout", "LoRA targets", "seed"):

@@ -29,15 +29,18 @@ def test_the_build_view_defines_only_keys_no_other_location_does(tmp_path: Path)
     graph = defs.resolve_asset_graph()
     own = {key.to_user_string() for key in graph.materializable_asset_keys}
     assert own == {"chain_sum/testbed_validation"}
-    # base_model is the demo location's (observable there): here only an external input
-    assert not graph.get(dg.AssetKey("base_model")).is_executable
+    # the analysis's inputs (its cells' eval reports, the base model's report, the agreement
+    # table, the selections) are the testbed job's: here only external inputs
+    inputs = graph.get(dg.AssetKey(["chain_sum", "testbed_validation"])).parent_keys
+    assert dg.AssetKey(["chain_sum", "eval", "base"]) in inputs
+    assert all(not graph.get(key).is_executable for key in inputs)
     demo, _ = profile_assets(load_profile("demo"))
     demo_keys = {key.to_user_string() for a in demo if isinstance(a, dg.AssetsDefinition)
                  for key in a.keys}
     assert not own & demo_keys
-    (asset,) = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
+    (asset,) = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)
+                and a.is_executable]
     assert set(asset.group_names_by_key.values()) == {GROUP}
-    assert graph.get(asset.key).parent_keys == {dg.AssetKey("base_model")}
 
 
 def test_a_profile_without_a_testbed_is_refused(tmp_path: Path) -> None:

@@ -137,14 +137,16 @@ def run_jobs(jobs: list[TrainingJob], policy: Policy, log: LogFn | None = None
     if isinstance(policy, SideBySide):
         return _side_by_side(jobs, policy, log)
     from saturated_dag.parallel import torch_threads
-    from saturated_dag.training.train import BaseModels
+    from saturated_dag.training.train import BaseModels, time_left
 
     bases = policy.bases if policy.bases is not None else BaseModels()
     records = []
+    started = time.monotonic()
     with torch_threads(1 if one_torch_thread(jobs) else None):
         for index, job in enumerate(jobs, 1):
             if log is not None and len(jobs) > 1:
-                log(f"adapter {index} of {len(jobs)}: {job.out_dir}")
+                left = time_left(time.monotonic() - started, index - 1, len(jobs))
+                log(f"adapter {index} of {len(jobs)} ({left} for this step): {job.out_dir}")
             with policy.around(job) if policy.around is not None else nullcontext():
                 records.append(train_job(job, log=log, owner=policy.owner, bases=bases))
     return records
@@ -334,6 +336,9 @@ def _side_by_side(jobs: list[TrainingJob], policy: SideBySide, log: LogFn | None
     pool, lines = _pool(count)
     say(f"training {len(jobs)} adapters side by side in {count} processes, one torch "
         "thread each")
+    from saturated_dag.training.train import time_left
+
+    began = time.monotonic()
     step = f"{os.getpid()}-{time.monotonic_ns()}"
     tags = {f"{step}-{i}": i for i in range(len(jobs))}
     records: dict[int, Record] = {}
@@ -347,6 +352,9 @@ def _side_by_side(jobs: list[TrainingJob], policy: SideBySide, log: LogFn | None
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             _drain(lines, say, tags, sent)
             for future in done:
+                finished = len(records) + len(errors) + 1
+                say(f"{finished} of {len(jobs)} adapters done ("
+                    f"{time_left(time.monotonic() - began, finished, len(jobs))} for this step)")
                 try:
                     records[futures[future]] = future.result()
                 except BrokenProcessPool:

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,14 +186,28 @@ PROGRESS_LINES = 20
 """About this many loss lines per training run in its log (every step when it has fewer)."""
 
 
+def time_left(elapsed: float, done: int, total: int) -> str:
+    """The time a run still needs at the pace so far, as a log line states it (``~3 min
+    left``): training steps take about equal time, so the pace is the mean."""
+    if done <= 0 or total <= done:
+        return "done" if total <= done else "estimating"
+    seconds = elapsed / done * (total - done)
+    return f"~{seconds:.0f} s left" if seconds < 90 else f"~{seconds / 60:.0f} min left"
+
+
 class _Progress(TrainerCallback):
     """A log line every few optimizer steps: loss, and for DPO the reward margin and
-    accuracy, for σ-RRHF its rank and SFT parts, so a run shows how training goes."""
+    accuracy, for σ-RRHF its rank and SFT parts, with the time the run still needs, so a run
+    shows how training goes and when it ends (validation passes between epochs included)."""
 
     PARTS = ("rewards/margins", "rewards/accuracies", "rank_loss", "sft_loss")
 
     def __init__(self, log: LogFn) -> None:
         self.log = log
+        self.started = time.monotonic()
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.started = time.monotonic()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None,
                **kwargs: Any) -> None:
@@ -205,7 +220,9 @@ class _Progress(TrainerCallback):
             return
         parts = [f"{LOG_NAMES[key]} {logs[key]:.4f}" for key in ("loss", *self.PARTS)
                  if key in logs]
-        self.log(f"step {step}/{total} (epoch {state.epoch or 0:.2f}): " + ", ".join(parts))
+        left = time_left(time.monotonic() - self.started, step, total)
+        self.log(f"step {step}/{total} (epoch {state.epoch or 0:.2f}, {left}): "
+                 + ", ".join(parts))
 
 
 class _EpochSelector(TrainerCallback):
