@@ -11,6 +11,10 @@ cells have 1, 2, 4 or 6 adapters) is a sequence of parts, each an ordinary asset
 - part k: the cells of the last grid and everything downstream (selections, eval reports,
   tables).
 
+With ``training.recipes`` (the testbed), a grid whose cells train the recipe another cell's
+selection chooses comes after every grid without such cells, and its part also runs those
+selections first (they are downstream of the earlier parts' adapters and upstream of its own).
+
 Each part's job carries its grid's whole partition range as run tags, so a plain
 ``dg launch --job <part>`` (``dagster job execute -j <part>``) trains every adapter of its
 cells, each cell in one step (``BackfillPolicy.single_run``). With one grid the job is one part

@@ -133,7 +133,8 @@ def _nullable_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
         args = get_args(tp) if get_origin(tp) in (Union, types.UnionType) else ()
         if _NONE in args:
             found.append(path)
-            # a nullable section's own nullable settings (``testbed.dpo_search``)
+            # a nullable section's own nullable settings
+            # (``training.sweeps.rrhf_variants.rank_weight``)
             for arg in args:
                 if arg is not _NONE and _is_model(arg):
                     found += _nullable_paths(arg, f"{path}.")
