@@ -81,12 +81,16 @@ def same_adapters(profile: Profile, cell: Experiment,
             "location's profile (SATURATED_DAG_PROFILE), not in run config overrides")
 
 
-def _validation(folder: Path) -> tuple[float, int]:
-    """A trained adapter's kept epoch and its validation pass@1 (fraction)."""
+def _record(folder: Path) -> dict:
+    """A trained adapter's ``result.json``, read once for both its validation and its curves."""
     record = folder / RESULT_FILE
     if not record.is_file():
         raise dg.Failure(f"adapter {folder} has no result.json: materialise it first")
-    result = json.loads(record.read_text())
+    return json.loads(record.read_text())
+
+
+def _validation(folder: Path, result: dict) -> tuple[float, int]:
+    """A trained adapter's validation pass@1 (fraction) at its kept epoch, and that epoch."""
     best = int(result["best_epoch"])
     values = [e.get("val_pass@1") for e in result["epochs"] if e["epoch"] == best]
     if not values or values[0] is None:
@@ -106,15 +110,15 @@ def _per_question(folder: Path) -> pl.DataFrame:
 
 
 def _overlay(output_dir: str, task: str, cell: Experiment,
-             trained: dict[Experiment, list[Experiment]], winner: str) -> Path:
-    """One figure of the cell's trainings (``plots.cell_overlay``), each labelled by its
-    configuration's short name and seed, the chosen configuration's seeds marked."""
+             records: dict[Experiment, list[dict]], winner: str) -> Path:
+    """One figure of the cell's trainings (``plots.cell_overlay``; ``records``: each
+    configuration's seeds' ``result.json``), each labelled by its configuration's short name
+    and seed, the chosen configuration's seeds marked."""
     runs, picked = {}, []
-    for config, seeds in trained.items():
-        for index, seeded in enumerate(seeds):
+    for config, results in records.items():
+        for index, result in enumerate(results):
             label = f"{short_name(config.name, cell.name)} · seed {index}"
-            record = adapter_dir(output_dir, task, seeded) / RESULT_FILE
-            runs[label] = json.loads(record.read_text())
+            runs[label] = result
             if config.name == winner:
                 picked.append(label)
     path = adapter_curves_png(output_dir, task, cell).with_name(f"{cell.name}_overlay.png")
@@ -139,10 +143,11 @@ def selection_asset(task: str, cell: Experiment,
         profile = experiment.settings
         same_adapters(profile, cell, trained)
         rule = profile.training.selection.rule
-        rows = []
+        rows, records = [], {}
         for config, seeds in trained.items():
             folders = [adapter_dir(experiment.output_dir, task, seeded) for seeded in seeds]
-            runs = [_validation(folder) for folder in folders]
+            records[config] = [_record(folder) for folder in folders]
+            runs = [_validation(f, r) for f, r in zip(folders, records[config], strict=True)]
             effective = config.training(profile.training)
             rows.append(Trained(config.name, {s: getattr(effective, s) for s in SETTINGS},
                                 [v for v, _ in runs], [e for _, e in runs],
@@ -150,7 +155,7 @@ def selection_asset(task: str, cell: Experiment,
                                 else ()))
         table = selection_table(rows, rule)
         winner = chosen(table)
-        overlay = _overlay(experiment.output_dir, task, cell, trained, winner)
+        overlay = _overlay(experiment.output_dir, task, cell, records, winner)
         context.log.info(f"{cell.split}/{cell.name}: chose {winner} of {table.height} "
                          f"configurations by validation pass@1 ({rule} rule, "
                          "training.selection.rule)")

@@ -22,6 +22,7 @@ from saturated_dag import testbed
 from saturated_dag.behaviour import BASE
 from saturated_dag.experiments import Experiment, TaskPlan, recipe_settings
 from saturated_dag.methods import label
+from saturated_dag.result_tables import scientific
 from saturated_dag.scorers.agreement import rho_with_oracle
 
 TESTBED_KEY = ["chain_sum", "testbed_validation"]
@@ -48,11 +49,13 @@ def testbed_cells(plan: TaskPlan, split: str) -> list[Experiment]:
 
 
 def recipe_label(settings: dict) -> str:
-    """A recipe as the table names it (``η=3e-04, β=5``)."""
+    """A recipe as the table names it (``η=3e-4, β=5``: the learning rate written as on the
+    runs table and the selection pages, ``result_tables.scientific``)."""
     names = {"learning_rate": "η", "dpo_beta": "β", "epochs": "epochs",
              "batch_size": "batch", "rrhf_rank_weight": "λ"}
-    return ", ".join(f"{names[k]}={v:.0e}" if k == "learning_rate" else f"{names[k]}={v:g}"
-                     for k, v in settings.items()) or "the profile's settings"
+    return ", ".join(f"{names[k]}={scientific(v)}" if k == "learning_rate"
+                     else f"{names[k]}={v:g}" for k, v in settings.items()
+                     ) or "the profile's settings"
 
 
 def testbed_asset(plan: TaskPlan, split: str) -> dg.AssetsDefinition:
