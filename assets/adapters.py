@@ -399,23 +399,24 @@ class RecipeSource:
     selection: dg.AssetKey | None
 
 
-def _recipe(profile: Profile, cell: Experiment, source: RecipeSource,
-            table: pl.DataFrame | None) -> dict[str, Any]:
-    """The settings a ``recipe_from`` cell trains: its recipe cell's chosen configuration."""
+def chosen_recipe(training: TrainingSettings, source: Experiment, method: str,
+                  table: pl.DataFrame | None) -> dict[str, Any]:
+    """The settings ``method``'s ``recipe_from`` cells train: the configuration their recipe
+    cell ``source`` chose (``table``: its selection; None when its grid is one point, so the
+    recipe is its own settings). The adapters and the testbed's analysis read it here."""
     from saturated_dag.experiments import recipe_settings
     from saturated_dag.selection import SETTINGS
 
-    training = profile.training
     if table is None:
-        effective = source.cell.training(training)
+        effective = source.training(training)
         row = {k: getattr(effective, k) for k in SETTINGS}
     else:
         rows = table.filter(pl.col("chosen")).to_dicts()
         if len(rows) != 1:
-            raise dg.Failure(f"{source.selection.to_user_string() if source.selection else ''}"
-                             f" marks {len(rows)} configurations chosen; re-materialise it")
+            raise dg.Failure(f"the selection of {source.split}/{source.name} marks "
+                             f"{len(rows)} configurations chosen; re-materialise it")
         row = rows[0]
-    return recipe_settings(training, source.cell, cell.method, row)
+    return recipe_settings(training, source, method, row)
 
 
 def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
@@ -446,7 +447,8 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
                          f"in this step: {', '.join(keys)}")
         recipe: dict[str, Any] = {}
         if source is not None:
-            recipe = _recipe(experiment.settings, cell, source, recipe_input.get("recipe"))
+            recipe = chosen_recipe(experiment.settings.training, source.cell, cell.method,
+                                   recipe_input.get("recipe"))
             context.log.info(f"{cell.split}/{cell.name} trains the recipe chosen on "
                              f"{source.cell.name}: {recipe or 'the profile settings'}")
         adapters = [_look_up(context, experiment, inference, task,

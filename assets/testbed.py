@@ -15,12 +15,13 @@ import dagster as dg
 import polars as pl
 
 from assets._metadata import frame_output, frame_table, image, summary_entry
+from assets.adapters import chosen_recipe
 from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag import testbed
 from saturated_dag.behaviour import BASE
-from saturated_dag.experiments import Experiment, TaskPlan, recipe_settings
+from saturated_dag.experiments import Experiment, TaskPlan
 from saturated_dag.methods import label
 from saturated_dag.result_tables import scientific
 from saturated_dag.scorers.agreement import rho_with_oracle
@@ -61,16 +62,17 @@ def recipe_label(settings: dict) -> str:
 def testbed_asset(plan: TaskPlan, split: str) -> dg.AssetsDefinition:
     """The analysis over ``split``'s cells of ``plan`` (chain sum)."""
     cells = testbed_cells(plan, split)
-    sources = {c.method: plan.recipe_cell(c) or c for c in cells}
-    # the cells whose selection chose a recipe, by their own method (RAFT's is SFT's)
-    chooser = {c.method: c for c in sources.values() if c in plan.selections}
+    # each row's recipe cell: the cell whose selection chose what it trains (itself when it
+    # selects its own, as every cell of a profile without training.recipes does)
+    sources = {c: plan.recipe_cell(c) or c for c in cells}
+    choosers = list(dict.fromkeys(s for s in sources.values() if s in plan.selections))
     ins = {"base": dg.AssetIn(key=["chain_sum", "eval", "base"]),
            "agreement": dg.AssetIn(key=["chain_sum", "scorer_agreement"]),
            "partitions": dg.AssetIn(key=["chain_sum", "difficulty_partitions"]),
            **{f"eval_{i}": dg.AssetIn(key=["chain_sum", c.split, "eval", c.name])
               for i, c in enumerate(cells)},
-           **{f"selection_{m}": dg.AssetIn(key=selection_key("chain_sum", c))
-              for m, c in chooser.items()}}
+           **{f"selection_{i}": dg.AssetIn(key=selection_key("chain_sum", c))
+              for i, c in enumerate(choosers)}}
 
     @dg.asset(
         key=TESTBED_KEY, group_name="testbed", io_manager_key="parquet_io", ins=ins,
@@ -93,22 +95,20 @@ def testbed_asset(plan: TaskPlan, split: str) -> dg.AssetsDefinition:
                 f"testbed: the {split} split has {training_questions} training questions, "
                 f"fewer than testbed.min_training_questions ({s.min_training_questions}); "
                 "raise chain_sum.questions_per_cell")
-        selections = {m: reports[f"selection_{m}"] for m in chooser}
-        recipes = {}
-        for method, source in sources.items():
-            table = selections.get(source.method)
-            row = ({} if table is None else table.filter(pl.col("chosen")).to_dicts()[0])
-            recipes[method] = recipe_label(recipe_settings(profile.training, source, method, row)
-                                           if row else {})
+        selections = {c: reports[f"selection_{i}"] for i, c in enumerate(choosers)}
+        recipes = {(c.method, c.scorer or "sft"): recipe_label(chosen_recipe(
+            profile.training, source, c.method, selections.get(source)))
+            for c, source in sources.items()}
         evals = {(c.method, c.scorer or "sft"): reports[f"eval_{i}"]
                  for i, c in enumerate(cells)}
-        selection = pl.concat([t.select(pl.lit(label(m)).alias("method"), pl.all())
-                               for m, t in selections.items()], how="vertical_relaxed"
+        selection = pl.concat([t.select(pl.lit(label(c.method)).alias("method"),
+                                        pl.lit(c.name).alias("cell"), pl.all())
+                               for c, t in selections.items()], how="vertical_relaxed"
                               ) if selections else pl.DataFrame()
         rho = rho_with_oracle(agreement, split)
         result = testbed.analyse(s, base, evals, recipes, rho, selection, {
             "agreement with the oracle": rho, "training questions": training_questions,
-            "recipes": recipes})
+            "recipes": {f"{label(m)} · {sc}": text for (m, sc), text in recipes.items()}})
         folder = Path(experiment.output_dir) / "chain_sum"
         paths = testbed.write_outputs(result, folder)
         headline = testbed.headline(result)

@@ -80,7 +80,7 @@ ROW_SCHEMA = schema("testbed_validation")
 
 
 def analyse(s: TestbedSettings, base: pl.DataFrame,
-            evals: dict[tuple[str, str], pl.DataFrame], recipes: dict[str, str],
+            evals: dict[tuple[str, str], pl.DataFrame], recipes: dict[tuple[str, str], str],
             agreement: dict[str, float], selection: pl.DataFrame,
             facts: dict[str, Any]) -> TestbedResult:
     """Each row's paired Δ pass@1 on the cells that can show a style effect, the controls'
@@ -101,7 +101,7 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
         half = (delta.high - delta.low) / 2
         rows.append({
             "method": label(method), "scorer": scorer, "role": role_of(method, scorer),
-            "recipe": recipes.get(method, ""),
+            "recipe": recipes.get((method, scorer), ""),
             "target ρ": known.DIAL.get(scorer) if method in ("rrhf", "dpo") else None,
             "ρ with oracle": agreement.get(scorer) if method != "sft" else None,
             "replicates": delta.replicates, "questions": delta.questions,
