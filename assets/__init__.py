@@ -7,6 +7,7 @@ the profile runs.
 
 import dagster as dg
 
+from assets._draws import data_partitions, partitioned_by_draw
 from assets.adapters import RecipeSource, adapter_assets, adapter_checks
 from assets.automation import with_lineage
 from assets.base_model import base_model
@@ -63,12 +64,17 @@ def task_assets(profile: Profile, task: str
     budgeted = [cell for cell in plan.main if cell in plan.selections]
     if budgeted:
         tables.append(budget_asset(task, budgeted))
-    built = [pool, parts, *scores.values(), scorer_agreement_asset(task, scorer_assets),
-             *datasets,
-             *adapter_assets(task, grids, check_in_step=in_step, sources=recipe_sources(plan)),
+    draws = data_partitions(profile)  # one partition per data seed, or none for one draw
+    pool, parts, agreement, *score_list = partitioned_by_draw(
+        [pool, parts, scorer_agreement_asset(task, scorer_assets), *scores.values()], draws)
+    scores = dict(zip(scores, score_list, strict=True))
+    datasets = partitioned_by_draw(datasets, draws)
+    built = [pool, parts, *scores.values(), agreement, *datasets,
+             *adapter_assets(task, grids, check_in_step=in_step, sources=recipe_sources(plan),
+                             by_draw=draws is not None),
              *selections, *evals, *tables]
     if task == "chain_sum" and profile.testbed is not None:
-        built.append(testbed_asset(plan, profile.testbed.split))
+        built.append(testbed_asset(plan, profile.testbed.split, by_draw=draws is not None))
     checks = [generation_pool_check(task, pool), difficulty_partitions_check(parts),
               *(finite_scores_check(task, asset) for asset in scores.values()),
               *preference_dataset_checks(datasets),

@@ -41,6 +41,7 @@ from assets._adapter_files import (
     adapter_key,
     adapter_work_dir,
 )
+from assets._draws import FRAMES_BY_DRAW, by_data_seed, dataset_mapping
 from assets._metadata import frame_table, image, summary_entry
 from assets._priority import AFTER_TRAINING, TRAINING, priority
 from assets._stages import policy_identity
@@ -267,9 +268,11 @@ def _look_up(context: dg.AssetExecutionContext, experiment: ExperimentResource,
 
 def _train_missing(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                    inference: InferenceResource, task: str, cell: Experiment,
-                   adapters: list[_Adapter], data: pl.DataFrame) -> dict[str, object]:
+                   adapters: list[_Adapter], frames: dict[int, pl.DataFrame]
+                   ) -> dict[str, object]:
     """Train every adapter of the step that is not a cache hit, in one process with one
-    base-model load; each then has its record. What the training child reported."""
+    base-model load; each then has its record. What the training child reported.
+    ``frames``: the training data of each data seed the step's adapters train on."""
     missing = [a for a in adapters if a.result is None]
     if not missing:
         return {}
@@ -277,12 +280,14 @@ def _train_missing(context: dg.AssetExecutionContext, experiment: ExperimentReso
     settings = inference.policy_settings()
     work = adapter_work_dir(experiment.output_dir, task, cell)
     work.mkdir(parents=True, exist_ok=True)
-    data_path = work / "data.parquet"
-    data.write_parquet(data_path)  # a scratch copy for the child process
+    paths: dict[int, Path] = {}
+    for draw in sorted({a.exp.data_seed for a in missing}):  # scratch copies for the child
+        paths[draw] = work / ("data.parquet" if draw == 0 else f"data_{draw}.parquet")
+        frames[draw].write_parquet(paths[draw])
     for a in missing:
         context.log.info(f"adapter {a.exp.name} trains with: "
                          f"{settings_line(a.exp.method, a.planned)}")
-    jobs = [training_job(profile, task, a.exp, settings, data_path, a.out, a.key,
+    jobs = [training_job(profile, task, a.exp, settings, paths[a.exp.data_seed], a.out, a.key,
                          experiment.output_dir) for a in missing]
     reported = _train(context, inference, jobs, work, profile.training.isolate)
     for a in missing:  # written by the training, beside the weights it hashes
@@ -420,10 +425,14 @@ def chosen_recipe(training: TrainingSettings, source: Experiment, method: str,
 
 
 def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
-                   check_in_step: bool, source: RecipeSource | None = None
-                   ) -> dg.AssetsDefinition:
+                   check_in_step: bool, source: RecipeSource | None = None,
+                   by_draw: bool = False) -> dg.AssetsDefinition:
     key = adapter_key(task, cell)
-    ins = {"data": dg.AssetIn(key=[task, *cell.dataset])}
+    # with several data seeds the dataset has one partition per draw: each adapter's grid key
+    # maps to its draw's, and the step receives every draw it trains on, by partition key
+    ins = {"data": dg.AssetIn(key=[task, *cell.dataset]) if not by_draw else
+           dg.AssetIn(key=[task, *cell.dataset], partition_mapping=dataset_mapping(grid),
+                      dagster_type=FRAMES_BY_DRAW)}
     if source is not None and source.selection is not None:
         # the recipe is an input: the lineage shows which selection this cell trains
         ins["recipe"] = dg.AssetIn(key=source.selection)
@@ -440,7 +449,7 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
                                        description=LOADS_DESCRIPTION)] if check_in_step else None,
     )
     def adapter(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-                inference: InferenceResource, data: pl.DataFrame,
+                inference: InferenceResource, data: Any,
                 **recipe_input: pl.DataFrame) -> dg.MaterializeResult:
         keys = list(context.partition_keys)
         context.log.info(f"{cell.split}/{cell.name}: {len(keys)} of its {len(grid)} adapters "
@@ -451,15 +460,18 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
                                    recipe_input.get("recipe"))
             context.log.info(f"{cell.split}/{cell.name} trains the recipe chosen on "
                              f"{source.cell.name}: {recipe or 'the profile settings'}")
+        frames = by_data_seed(data)
         adapters = [_look_up(context, experiment, inference, task,
-                             grid[partition].with_recipe(recipe), data)
+                             grid[partition].with_recipe(recipe),
+                             frames[grid[partition].data_seed])
                     for partition in keys]
-        reported = _train_missing(context, experiment, inference, task, cell, adapters, data)
+        reported = _train_missing(context, experiment, inference, task, cell, adapters, frames)
         for a in adapters:  # what the eval reports, selection and tables now read
             for old in record_current(a.home, a.out):
                 context.log.info(f"adapter {a.exp.name}: removed {old.name}, trained under "
                                  "an earlier cache key")
-        done = [(partition, *_adapter_metadata(context, experiment, inference, task, a, data))
+        done = [(partition, *_adapter_metadata(context, experiment, inference, task, a,
+                                               frames[a.exp.data_seed]))
                 for partition, a in zip(keys, adapters, strict=True)]
         # One materialisation for the step, which Dagster records for each of its partitions:
         # the step's summary and grid table for all, and each partition's own record (every
@@ -488,15 +500,16 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
 
 def adapter_assets(task: str, grids: dict[Experiment, dict[str, Experiment]],
                    check_in_step: bool = False,
-                   sources: dict[Experiment, RecipeSource] | None = None
-                   ) -> list[dg.AssetsDefinition]:
+                   sources: dict[Experiment, RecipeSource] | None = None,
+                   by_draw: bool = False) -> list[dg.AssetsDefinition]:
     """One asset per cell, one Dagster partition per adapter of its grid (``grids``: each
     cell's ``TaskPlan.grid``). ``check_in_step``: its ``loads_and_generates`` check runs at the
     end of the step (on CPU, where each step is a process of its own and a separate check
     step would cost a process start, ``jobs/executor.py``); otherwise it is a step of its own
     (``adapter_checks``), ordered after every training so that on a GPU the policy's engine
-    is not restarted between trainings (``assets/_priority.py``)."""
-    return [_adapter_asset(task, cell, grid, check_in_step, (sources or {}).get(cell))
+    is not restarted between trainings (``assets/_priority.py``). ``by_draw``: the datasets
+    have one partition per data seed (``assets/_draws.py``)."""
+    return [_adapter_asset(task, cell, grid, check_in_step, (sources or {}).get(cell), by_draw)
             for cell, grid in grids.items()]
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from assets._draws import draw_file
 from assets._metadata import frame_output, frame_table, image, markdown_table
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
@@ -48,7 +49,7 @@ def difficulty_partitions_asset(task: str) -> dg.AssetsDefinition:
                 metadata[f"pass@1 (%), {POOL_TITLES[pool]}"] = frame_table(grid.select(
                     pl.col(partitions.GRID_INDEX).alias("terms / digits"),
                     *(pl.col(d) * 100 for d in digits)), decimals=1)
-            png = Path(experiment.output_dir) / task / "pass_at_1_heatmap.png"
+            png = draw_file(context, Path(experiment.output_dir) / task / "pass_at_1_heatmap.png")
             pass_at_1_heatmap({POOL_TITLES[p]: g for p, g in grids.items()}, png,
                               f"{task}: pass@1 of {experiment.settings.policy.model}")
             metadata["pass@1 heatmap"] = image(png, "pass@1 heatmap")

@@ -108,12 +108,14 @@ Target = tuple[Callable[[], GenerationBackend], Path | None, ReportIdentity]
 def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
             inference: InferenceResource, task: str, targets: list[Target],
             label: str, base: pl.DataFrame | None = None,
-            evaluated: dict[str, object] | None = None
+            evaluated: dict[str, object] | None = None,
+            data_seeds: list[int] | None = None
             ) -> tuple[pl.DataFrame, dict[str, object]]:
     """Evaluate each target (training replicate r = its index) over every eval replicate:
     the report and its metadata. ``base``: the base model's report, for the Δ (None: this is
     the base model's report); ``evaluated``: metadata saying what was evaluated, placed
-    right below the science.
+    right below the science; ``data_seeds``: each target's data seed (column ``data_seed``,
+    which the tables' bootstrap resamples first; 0 for every target when None).
 
     With ``evaluation.adapters_per_pass`` above 1 every missing shard of every (training,
     eval) replicate is first sampled in shared batched passes on the policy backend
@@ -155,7 +157,8 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                     log=context.log.info, store=store,
                     shard_size=profile.stages.shard_questions,
                     answer_check=profile.answer_check, replicate=replicate,
-                    training_replicate=seed, identity=identity))
+                    training_replicate=seed, identity=identity,
+                    data_seed=data_seeds[seed] if data_seeds else 0))
             if store is not None and store.last_stats is not None:
                 store.last_stats.computed_elsewhere(batched.get(str(store.root), 0))
             cache = cache_metadata(context, key, store)
@@ -178,6 +181,7 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
         "samples": samples.height,
         "eval_replicates": replicates,
         "training_replicates": len(targets),
+        **({"data_seeds": len(set(data_seeds))} if data_seeds else {}),
         "mean_tokens": round(float(samples["num_tokens"].mean() or 0.0), 2),
         # where the samples came from: below the science
         **cache,  # the last replicate's; each replicate's is in the log
@@ -363,14 +367,17 @@ def adapter_eval_asset(task: str, cell: Experiment,
                                            selected, settings.model)
         samples, metadata = _report(context, experiment, inference, task, targets,
                                     f"{cell.split}/{cell.name} ({name})", base=base,
-                                    evaluated=evaluated)
+                                    evaluated=evaluated,
+                                    data_seeds=[seeded.data_seed for seeded in seeds])
         eval_set = eval_set_name(experiment.settings, task, samples["question_id"].n_unique())
         training = experiment.settings.training
         metadata.update(update_model_cards(
             context, samples, base, seeds, [t[1] for t in targets],
             key=[task, cell.split, "eval", cell.name], k=experiment.settings.sampling.n,
             eval_set=eval_set, partitions=(adapter_key(task, cell),
-                                           [grid_key(training, cell, s) for s in seeds])))
+                                           [grid_key(training, cell, s,
+                                                     experiment.settings.data_seeds)
+                                            for s in seeds])))
         return frame_output(samples, metadata)
 
     return adapter_eval

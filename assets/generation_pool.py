@@ -9,6 +9,7 @@ unchanged re-run is a cache hit.
 import dagster as dg
 import polars as pl
 
+from assets._draws import draw_profile
 from assets._metadata import frame_output, frame_table, markdown_table
 from assets._priority import POLICY_STAGE, priority
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
@@ -36,7 +37,7 @@ def generation_pool_asset(task: str) -> dg.AssetsDefinition:
         experiment: ExperimentResource,
         inference: InferenceResource,
     ) -> dg.Output[pl.DataFrame]:
-        profile = experiment.settings
+        profile = draw_profile(context, experiment)  # this draw's questions and sampling seed
         settings = inference.policy_settings()  # validate before loading anything
         questions = training_questions(profile, task)
         context.log.info(f"{len(questions)} {task} questions from profile {profile.name!r}")

@@ -16,6 +16,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from assets._draws import draw_file, draw_profile
 from assets._metadata import frame_output, markdown_table
 from assets._priority import JUDGE_STAGE, POLICY_STAGE, TEACHER_STAGE, priority
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
@@ -114,7 +115,7 @@ def entropy_scores_asset(task: str) -> dg.AssetsDefinition:
         inference: InferenceResource, generation_pool: pl.DataFrame,
         difficulty_partitions: pl.DataFrame,
     ) -> dg.Output[pl.DataFrame]:
-        profile = experiment.settings
+        profile = draw_profile(context, experiment)
         completions = scored_completions_for(profile, generation_pool, difficulty_partitions)
         include_eos = profile.scoring.entropy_include_eos
         needs_tf = missing_entropies(completions.rows) > 0 or not include_eos
@@ -154,8 +155,7 @@ def _tournament_metadata(result: TournamentResult, completions: ScoredCompletion
     return meta
 
 
-def _save_comparisons(result: TournamentResult, output_dir: str, task: str, name: str) -> Path:
-    path = Path(output_dir) / task / f"{name}_comparisons.parquet"
+def _save_comparisons(result: TournamentResult, path: Path) -> Path:
     atomic_write_parquet(result.comparisons, path)
     return path
 
@@ -177,7 +177,8 @@ def _tournament(context: dg.AssetExecutionContext, experiment: ExperimentResourc
         result = run_tournament(completions, judge, scorer, scoring.both_orders,
                                 log=context.log.info, store=store,
                                 shard_size=experiment.settings.stages.shard_questions)
-        path = _save_comparisons(result, experiment.output_dir, task, scorer)
+        path = _save_comparisons(result, draw_file(
+            context, Path(experiment.output_dir) / task / f"{scorer}_comparisons.parquet"))
     metadata = {**_tournament_metadata(result, completions, path, label),
                 **cache_metadata(context, key, store), **(extra or {})}
     return frame_output(result.scores, metadata)
@@ -192,7 +193,7 @@ def self_judge_scores_asset(task: str) -> dg.AssetsDefinition:
         inference: InferenceResource, generation_pool: pl.DataFrame,
         difficulty_partitions: pl.DataFrame,
     ) -> dg.Output[pl.DataFrame]:
-        profile = experiment.settings
+        profile = draw_profile(context, experiment)
         completions = scored_completions_for(profile, generation_pool, difficulty_partitions)
         judge = _LazyJudge("self_judge", lambda: LlmJudge(
             inference.policy_backend(context.log), instruct=profile.judges.self_judge.instruct,
@@ -220,7 +221,7 @@ def strong_judge_scores_asset(task: str, model: bool = True) -> dg.AssetsDefinit
         inference: InferenceResource, generation_pool: pl.DataFrame,
         difficulty_partitions: pl.DataFrame,
     ) -> dg.Output[pl.DataFrame]:
-        profile = experiment.settings
+        profile = draw_profile(context, experiment)
         settings = profile.judges.strong
         if settings.kind == "rubric" and task != "chain_sum":
             raise dg.Failure(f"the rubric strong judge applies to chain_sum only, not {task}: "
@@ -249,10 +250,11 @@ def computed_scores_asset(task: str, spec: ScorerSpec) -> dg.AssetsDefinition:
 
     @_score_asset(task, spec.asset_name, f"{task}: {spec.description}", gpu=spec.gpu)
     def computed_scores(
+        context: dg.AssetExecutionContext,
         experiment: ExperimentResource, generation_pool: pl.DataFrame,
         difficulty_partitions: pl.DataFrame,
     ) -> dg.Output[pl.DataFrame]:
-        profile = experiment.settings
+        profile = draw_profile(context, experiment)
         completions = scored_completions_for(profile, generation_pool, difficulty_partitions)
         scored = compute(ScorerInputs(completions, generation_pool, profile.scoring.random_seed))
         meta = _common_metadata(completions, scored.scores)

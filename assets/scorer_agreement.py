@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from assets._draws import draw_file, draw_profile
 from assets._metadata import frame_output, frame_table, image, markdown_table, summary_entry
 from assets.quality_scores import scored_completions_for
 from resources import ExperimentResource
@@ -54,7 +55,7 @@ def scorer_agreement_asset(task: str, score_assets: dict[str, str]) -> dg.Assets
         generation_pool: pl.DataFrame, difficulty_partitions: pl.DataFrame,
         **score_frames: pl.DataFrame,
     ) -> dg.Output[pl.DataFrame]:
-        profile = experiment.settings
+        profile = draw_profile(context, experiment)
         scores = {name: score_frames[asset] for name, asset in score_assets.items()}
         rubric_judge = profile.judges.strong.kind == "rubric"
         # the rubric joins as the ground truth on chain sum, unless it already is the strong
@@ -68,9 +69,10 @@ def scorer_agreement_asset(task: str, score_assets: dict[str, str]) -> dg.Assets
         title = f"{task}: within-question Spearman rho between scorers (correct completions)"
         out_dir = Path(experiment.output_dir) / task
         out_dir.mkdir(parents=True, exist_ok=True)
-        csv_path = out_dir / "scorer_agreement.csv"
+        csv_path = draw_file(context, out_dir / "scorer_agreement.csv")
         atomic_write_csv(summary, csv_path)
-        png = agreement.rho_figure(per_question, out_dir / "scorer_agreement_rho.png", title)
+        png = agreement.rho_figure(per_question,
+                                   draw_file(context, out_dir / "scorer_agreement_rho.png"), title)
         context.log.info("\n" + agreement.summary_markdown(summary, title))
         return frame_output(per_question, {
             "summary": summary_entry(agreement_summary(per_question)),

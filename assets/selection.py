@@ -71,13 +71,14 @@ def same_adapters(profile: Profile, cell: Experiment,
     """Refuse a run whose settings would train other adapters than the graph holds: the grid
     and the training seeds shape the asset graph, so they are set in the code location's
     profile, not in a run's config overrides."""
-    wanted = cell_adapters(profile.training, cell, profile.sampling.n)
+    wanted = cell_adapters(profile.training, cell, profile.sampling.n, profile.data_seeds)
     if wanted != trained:
         raise dg.Failure(
             f"this run's settings give {cell.split}/{cell.name} the adapters "
             f"{sorted(s.name for seeds in wanted.values() for s in seeds)}, but the code "
             f"location's graph has {sorted(s.name for seeds in trained.values() for s in seeds)}"
-            ": training.selection and training.replicates shape the graph; set them in the "
+            ": training.selection, training.replicates and data_seeds shape the graph; set "
+            "them in the "
             "location's profile (SATURATED_DAG_PROFILE), not in run config overrides")
 
 

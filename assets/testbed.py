@@ -10,10 +10,12 @@ The first screen is the answer: the controls' verdicts, then the rows, then the 
 
 import json
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import polars as pl
 
+from assets._draws import FRAMES_BY_DRAW, by_data_seed
 from assets._metadata import frame_output, frame_table, image, summary_entry
 from assets.adapters import chosen_recipe
 from assets.selection import selection_key
@@ -40,7 +42,7 @@ def _display(rows: pl.DataFrame) -> pl.DataFrame:
         pl.struct("Δ pass@1", "Δ low", "Δ high").map_elements(
             lambda r: f"{r['Δ pass@1']:+.2f} [{r['Δ low']:+.2f}, {r['Δ high']:+.2f}]",
             return_dtype=pl.String).alias("Δ pass@1 [95% CI]"),
-        "replicates")
+        "data seeds", "replicates")
 
 
 def testbed_cells(plan: TaskPlan, split: str) -> list[Experiment]:
@@ -59,16 +61,18 @@ def recipe_label(settings: dict) -> str:
                      ) or "the profile's settings"
 
 
-def testbed_asset(plan: TaskPlan, split: str) -> dg.AssetsDefinition:
-    """The analysis over ``split``'s cells of ``plan`` (chain sum)."""
+def testbed_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.AssetsDefinition:
+    """The analysis over ``split``'s cells of ``plan`` (chain sum). ``by_draw``: the agreement
+    table and the difficulty partitions have one partition per data seed, read together."""
+    per_draw = {"dagster_type": FRAMES_BY_DRAW} if by_draw else {}
     cells = testbed_cells(plan, split)
     # each row's recipe cell: the cell whose selection chose what it trains (itself when it
     # selects its own, as every cell of a profile without training.recipes does)
     sources = {c: plan.recipe_cell(c) or c for c in cells}
     choosers = list(dict.fromkeys(s for s in sources.values() if s in plan.selections))
     ins = {"base": dg.AssetIn(key=["chain_sum", "eval", "base"]),
-           "agreement": dg.AssetIn(key=["chain_sum", "scorer_agreement"]),
-           "partitions": dg.AssetIn(key=["chain_sum", "difficulty_partitions"]),
+           "agreement": dg.AssetIn(key=["chain_sum", "scorer_agreement"], **per_draw),
+           "partitions": dg.AssetIn(key=["chain_sum", "difficulty_partitions"], **per_draw),
            **{f"eval_{i}": dg.AssetIn(key=["chain_sum", c.split, "eval", c.name])
               for i, c in enumerate(cells)},
            **{f"selection_{i}": dg.AssetIn(key=selection_key("chain_sum", c))
@@ -80,21 +84,26 @@ def testbed_asset(plan: TaskPlan, split: str) -> dg.AssetsDefinition:
         description="The calibrated testbed: each method with the oracle (its positive "
         "control), its shuffled scores (its negative control) and the reliability dial, SFT "
         "with its two controls, and the real scorers; each row a paired Δ pass@1 to the base "
-        "model with its 95% interval over training seeds and questions, read from the rows' "
+        "model with its 95% interval over data seeds, training seeds and questions, read from "
+        "the rows' "
         "own eval reports (docs/testbed.md).")
     def testbed_validation(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-                           base: pl.DataFrame, agreement: pl.DataFrame,
-                           partitions: pl.DataFrame, **reports: pl.DataFrame
+                           base: pl.DataFrame, agreement: Any,
+                           partitions: Any, **reports: pl.DataFrame
                            ) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
         s = profile.testbed
         assert s is not None
-        training_questions = partitions.filter(pl.col("split") == split).height
-        if training_questions < s.min_training_questions:
-            raise dg.Failure(
-                f"testbed: the {split} split has {training_questions} training questions, "
-                f"fewer than testbed.min_training_questions ({s.min_training_questions}); "
-                "raise chain_sum.questions_per_cell")
+        counts = {d: frame.filter(pl.col("split") == split).height
+                  for d, frame in by_data_seed(partitions).items()}
+        for draw, count in counts.items():
+            if count < s.min_training_questions:
+                raise dg.Failure(
+                    f"testbed: the {split} split of data seed {draw} has {count} training "
+                    f"questions, fewer than testbed.min_training_questions "
+                    f"({s.min_training_questions}); raise chain_sum.questions_per_cell")
+        training_questions: int | dict[str, int] = (
+            counts[0] if len(counts) == 1 else {f"data seed {d}": n for d, n in counts.items()})
         selections = {c: reports[f"selection_{i}"] for i, c in enumerate(choosers)}
         recipes = {(c.method, c.scorer or "sft"): recipe_label(chosen_recipe(
             profile.training, source, c.method, selections.get(source)))
@@ -105,7 +114,8 @@ def testbed_asset(plan: TaskPlan, split: str) -> dg.AssetsDefinition:
                                         pl.lit(c.name).alias("cell"), pl.all())
                                for c, t in selections.items()], how="vertical_relaxed"
                               ) if selections else pl.DataFrame()
-        rho = rho_with_oracle(agreement, split)
+        # every draw's questions together: each scorer's mean ρ with the oracle over them
+        rho = rho_with_oracle(pl.concat(list(by_data_seed(agreement).values())), split)
         result = testbed.analyse(s, base, evals, recipes, rho, selection, {
             "agreement with the oracle": rho, "training questions": training_questions,
             "recipes": {f"{label(m)} · {sc}": text for (m, sc), text in recipes.items()}})

@@ -11,6 +11,12 @@ cells have 1, 2, 4 or 6 adapters) is a sequence of parts, each an ordinary asset
 - part k: the cells of the last grid and everything downstream (selections, eval reports,
   tables).
 
+With several data seeds (``data_seeds``: ``testbed``, ``study``), everything upstream of the
+adapters and beside them (pool, difficulty partitions, scores, the agreement table, datasets) has
+one Dagster partition per data seed (``assets/_draws.py``), one run each: the job starts with
+one part per data seed (the base model's observation in the first), and the first grid's part
+holds that grid's cells only.
+
 With ``training.recipes`` (the testbed), a grid whose cells train the recipe another cell's
 selection chooses comes after every grid without such cells, and its part also runs those
 selections first (they are downstream of the earlier parts' adapters and upstream of its own).
@@ -43,7 +49,7 @@ import dagster as dg
 
 from assets._adapter_files import adapter_key
 from saturated_dag.config import Profile
-from saturated_dag.experiments import experiment_plan
+from saturated_dag.experiments import data_seed_key, data_seed_of, experiment_plan
 
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
@@ -76,9 +82,16 @@ def grid_groups(profile: Profile, tasks: Sequence[str]
     return dict(sorted(groups.items(), key=lambda item: item[0] in following))
 
 
+def draw_parts(profile: Profile) -> int:
+    """The parts that run the pool side, one per data seed; 0 with one data seed (then the
+    first grid's part runs it)."""
+    return profile.data_seeds if profile.data_seeds > 1 else 0
+
+
 def part_names(name: str, profile: Profile, tasks: Sequence[str]) -> list[str]:
     """The jobs that together run ``name``, in the order they must run."""
-    count = len(grid_groups(profile, tasks))
+    grids = len(grid_groups(profile, tasks))
+    count = draw_parts(profile) + (max(grids, 1) if draw_parts(profile) else grids)
     return [name] if count <= 1 else [f"{name}_part_{i}_of_{count}"
                                       for i in range(1, count + 1)]
 
@@ -102,22 +115,19 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
     groups = grid_groups(profile, tasks)
     whole = dg.AssetSelection.assets("base_model") | dg.AssetSelection.key_prefixes(
         *[[task] for task in tasks])
-    if not groups:
+    if not groups and not draw_parts(profile):
         return [dg.define_asset_job(name, selection=whole, executor_def=executor_def,
                                     tags=tags, description=description)]
+    if draw_parts(profile):
+        return _jobs_by_draw(name, profile, tasks, groups, whole, executor_def=executor_def,
+                             description=description, tags=tags)
     adapters = dg.AssetSelection.assets(*[k for keys in groups.values() for k in keys])
     # the base model's observation first: every adapter depends on it (an observable source
     # is not reached by ``upstream()``)
     before = ((adapters.upstream() - adapters.downstream())
               | dg.AssetSelection.assets("base_model")) & whole
 
-    def with_bridges(keys: list[dg.AssetKey]) -> dg.AssetSelection:
-        """A grid's adapters and the selections they train the recipe of (downstream of other
-        adapters, upstream of these: ``training.recipes``)."""
-        cells = dg.AssetSelection.assets(*keys)
-        return cells | (cells.upstream() & adapters.downstream() - adapters)
-
-    bridged = [(grid, with_bridges(keys)) for grid, keys in groups.items()]
+    bridged = _bridged(groups)
     after = whole - before - reduce(operator.or_, [sel for _, sel in bridged])
     names = part_names(name, profile, tasks)
     jobs = []
@@ -132,6 +142,79 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
             description=(description if len(names) == 1 else
                          part_description(name, names, index, description, grid, len(keys)))))
     return jobs
+
+
+def _bridged(groups: dict[tuple[str, ...], list[dg.AssetKey]]
+             ) -> list[tuple[tuple[str, ...], dg.AssetSelection]]:
+    """Each grid's adapters with the selections they train the recipe of (downstream of other
+    adapters, upstream of these: ``training.recipes``)."""
+    adapters = dg.AssetSelection.assets(*[k for keys in groups.values() for k in keys])
+    out = []
+    for grid, keys in groups.items():
+        cells = dg.AssetSelection.assets(*keys)
+        out.append((grid, cells | (cells.upstream() & adapters.downstream() - adapters)))
+    return out
+
+
+def _jobs_by_draw(name: str, profile: Profile, tasks: Sequence[str],
+                  groups: dict[tuple[str, ...], list[dg.AssetKey]], whole: dg.AssetSelection,
+                  *, executor_def: dg.ExecutorDefinition, description: str,
+                  tags: dict[str, str] | None) -> list[dg.UnresolvedAssetJobDefinition]:
+    """The parts of a job of a profile with several data seeds: one per data seed over the
+    pool side (everything downstream of the pools and not of the adapters), then one per grid
+    (``split_into_parts`` without a ``before``), the last with everything downstream."""
+    pools = dg.AssetSelection.assets(*[[task, "generation_pool"] for task in tasks])
+    adapters = dg.AssetSelection.assets(*[k for keys in groups.values() for k in keys])
+    pool_side = (pools.downstream() - adapters.downstream()) & whole
+    bridged = _bridged(groups)
+    after = whole - pool_side - dg.AssetSelection.assets("base_model") - adapters - reduce(
+        operator.or_, [sel for _, sel in bridged], dg.AssetSelection.assets())
+    names = part_names(name, profile, tasks)
+    runs: list[tuple[dg.AssetSelection, str, str, str]] = []
+    for draw in range(profile.data_seeds):
+        key = data_seed_key(draw)
+        selection = pool_side | (dg.AssetSelection.assets("base_model") if draw == 0
+                                 else dg.AssetSelection.assets())
+        runs.append((selection, key, key,
+                     f"the pool side of data seed {draw} of {profile.data_seeds} (its pool, "
+                     "difficulty partitions, scores, agreement table and datasets)"
+                     + (", after the base model's observation" if draw == 0 else "")))
+    empty = dg.AssetSelection.assets()
+    cells = [(grid, sel) for grid, sel in bridged] or [((), empty)]
+    for index, (grid, selection) in enumerate(cells):
+        last = index == len(cells) - 1
+        shown = ", ".join(grid[:3]) + (f" and {len(grid) - 3} more" if len(grid) > 3 else "")
+        what = (f"the adapters of {len(groups[grid])} cell(s) of the grid {shown}" if grid
+                else "")
+        if last:
+            what += ((", then " if what else "") + "everything downstream of the adapters "
+                     "(selections, eval reports, tables)")
+        runs.append((selection | after if last else selection,
+                     grid[0] if grid else "", grid[-1] if grid else "", what))
+    jobs = []
+    for index, (selection, start, end, what) in enumerate(runs):
+        part_tags = {WHOLE_JOB_TAG: name, PART_TAG: f"{index + 1} of {len(names)}"}
+        if start:
+            part_tags.update({RANGE_START: start, RANGE_END: end})
+        jobs.append(dg.define_asset_job(
+            names[index], selection=selection, executor_def=executor_def,
+            tags={**(tags or {}), **part_tags},
+            description=_describe_part(name, names, index, description, what)))
+    return jobs
+
+
+def _describe_part(name: str, names: Sequence[str], index: int, description: str,
+                   this: str) -> str:
+    """Part ``index`` of ``name`` in words: what it runs (``this``), what comes before and
+    after, and the one command that runs them all (``part_description``'s form)."""
+    last = len(names) - 1
+    before = f"`{names[index - 1]}`" if index > 0 else "nothing (this part is the first)"
+    after = (f"`{names[index + 1]}`" if index < last
+             else f"nothing (this part completes `{name}`)")
+    return (f"Part {index + 1} of {len(names)} of `{name}`: {description} This part: {this}. "
+            f"Before it: {before}. After it: {after}. All {len(names)} parts in order, one "
+            f"command: `python -m run_parts {name}` (or `dg launch --job <part>` for each of "
+            f"{', '.join(f'`{n}`' for n in names)}); {UI_ACTION}.")
 
 
 def part_description(name: str, names: Sequence[str], index: int, description: str,
@@ -156,6 +239,28 @@ def part_description(name: str, names: Sequence[str], index: int, description: s
             f"{', '.join(f'`{n}`' for n in names)}); {UI_ACTION}.")
 
 
+def _is_data_seed(partition: str) -> bool:
+    try:
+        data_seed_of(partition)
+    except ValueError:
+        return False
+    return True
+
+
+def _ancestors(assets: Sequence[Any], start: Sequence[dg.AssetKey]) -> set[dg.AssetKey]:
+    """Every asset upstream of ``start`` among ``assets``."""
+    parents = {spec.key: {dep.asset_key for dep in spec.deps}
+               for a in assets if isinstance(a, dg.AssetsDefinition) for spec in a.specs}
+    found: set[dg.AssetKey] = set()
+    todo = list(start)
+    while todo:
+        for parent in parents.get(todo.pop(), ()):
+            if parent not in found:
+                found.add(parent)
+                todo.append(parent)
+    return found
+
+
 def stages(assets: Sequence[Any], keys: Sequence[dg.AssetKey]
            ) -> list[tuple[list[dg.AssetKey], dict[str, str]]]:
     """``keys`` of ``assets`` split into runs by the rule of ``staged_jobs``
@@ -168,22 +273,21 @@ def stages(assets: Sequence[Any], keys: Sequence[dg.AssetKey]
         partitions = by_key[key].partitions_def
         if partitions is not None:
             groups.setdefault(tuple(partitions.get_partition_keys()), []).append(key)
+    draws = next((g for g in groups if all(_is_data_seed(p) for p in g)), None)
+    if draws is not None:  # the pool side: one run per data seed, then the rest
+        pool_side = groups[draws]
+        unpartitioned = [k for k in keys if by_key[k].partitions_def is None]
+        upstream = _ancestors(assets, pool_side)
+        first = [k for k in unpartitioned if k in upstream]
+        rest = [k for k in keys if k not in pool_side and k not in first]
+        return [([*(first if i == 0 else []), *pool_side], {RANGE_START: d, RANGE_END: d})
+                for i, d in enumerate(draws)] + (stages(assets, rest) if rest else [])
     if not groups:
         return [(list(keys), {})]
-    parents = {key: {dep.asset_key for dep in spec.deps}
-               for a in assets if isinstance(a, dg.AssetsDefinition) for spec in a.specs
-               for key in [spec.key]}
     parted = {k for group in groups.values() for k in group}
 
     def ancestors(start: Sequence[dg.AssetKey]) -> set[dg.AssetKey]:
-        found: set[dg.AssetKey] = set()
-        todo = list(start)
-        while todo:
-            for parent in parents.get(todo.pop(), ()):
-                if parent not in found:
-                    found.add(parent)
-                    todo.append(parent)
-        return found
+        return _ancestors(assets, start)
 
     below_adapters = {k for k in keys if k not in parted and ancestors([k]) & parted}
     # a grid's bridges: the selections its cells train the recipe of (``training.recipes``)

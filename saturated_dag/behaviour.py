@@ -47,8 +47,9 @@ def behaviour_by_cell(samples: pl.DataFrame) -> pl.DataFrame:
 def _cell_delta_intervals(base_q: pl.DataFrame, run: pl.DataFrame, name: str
                           ) -> dict[str, Interval]:
     """Per cell: Δ pass@1 (points) with its paired bootstrap interval over the cell's
-    questions, and over the adapter's training seeds when it has several
-    (``saturated_dag.statistics``)."""
+    questions, and over the adapter's data seeds and each one's training seeds when it has
+    several (``statistics.seed_matrix`` groups them, ``statistics.paired_delta`` resamples
+    data seeds first)."""
     run_q = per_question_results(run)  # base_q: the base model's, computed once by the caller
     if set(base_q["question_id"]) != set(run_q["question_id"]):
         raise ValueError(f"eval report of {name} covers other questions than the base model's")

@@ -757,6 +757,19 @@ class Profile(_Strict):
     name: str
     description: str = ""
     tasks: list[TaskName] = Field(min_length=1)
+    data_seeds: int = Field(1, ge=1, le=16)
+    """The data's draws (``docs/statistics.md``): data seed d draws chain sum's training
+    questions with ``chain_sum.seed + d``, samples the generation pool with ``sampling.seed +
+    d`` and makes the scorers' random choices with ``scoring.random_seed + d``
+    (``for_data_seed``). Pools, difficulty partitions, scores and datasets exist once per data
+    seed (a Dagster partition each, when there are several), every configuration trains on
+    every draw, and the intervals resample data seeds, then training seeds, then questions.
+    The eval and validation sets are one, drawn around every draw's training questions, so
+    every row is paired on the same questions. GSM8K's training questions are the file's, so
+    its draws differ in their sampled completions only."""
+    data_seed: int = Field(0, ge=0)
+    """The draw this copy of the profile is for: set by the graph for each data-seed
+    partition (``for_data_seed``); 0 in a profile file."""
     chain_sum: ChainSumSettings = ChainSumSettings()
     gsm8k: Gsm8kSettings = Gsm8kSettings()
     policy: PolicySettings
@@ -779,6 +792,28 @@ class Profile(_Strict):
     tracking: TrackingSettings = TrackingSettings()
     testbed: TestbedSettings | None = None
     """The calibrated testbed's controls and dial (``docs/testbed.md``); None: not run."""
+
+    @model_validator(mode="after")
+    def _data_seed_is_one_of_the_draws(self) -> Profile:
+        if self.data_seed >= self.data_seeds:
+            raise ValueError(f"data_seed: {self.data_seed} is not one of the profile's "
+                             f"data_seeds (0 to {self.data_seeds - 1})")
+        return self
+
+    def for_data_seed(self, data_seed: int) -> Profile:
+        """This profile for draw ``data_seed`` (``data_seeds``): what the pool-side assets of
+        that draw's partition read. Data seed 0 is the profile itself."""
+        if not 0 <= data_seed < self.data_seeds:
+            raise ValueError(f"data seed {data_seed} is not one of the profile's data_seeds "
+                             f"(0 to {self.data_seeds - 1})")
+        if data_seed == self.data_seed:
+            return self
+        offset = data_seed - self.data_seed
+        return self.model_copy(update={
+            "data_seed": data_seed,
+            "sampling": self.sampling.model_copy(update={"seed": self.sampling.seed + offset}),
+            "scoring": self.scoring.model_copy(
+                update={"random_seed": self.scoring.random_seed + offset})})
 
     @model_validator(mode="after")
     def _testbed_on_the_embedded_model(self) -> Profile:

@@ -61,18 +61,18 @@ IDENTITY_COLUMNS = ("adapter", "method", "scorer", "split", "base_model")
 
 
 def per_question_results(completions: pl.DataFrame) -> pl.DataFrame:
-    """(question_id, cell, [training_replicate,] [replicate,] n, correct) from one row per
-    sampled completion.
+    """(question_id, cell, [data_seed,] [training_replicate,] [replicate,] n, correct) from
+    one row per sampled completion.
 
-    One row per question (and training and eval replicate, when the completions have those
-    columns), sorted
-    by its keys (a null key last), ``n`` the non-null verdicts and ``correct`` the true ones,
-    both Int64: the order and counts of the pandas version, whose eval reports stay
-    comparable.
+    One row per question (and data seed, training and eval replicate, when the completions
+    have those columns: a report written before data seeds has no ``data_seed``, and the
+    statistics read it as data seed 0), sorted by its keys (a null key last), ``n`` the
+    non-null verdicts and ``correct`` the true ones, both Int64: the order and counts of the
+    pandas version, whose eval reports stay comparable.
     """
     if completions.is_empty():
         raise ValueError("no completions to evaluate")
-    keys = [c for c in ("question_id", "cell", "training_replicate", "replicate")
+    keys = [c for c in ("question_id", "cell", "data_seed", "training_replicate", "replicate")
             if c in completions.columns]
     verdict = pl.col("correct")
     return (completions.group_by(keys)
@@ -83,9 +83,10 @@ def per_question_results(completions: pl.DataFrame) -> pl.DataFrame:
 def summarise(per_question: pl.DataFrame, ks: Sequence[int] = (1, 8)) -> dict[str, float]:
     """Mean pass@k over questions (in %), from per-question (n, correct) counts.
 
-    With eval or training replicates (``replicate``, ``training_replicate`` columns, each
-    replicate covering the same questions) it is the mean over replicates of the mean over
-    questions."""
+    With eval or training replicates or data seeds (``replicate``, ``training_replicate``,
+    ``data_seed`` columns, each replicate covering the same questions) it is the mean over
+    replicates of the mean over questions, and it counts them (``replicates``,
+    ``training_replicates``: every adapter of the row, ``data_seeds``)."""
     if per_question.is_empty():
         raise ValueError("no questions to summarise")
     summary: dict[str, float] = {"questions": float(per_question["question_id"].n_unique())}
@@ -93,6 +94,8 @@ def summarise(per_question: pl.DataFrame, ks: Sequence[int] = (1, 8)) -> dict[st
         summary["replicates"] = float(per_question["replicate"].n_unique())
     if "training_replicate" in per_question.columns:
         summary["training_replicates"] = float(per_question["training_replicate"].n_unique())
+    if "data_seed" in per_question.columns:
+        summary["data_seeds"] = float(per_question["data_seed"].fill_null(0).n_unique())
     for k in ks:
         values = [pass_at_k(int(n), int(c), k) for n, c in
                   zip(per_question["n"], per_question["correct"], strict=True) if n >= k]
@@ -114,11 +117,15 @@ def evaluate_samples(
     replicate: int = 0,
     training_replicate: int = 0,
     identity: ReportIdentity | None = None,
+    data_seed: int = 0,
 ) -> pl.DataFrame:
     """Sample and verify ``questions``: the eval report, one row per sample (its declared
-    ``eval_report`` schema), in question then sample order, labelled ``replicate`` (eval seed)
-    and ``training_replicate`` (the adapter's training seed; 0 for the base model), and with
-    ``identity`` (what was evaluated; all null when not given).
+    ``eval_report`` schema), in question then sample order, labelled ``replicate`` (eval seed),
+    ``training_replicate`` (the adapter's index among its row's adapters, data seed major; 0
+    for the base model) and ``data_seed`` (the draw of training data the adapter was trained
+    on; 0 for the base model, which no data trained), and with ``identity`` (what was
+    evaluated; all null when not given). The statistics resample data seeds, then each one's
+    training seeds (``statistics.seed_matrix``).
 
     ``answer_check`` is the profile's rule for reading answers; with ``store`` and
     ``shard_size`` the completions are sampled in resumable, cached shards (the identity is
@@ -130,6 +137,7 @@ def evaluate_samples(
     return completions.with_columns(
         replicate=pl.lit(replicate, pl.Int64),
         training_replicate=pl.lit(training_replicate, pl.Int64),
+        data_seed=pl.lit(data_seed, pl.Int64),
         **(identity or ReportIdentity()).columns()).select(list(schema("eval_report")))
 
 

@@ -34,6 +34,9 @@ SWEEP_TITLES = {
 
 SUFFIX = {"rrhf_rank_weight": "lambda", "dpo_beta": "beta", "learning_rate": "lr",
           "epochs": "ep", "batch_size": "bs", "seed": "seed"}
+DATA_SEED_SUFFIX = "data"
+"""An adapter's data seed in its name and grid key (``data1``); also the data-seed partition
+keys of the pool-side assets (``data_seed_key``)."""
 SWITCHES = {"rrhf_use_sft": "sft", "rrhf_hinge": "hinge", "rrhf_logistic_weight": "logistic"}
 ORDER = (*SWITCHES, "rrhf_rank_weight", "dpo_beta", "learning_rate", "epochs", "batch_size",
          "seed")
@@ -80,6 +83,10 @@ class Experiment:
     ``recipe`` belongs to adapters only: the recipe a ``recipe_from`` cell's adapter trains,
     laid over its settings when the step runs. It is not in the name (the adapter's home stays
     put; its cache key holds the recipe, so a new choice trains a new key folder).
+
+    ``data_seed`` belongs to adapters only: the draw of the data (``Profile.data_seeds``) whose
+    dataset the adapter trains on; a replicate like the training seed, named ``_data<d>`` for
+    d > 0 (data seed 0's adapters keep the names of a one-draw profile's).
     """
 
     split: str
@@ -91,6 +98,7 @@ class Experiment:
     seeds: int | None = None
     recipe_from: str | None = None
     recipe: tuple[tuple[str, Any], ...] = ()
+    data_seed: int = 0
 
     @property
     def name(self) -> str:
@@ -106,6 +114,8 @@ class Experiment:
                 parts.append(f"{'with' if value else 'no'}_{SWITCHES[key]}")
             else:
                 parts.append(f"{SUFFIX[key]}{number_text(value)}")
+        if self.data_seed:
+            parts.append(f"{DATA_SEED_SUFFIX}{self.data_seed}")
         return "_".join(parts)
 
     @property
@@ -381,40 +391,63 @@ def configurations(training: TrainingSettings, cell: Experiment, n: int) -> list
 
 
 def replicates(training: TrainingSettings, configuration: Experiment,
-               count: int | None = None) -> list[Experiment]:
-    """The training-seed replicates of one configuration: seeds ``seed``, ``seed + 1``, ...
-    (replicate 0 is the configuration itself); ``count`` of them, ``training.replicates``
-    unless the cell asks for its own (``Experiment.seeds``)."""
-    return [configuration.with_settings(training, {"seed": training.seed + r})
-            for r in range(count or training.replicates)]
+               count: int | None = None, data_seeds: int = 1) -> list[Experiment]:
+    """The replicates of one configuration: for each data seed 0, 1, ... (``data_seeds``, the
+    profile's draws of the data), the training seeds ``seed``, ``seed + 1``, ...; ``count``
+    of them, ``training.replicates`` unless the cell asks for its own (``Experiment.seeds``).
+    Replicate 0 is the configuration itself."""
+    return [replace(configuration.with_settings(training, {"seed": training.seed + r}),
+                    data_seed=d)
+            for d in range(data_seeds) for r in range(count or training.replicates)]
 
 
-def cell_adapters(training: TrainingSettings, cell: Experiment,
-                  n: int) -> dict[Experiment, list[Experiment]]:
-    """The cell's grid configurations (grid order), each with its training-seed replicates:
-    the adapters the cell trains; more than one configuration means a selection."""
-    return {config: replicates(training, config, cell.seeds)
+def cell_adapters(training: TrainingSettings, cell: Experiment, n: int,
+                  data_seeds: int = 1) -> dict[Experiment, list[Experiment]]:
+    """The cell's grid configurations (grid order), each with its replicates (data seeds x
+    training seeds): the adapters the cell trains; more than one configuration means a
+    selection."""
+    return {config: replicates(training, config, cell.seeds, data_seeds)
             for config in configurations(training, cell, n)}
 
 
 def trained_adapters(training: TrainingSettings, cells: list[Experiment],
-                     n: int) -> list[Experiment]:
+                     n: int, data_seeds: int = 1) -> list[Experiment]:
     """Every adapter the cells train, each once (a sweep row equal to a main cell's
     configuration shares its adapters), stable order."""
-    return distinct_adapters(cell_adapters(training, cell, n) for cell in cells)
+    return distinct_adapters(cell_adapters(training, cell, n, data_seeds) for cell in cells)
 
 
-def grid_key(training: TrainingSettings, cell: Experiment, adapter: Experiment) -> str:
+def grid_key(training: TrainingSettings, cell: Experiment, adapter: Experiment,
+             data_seeds: int = 1) -> str:
     """The name of one adapter of ``cell`` within the cell's grid: the settings the cell's
-    selection grid varies and its training seed, always written out (``lr0.0003_seed0``;
-    ``seed0`` when only the seed varies). It is the adapter's Dagster partition key of the
-    cell's adapter asset; cells of one method and one grid share their keys, so they share a
-    partitions definition and can train in one run."""
+    selection grid varies, its data seed (when the profile has several) and its training
+    seed, always written out (``lr0.0003_seed0``; ``seed0`` when only the seed varies;
+    ``lr0.0003_data1_seed0``). It is the adapter's Dagster partition key of the cell's adapter
+    asset; cells of one method and one grid share their keys, so they share a partitions
+    definition and can train in one run."""
     effective = adapter.training(training)
     varied = {"seed"} if cell.recipe_from is not None else (
         varied_keys(training, cell.method) - set(cell.fixed)) | {"seed"}
-    return "_".join(f"{SUFFIX[key]}{number_text(getattr(effective, key))}"
-                    for key in ORDER if key in varied)
+    parts = [f"{SUFFIX[key]}{number_text(getattr(effective, key))}"
+             for key in ORDER if key in varied]
+    if data_seeds > 1:
+        parts.insert(len(parts) - 1, data_seed_key(adapter.data_seed))
+    return "_".join(parts)
+
+
+def data_seed_key(data_seed: int) -> str:
+    """Data seed ``data_seed`` as a Dagster partition key of the pool-side assets and in an
+    adapter's grid key: ``data0``, ``data1``, ..."""
+    return f"{DATA_SEED_SUFFIX}{data_seed}"
+
+
+def data_seed_of(partition: str) -> int:
+    """``data1`` -> 1 (``data_seed_key``'s inverse); anything else is refused by name."""
+    digits = partition.removeprefix(DATA_SEED_SUFFIX)
+    if partition == digits or not digits.isdigit():
+        raise ValueError(f"{partition!r} is not a data-seed partition key "
+                         f"({data_seed_key(0)}, {data_seed_key(1)}, ...)")
+    return int(digits)
 
 
 def distinct_adapters(trained: Iterable[dict[Experiment, list[Experiment]]]
@@ -495,16 +528,16 @@ class TaskPlan:
 
 def build_task_plan(profile: Profile, task: str) -> TaskPlan:
     """``task``'s plan under ``profile`` (``TaskPlan``)."""
-    training, n = profile.training, profile.sampling.n
+    training, n, draws = profile.training, profile.sampling.n, profile.data_seeds
     cells = tuple(task_cells(profile, task))
-    trained = {cell: cell_adapters(training, cell, n) for cell in cells}
+    trained = {cell: cell_adapters(training, cell, n, draws) for cell in cells}
     grids: dict[Experiment, dict[str, Experiment]] = {}
     for cell, by_config in trained.items():
         adapters = [seeded for seeds in by_config.values() for seeded in seeds]
-        grids[cell] = {grid_key(training, cell, a): a for a in adapters}
+        grids[cell] = {grid_key(training, cell, a, draws): a for a in adapters}
         if len(grids[cell]) != len(adapters):  # two adapters, one partition key: refuse
             raise ValueError(f"the grid of {cell.split}/{cell.name} names two adapters alike: "
-                             f"{sorted(grid_key(training, cell, a) for a in adapters)}")
+                             f"{sorted(grid_key(training, cell, a, draws) for a in adapters)}")
     return TaskPlan(
         task, cells, trained,
         tuple(c for c in main_matrix(training) if can_train_split(profile, task, c.split)),

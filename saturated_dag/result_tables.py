@@ -6,12 +6,15 @@ polars: eval reports in, tables out.
 
 Every value comes with its 95% interval (columns ``<metric> low``/``high``) and every Δ with
 its paired one (``Δ <metric> low``/``high``, ``Δ <metric> excludes 0``), from the bootstrap of
-``saturated_dag.statistics`` over the eval questions, each question's value averaged over the
-eval replicates (``docs/statistics.md``); ``questions`` and ``replicates`` say what they were
-computed on. A table's rows are one family of tests of Δ = 0 per metric: each Δ also has its
-bootstrap p-value (``Δ <metric> p``) and Holm's family-wise adjustment of it over the table's
-rows (``Δ <metric> Holm p``); ``*`` marks a raw interval that excludes 0, ``†`` a Δ that also
-survives the correction.
+``saturated_dag.statistics`` over each row's data seeds, the training seeds of each data seed
+and the eval questions, each question's value averaged over the eval replicates
+(``docs/statistics.md``); ``questions``, ``replicates`` (eval), ``training replicates`` (per
+data seed) and ``data seeds`` say what they were computed on, and the caption
+(``eval_set_caption``) says it in words: with one data seed per row (the demo) the data's draw
+is not in the intervals. A table's rows are one family of tests of Δ = 0 per metric: each Δ
+also has its bootstrap p-value (``Δ <metric> p``) and Holm's family-wise adjustment of it over
+the table's rows (``Δ <metric> Holm p``); ``*`` marks a raw interval that excludes 0, ``†`` a
+Δ that also survives the correction.
 """
 
 from __future__ import annotations
@@ -46,8 +49,9 @@ def _finish(frame: pl.DataFrame, base_summary: Mapping[str, float], k: int,
             eval_set: str | None, base: pl.DataFrame,
             reports: Sequence[pl.DataFrame]) -> pl.DataFrame:
     """Δ to the base model for each metric, every value's and Δ's 95% interval, the sample
-    they rest on, then the eval set's name (when given). ``reports`` are the rows' eval
-    reports in row order, the base model's first."""
+    they rest on (``training replicates``: training seeds per data seed; ``data seeds``), then
+    the eval set's name (when given). ``reports`` are the rows' eval reports in row order, the
+    base model's first."""
     metrics = _metrics(k)
     frame = frame.with_columns((pl.col(col) - base_summary[col]).alias(f"Δ {col}")
                                for col in metrics)
@@ -56,8 +60,9 @@ def _finish(frame: pl.DataFrame, base_summary: Mapping[str, float], k: int,
     for col in metrics:
         at = int(col.removeprefix("pass@"))
         # eval replicates are more samples of the same adapter: each question's value is its
-        # mean over them; training seeds are different adapters: the bootstrap resamples them
-        # and the questions (two levels, docs/statistics.md)
+        # mean over them; data seeds and training seeds are different adapters: the bootstrap
+        # resamples data seeds, each one's training seeds, and the questions (three levels,
+        # docs/statistics.md)
         base_values = seed_matrix(base, at, order)
         values = [seed_matrix(r, at, order) for r in reports]
         columns[col] = [bootstrap_mean(v).scaled(100) for v in values]
@@ -77,7 +82,8 @@ def _finish(frame: pl.DataFrame, base_summary: Mapping[str, float], k: int,
         *intervals, *excludes, *tests,
         pl.Series("questions", [i.questions for i in sample], pl.Int64),
         pl.Series("replicates", [_eval_replicates(r) for r in reports], pl.Int64),
-        pl.Series("training replicates", [i.replicates for i in sample], pl.Int64))
+        pl.Series("training replicates", [i.replicates for i in sample], pl.Int64),
+        pl.Series(DATA_SEEDS, [i.data_seeds for i in sample], pl.Int64))
     if eval_set is not None:
         frame = frame.with_columns(pl.lit(eval_set, dtype=pl.String).alias(EVAL_SET))
     return frame
@@ -190,32 +196,81 @@ def sweep_table(
                    reports)
 
 
+def _count(values: pl.Series) -> str:
+    """``3``, or ``2-3`` when the rows differ."""
+    low, high = int(values.min()), int(values.max())
+    return f"{low}" if low == high else f"{low}-{high}"
+
+
+def _adapter_counts(frame: pl.DataFrame) -> tuple[pl.Series, pl.Series] | None:
+    """The adapter rows' training seeds per data seed and data seeds (the base model's row
+    left out: no data trained it); None for a table of the base model alone. A table written
+    before data seeds has no ``data seeds`` column: one data seed per row."""
+    if "training replicates" not in frame.columns or frame.height < 2:
+        return None
+    seeds = frame["training replicates"][1:]
+    data = (frame[DATA_SEEDS][1:] if DATA_SEEDS in frame.columns
+            else pl.Series(DATA_SEEDS, [1] * len(seeds), pl.Int64))
+    return seeds, data
+
+
+DATA_DRAW_NOT_COVERED = (
+    "The data's draw is not in the intervals: each adapter row was trained on one data seed "
+    "(one draw of which training questions were used and which completions were sampled and "
+    "scored), so a redraw of the training data could move a row by more than its interval "
+    "shows.")
+"""The caption's sentence for a table whose rows each have one data seed (the demo)."""
+
+
+def _over_seeds(frame: pl.DataFrame) -> str:
+    """The caption's clause on the adapters' seeds: data seeds × training seeds with their
+    counts when a row has several data seeds, training seeds alone otherwise."""
+    counts = _adapter_counts(frame)
+    if counts is None:
+        return ""
+    seeds, data = counts
+    if data.max() > 1:
+        return (f" and over the {_count(data)} data seeds × {_count(seeds)} training seeds of "
+                "each adapter row (data seeds resampled first, then each one's training seeds)")
+    if seeds.max() > 1:
+        return f" and over each adapter's {_count(seeds)} training seeds"
+    return ""
+
+
+def one_data_seed(frame: pl.DataFrame) -> bool:
+    """Whether every adapter row of the table rests on one data seed (the demo): its
+    intervals then leave the data's draw out, and its caption says so."""
+    counts = _adapter_counts(frame)
+    return counts is not None and counts[1].max() <= 1
+
+
 def eval_set_caption(frame: pl.DataFrame) -> str:
     """``Eval set: <name>`` and, on a line of its own, what the intervals rest on, for a
-    table that carries them."""
+    table that carries them: the eval questions and replicates, each adapter row's data seeds
+    × training seeds with their counts, and, when every row has one data seed, that the data's
+    draw is not in the intervals (``DATA_DRAW_NOT_COVERED``)."""
     parts = []
     if EVAL_SET in frame.columns and not frame.is_empty():
         parts.append(f"Eval set: {frame[EVAL_SET][0]}")
     if INTERVALS in frame.columns and not frame.is_empty():
         questions, replicates = frame["questions"].max(), frame["replicates"].min()
-        seeds = frame["training replicates"] if "training replicates" in frame.columns else None
-        trained = seeds[1:] if seeds is not None and frame.height > 1 else None
-        over_seeds = ""
-        if trained is not None and trained.max() > 1:
-            low, high = trained.min(), trained.max()
-            count = f"{low}" if low == high else f"{low}-{high}"
-            over_seeds = f" and over each adapter's {count} training seeds"
-        parts.append(f"In brackets: the 95% interval, a percentile bootstrap over the "
-                     f"{questions} eval questions (each averaged over its {replicates} eval "
-                     f"replicate(s)){over_seeds}, paired with the base model for Δ; * marks "
-                     "a Δ whose interval excludes 0, † one that also holds after Holm's "
-                     f"correction over the table's {rows_text(frame.height - 1)} (Holm p < "
-                     f"{1 - LEVEL:g}; docs/statistics.md)")
+        text = (f"In brackets: the 95% interval, a percentile bootstrap over the "
+                f"{questions} eval questions (each averaged over its {replicates} eval "
+                f"replicate(s)){_over_seeds(frame)}, paired with the base model for Δ; * marks "
+                "a Δ whose interval excludes 0, † one that also holds after Holm's "
+                f"correction over the table's {rows_text(frame.height - 1)} (Holm p < "
+                f"{1 - LEVEL:g}; docs/statistics.md)")
+        if one_data_seed(frame):
+            text += f". {DATA_DRAW_NOT_COVERED}"
+        parts.append(text)
     return "\n".join(parts)
 
 
 INTERVALS = "replicates"
 """A column present only in tables that carry intervals."""
+
+DATA_SEEDS = "data seeds"
+"""The column counting a row's data seeds (1 on the base model's row and in the demo)."""
 
 NOT_APPLICABLE = "—"
 """A cell that has no value by construction (the base model's Δ to itself)."""
@@ -275,7 +330,7 @@ def display_rows(frame: pl.DataFrame, best: Callable[[str], str] = lambda text: 
     metric_cols = [c for c in frame.columns if c.startswith("pass@")
                    and not c.endswith(_HIDDEN)]
     hidden = [c for c in frame.columns if c.endswith(_HIDDEN)
-              or c in ("questions", INTERVALS, "training replicates")]
+              or c in ("questions", INTERVALS, "training replicates", DATA_SEEDS)]
     shown: dict[str, list[Any]] = {
         c: ["" if v is None else scientific(v) if c in LEARNING_RATE_COLUMNS
             and isinstance(v, float | int) and not isinstance(v, bool) else v
@@ -365,16 +420,19 @@ def _directions(frame: pl.DataFrame, metric: str) -> tuple[int, int, int, int]:
 
 def sample_text(frame: pl.DataFrame, samples: int | None = None) -> str:
     """What a table's intervals rest on, in one line: questions × samples, eval replicates and
-    the adapters' training seeds (``samples``: completions per question, when known)."""
+    the adapters' data seeds × training seeds (``samples``: completions per question, when
+    known)."""
     questions = int(frame["questions"].max())
     text = f"{questions} eval questions" + (f" × {samples} samples" if samples else "")
     replicates = int(frame[INTERVALS].min())
     text += f", {replicates} eval replicate{'s' if replicates != 1 else ''}"
-    seeds = frame["training replicates"][1:] if "training replicates" in frame.columns else None
-    if seeds is not None and len(seeds):
-        low, high = int(seeds.min()), int(seeds.max())
-        count = f"{low}" if low == high else f"{low}-{high}"
-        text += f", {count} training seed{'s' if high != 1 else ''} per adapter"
+    counts = _adapter_counts(frame)
+    if counts is not None:
+        seeds, data = counts
+        high = int(seeds.max())
+        text += (f", {_count(data)} data seeds × " if data.max() > 1 else ", ") + (
+            f"{_count(seeds)} training seed{'s' if high != 1 else ''} per "
+            + ("data seed of each adapter row" if data.max() > 1 else "adapter"))
     if EVAL_SET in frame.columns and not frame.is_empty():
         text += f"; eval set {frame[EVAL_SET][0]}"
     return text

@@ -101,8 +101,9 @@ _METRICS = (("pass@1", pl.Float64), ("pass@{k}", pl.Float64), ("Δ pass@1", pl.F
             # bootstrap p of Δ = 0 and Holm's adjustment over the table's rows
             *((f"Δ {m} {kind}", pl.Float64) for m in ("pass@1", "pass@{k}")
               for kind in ("p", "Holm p")),
+            # the sample: questions, eval replicates, training seeds per data seed, data seeds
             ("questions", pl.Int64), ("replicates", pl.Int64), ("training replicates", pl.Int64),
-            ("eval_set", pl.String))
+            ("data seeds", pl.Int64), ("eval_set", pl.String))
 
 BEHAVIOUR_MEASURES = ("pass@1", "mean_tokens", "mean_entropy", "answer_rate", "truncated_rate")
 
@@ -164,14 +165,17 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         # what was evaluated (evaluation.ReportIdentity), so a file read alone says it
         ("adapter", pl.String), ("method", pl.String), ("scorer", pl.String),
         ("split", pl.String), ("base_model", pl.String),
-        ("question_id", pl.String), ("cell", pl.String), ("training_replicate", pl.Int64),
+        ("question_id", pl.String), ("cell", pl.String), ("data_seed", pl.Int64),
+        ("training_replicate", pl.Int64),
         ("replicate", pl.Int64), ("sample_index", pl.Int64), ("gold", pl.String),
         ("completion", pl.String), ("answer", pl.String),
         ("correct", pl.Boolean), ("num_tokens", pl.Int64), ("finish_reason", pl.String),
         ("mean_entropy", pl.Float64)),
-        "one row per sampled completion of an eval question, training-seed replicate (the "
-        "adapter trained with seed training.seed + r; 0 for the base model) and eval "
-        "replicate, verified: every table is recomputed from these "
+        "one row per sampled completion of an eval question, data seed (the draw of training "
+        "data the adapter was trained on; 0 for the base model; a report without the column "
+        "is data seed 0), training-seed replicate (the adapter's index among its row's "
+        "adapters, data seed major: data seed d, training seed t is d * T + t; 0 for the "
+        "base model) and eval replicate, verified: every table is recomputed from these "
         "(evaluation.per_question_results) without sampling again. adapter (the adapter's "
         "name), method, scorer and split are null on the base model's report; base_model is "
         "the policy as the profile names it"),
@@ -206,11 +210,13 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
     FrameSchema("testbed_validation", _cols(
         ("method", pl.String), ("scorer", pl.String), ("role", pl.String), ("recipe", pl.String),
         ("target ρ", pl.Float64), ("ρ with oracle", pl.Float64), ("replicates", pl.Int64),
-        ("questions", pl.Int64), ("pass@1", pl.Float64), ("Δ pass@1", pl.Float64),
+        ("data seeds", pl.Int64), ("questions", pl.Int64), ("pass@1", pl.Float64),
+        ("Δ pass@1", pl.Float64),
         ("Δ low", pl.Float64), ("Δ high", pl.Float64), ("p", pl.Float64),
         ("detectable effect", pl.Float64)),
         "one row per testbed row (method x scorer): pass@1 and its paired Δ to the base model "
-        "with the 95% interval over replicates and questions (docs/testbed.md)"),
+        "with the 95% interval over data seeds x training seeds x questions (replicates: "
+        "training seeds per data seed; docs/testbed.md)"),
     FrameSchema("results_table", _cols(
         ("split", pl.String), ("method", pl.String), ("scorer", pl.String), *_METRICS),
         "the base model, then one row per adapter; k is the profile's sampling.n", {"k": 1}),

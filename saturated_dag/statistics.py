@@ -1,22 +1,34 @@
-"""Intervals for eval results over replicates and questions (``docs/statistics.md``).
+"""Intervals for eval results over data seeds, training seeds and questions
+(``docs/statistics.md``).
 
-A row of a results table is a set of replicates (training seed, eval seed), each with one value
-per eval question: its pass@k from that replicate's n samples (``pass_at_k``). The estimate is
-the mean over replicates of the mean over questions. Its interval is a percentile bootstrap
-over both levels: questions resampled with replacement, and, independently, replicates
-resampled with replacement, so the interval covers which questions were asked, which samples
-were drawn and which seeds trained the adapter.
+A row of a results table is a set of adapters, each with one value per eval question: its
+pass@k from its n samples (``pass_at_k``), averaged over its eval replicates. The adapters are
+D data seeds (which training questions were drawn, which completions sampled and scored) ×
+T training seeds (LoRA initialisation, data order) each: a (D, T, Q) table, or a (T, Q) one
+when the row has one data seed (the base model, the demo). The estimate is the plain mean.
+Its interval is a percentile bootstrap over every level: per draw, data seeds resampled with
+replacement, then within each picked data seed its training seeds with replacement, and,
+independently, questions with replacement; so the interval covers which data were drawn,
+which seeds trained the adapter, which questions were asked and which samples were drawn.
+
+Data seeds come first because they nest the training seeds: a data seed's adapters share its
+training data, so they are not independent of each other; resampling the flat D·T adapters
+would treat them as if they were, and the interval would miss the data's draw (a pool redraw
+once moved SFT's Δ from +3.5 to +0.96 points).
 
 Δ to the base model is paired over questions: one question resample is applied to both rows,
-so a question that is hard for both cancels out; each row's replicates are resampled on their
-own (a row's replicates are not the base model's). With one replicate per row this is exactly
-``saturated_dag.metrics.paired_bootstrap_delta``.
+so a question that is hard for both cancels out; each row's seeds are resampled on their own
+(a row's adapters are not the base model's). With one adapter per row this is exactly
+``saturated_dag.metrics.paired_bootstrap_delta``. A (T, Q) table draws exactly the random
+numbers it drew before data seeds existed, so its intervals reproduce bit for bit; a (D, T, Q)
+table draws its data-seed picks after those.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -29,16 +41,21 @@ RESAMPLES = 10_000
 
 @dataclass(frozen=True)
 class Interval:
-    """An estimate with its percentile interval and the sample it was computed on."""
+    """An estimate with its percentile interval and the sample it was computed on: ``replicates``
+    training seeds in each of ``data_seeds`` data seeds (so ``data_seeds * replicates``
+    adapters), on ``questions`` eval questions. For a paired Δ, the run row's counts."""
 
     estimate: float
     low: float
     high: float
     replicates: int
+    """Training seeds per data seed (the row's training replicates when it has one data seed)."""
     questions: int
     level: float = LEVEL
     p: float | None = None
     """A paired Δ's two-sided bootstrap p-value for Δ = 0 (``two_sided_p``); None elsewhere."""
+    data_seeds: int = 1
+    """Data seeds, resampled before their training seeds; 1: the data's draw is not covered."""
 
     @property
     def excludes_zero(self) -> bool:
@@ -47,20 +64,34 @@ class Interval:
     def scaled(self, factor: float) -> Interval:
         """The same interval in other units (e.g. 100 for %)."""
         return Interval(self.estimate * factor, self.low * factor, self.high * factor,
-                        self.replicates, self.questions, self.level, self.p)
+                        self.replicates, self.questions, self.level, self.p, self.data_seeds)
 
 
-def _matrix(values: Sequence[Sequence[float]] | np.ndarray, what: str) -> np.ndarray:
-    """``values`` as a finite (replicates, questions) float array; one row per replicate."""
+Table = Sequence[Sequence[float]] | Sequence[Sequence[Sequence[float]]] | np.ndarray
+"""A row's values: (questions,), (training seeds, questions) or (data seeds, training seeds,
+questions)."""
+
+
+def _matrix(values: Table, what: str) -> np.ndarray:
+    """``values`` as a finite float array, (training seeds, questions) or (data seeds, training
+    seeds, questions); a row of one data seed is its (training seeds, questions) table, so it
+    draws the random numbers, and gets the interval, that a two-level table gets."""
     matrix = np.asarray(values, dtype=float)
     if matrix.ndim == 1:
         matrix = matrix[None, :]
-    if matrix.ndim != 2 or 0 in matrix.shape:
-        raise ValueError(f"{what}: need a non-empty (replicates, questions) table, got shape "
-                         f"{matrix.shape}")
+    if matrix.ndim == 3 and matrix.shape[0] == 1:
+        matrix = matrix[0]
+    if matrix.ndim not in (2, 3) or 0 in matrix.shape:
+        raise ValueError(f"{what}: need a non-empty (replicates, questions) or (data seeds, "
+                         f"training seeds, questions) table, got shape {matrix.shape}")
     if not np.isfinite(matrix).all():
         raise ValueError(f"{what}: values must be finite")
     return matrix
+
+
+def _counts(matrix: np.ndarray) -> tuple[int, int]:
+    """(data seeds, training seeds per data seed) of a ``_matrix`` table."""
+    return (matrix.shape[0], matrix.shape[1]) if matrix.ndim == 3 else (1, matrix.shape[0])
 
 
 def _check_level(level: float) -> None:
@@ -85,59 +116,107 @@ def _replicate_means(matrix: np.ndarray, replicate_picks: np.ndarray,
     return np.take_along_axis(by_replicate, replicate_picks, axis=1).mean(axis=1)
 
 
-def bootstrap_mean(values: Sequence[Sequence[float]] | np.ndarray, resamples: int = RESAMPLES,
-                   level: float = LEVEL, seed: int = 0) -> Interval:
-    """The mean of a (replicates, questions) table with its two-level bootstrap interval."""
+def _seed_picks(rng: np.random.Generator, matrix: np.ndarray, resamples: int) -> np.ndarray:
+    """Per draw, training seeds drawn with replacement: (resamples, T) for a (T, Q) table,
+    exactly the draw the two-level bootstrap made; (resamples, D, T) for a (D, T, Q) one, T
+    for each of the D data seeds the draw will pick (``_row_picks``)."""
+    return rng.integers(0, matrix.shape[-2], (resamples, *matrix.shape[:-1]))
+
+
+def _row_picks(rng: np.random.Generator, matrix: np.ndarray, seed_picks: np.ndarray
+               ) -> np.ndarray:
+    """Per draw, the picked rows of ``matrix`` flattened to (D·T, Q): a (T, Q) table's are its
+    ``seed_picks`` (no more random numbers drawn); a (D, T, Q) table's draw D data seeds with
+    replacement and, at each pick j, the training seeds ``seed_picks[:, j]`` of that data
+    seed (two picks of one data seed resample its training seeds twice, independently)."""
+    if matrix.ndim == 2:
+        return seed_picks
+    data_seeds, seeds = matrix.shape[:2]
+    data_picks = rng.integers(0, data_seeds, seed_picks.shape[:2])
+    return (data_picks[:, :, None] * seeds + seed_picks).reshape(len(seed_picks), -1)
+
+
+def _flat(matrix: np.ndarray) -> np.ndarray:
+    """A table's adapters as rows, (D·T, Q), data seed major (``_row_picks``' indices)."""
+    return matrix.reshape(-1, matrix.shape[-1])
+
+
+def bootstrap_mean(values: Table, resamples: int = RESAMPLES, level: float = LEVEL,
+                   seed: int = 0) -> Interval:
+    """The mean of a (training seeds, questions) or (data seeds, training seeds, questions)
+    table with its bootstrap interval over every level."""
     _check_level(level)
     matrix = _matrix(values, "values")
-    replicates, questions = matrix.shape
+    questions = matrix.shape[-1]
     rng = np.random.default_rng(seed)
     question_picks = rng.integers(0, questions, (resamples, questions))
-    replicate_picks = rng.integers(0, replicates, (resamples, replicates))
-    stats = _replicate_means(matrix, replicate_picks, question_picks)
+    seed_picks = _seed_picks(rng, matrix, resamples)
+    rows = _row_picks(rng, matrix, seed_picks)
+    stats = _replicate_means(_flat(matrix), rows, question_picks)
     low, high = _percentiles(stats, level)
-    return Interval(float(matrix.mean()), low, high, replicates, questions, level)
+    data_seeds, replicates = _counts(matrix)
+    return Interval(float(matrix.mean()), low, high, replicates, questions, level,
+                    data_seeds=data_seeds)
 
 
-def paired_delta_draws(run: Sequence[Sequence[float]] | np.ndarray,
-                       base: Sequence[Sequence[float]] | np.ndarray,
-                       resamples: int = RESAMPLES, seed: int = 0
-                       ) -> tuple[float, np.ndarray, int, int]:
+class DeltaDraws(NamedTuple):
+    """A paired Δ's estimate, its bootstrap draws and the run row's sample."""
+
+    estimate: float
+    draws: np.ndarray
+    replicates: int
+    """The run's training seeds per data seed."""
+    questions: int
+    data_seeds: int = 1
+
+
+def paired_delta_draws(run: Table, base: Table, resamples: int = RESAMPLES, seed: int = 0
+                       ) -> DeltaDraws:
     """The paired Δ's estimate, its ``resamples`` bootstrap draws, and the sample it rests on
-    (run replicates, questions): what ``paired_delta`` reads its interval and p-value from, and
-    what a claim other than "Δ = 0" (``findings``) reads its own p-value from."""
+    (the run's training seeds per data seed, questions, data seeds): what ``paired_delta``
+    reads its interval and p-value from, and what a claim other than "Δ = 0" (``findings``)
+    reads its own p-value from.
+
+    Random numbers in the order the two-level bootstrap drew them (questions, the run's
+    training seeds, the base's), then the data-seed picks of a (D, T, Q) run, then of a
+    (D, T, Q) base: a pair of (T, Q) tables gets the draws it always got."""
     a, b = _matrix(run, "run"), _matrix(base, "base")
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"run and base must cover the same questions: {a.shape[1]} and "
-                         f"{b.shape[1]} columns")
-    questions = a.shape[1]
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"run and base must cover the same questions: {a.shape[-1]} and "
+                         f"{b.shape[-1]} columns")
+    questions = a.shape[-1]
     rng = np.random.default_rng(seed)
     question_picks = rng.integers(0, questions, (resamples, questions))
-    run_picks = rng.integers(0, a.shape[0], (resamples, a.shape[0]))
-    base_picks = rng.integers(0, b.shape[0], (resamples, b.shape[0]))
-    draws = (_replicate_means(a, run_picks, question_picks)
-             - _replicate_means(b, base_picks, question_picks))
-    return float(a.mean() - b.mean()), draws, a.shape[0], questions
+    run_seeds = _seed_picks(rng, a, resamples)
+    base_seeds = _seed_picks(rng, b, resamples)
+    run_rows, base_rows = _row_picks(rng, a, run_seeds), _row_picks(rng, b, base_seeds)
+    draws = (_replicate_means(_flat(a), run_rows, question_picks)
+             - _replicate_means(_flat(b), base_rows, question_picks))
+    data_seeds, replicates = _counts(a)
+    return DeltaDraws(float(a.mean() - b.mean()), draws, replicates, questions, data_seeds)
 
 
-def paired_delta(run: Sequence[Sequence[float]] | np.ndarray,
-                 base: Sequence[Sequence[float]] | np.ndarray, resamples: int = RESAMPLES,
-                 level: float = LEVEL, seed: int = 0) -> Interval:
+def paired_delta(run: Table, base: Table, resamples: int = RESAMPLES, level: float = LEVEL,
+                 seed: int = 0) -> Interval:
     """Δ = mean(run) − mean(base) over the same questions, with its paired bootstrap interval
     and two-sided p-value for Δ = 0.
 
-    ``run`` and ``base`` are (replicates, questions) tables whose columns are the same
-    questions in the same order; their replicate counts may differ.
+    ``run`` and ``base`` are (training seeds, questions) or (data seeds, training seeds,
+    questions) tables whose last axis is the same questions in the same order; their shapes
+    may differ otherwise (a (D, T, Q) adapter row against the base model's (1, Q)).
     """
-    return delta_interval(*paired_delta_draws(run, base, resamples, seed), level=level)
+    found = paired_delta_draws(run, base, resamples, seed)
+    return delta_interval(found.estimate, found.draws, found.replicates, found.questions,
+                          level, data_seeds=found.data_seeds)
 
 
 def delta_interval(estimate: float, draws: np.ndarray, replicates: int, questions: int,
-                   level: float = LEVEL) -> Interval:
+                   level: float = LEVEL, *, data_seeds: int = 1) -> Interval:
     """A paired Δ's percentile interval and two-sided p-value, read off its bootstrap draws."""
     _check_level(level)
     low, high = _percentiles(draws, level)
-    return Interval(estimate, low, high, replicates, questions, level, two_sided_p(draws))
+    return Interval(estimate, low, high, replicates, questions, level, two_sided_p(draws),
+                    data_seeds)
 
 
 def share_beyond(draws: np.ndarray, bound: float, side: str) -> float:
@@ -195,13 +274,46 @@ def per_question_pass_at_k(report: pl.DataFrame, k: int,
 
 def seed_matrix(report: pl.DataFrame, k: int,
                 question_ids: Sequence[str] | None = None) -> np.ndarray:
-    """A per-question report's pass@k as a (training replicates, questions) table: each
-    training seed's row is its per-question pass@k averaged over that seed's eval replicates.
+    """A per-question report's pass@k as a (training replicates, questions) table, or, when
+    its ``data_seed`` column holds more than one data seed, a (data seeds, training seeds,
+    questions) one (data seeds in increasing order): each adapter's row is its per-question
+    pass@k averaged over its eval replicates.
 
     Eval replicates are more samples of the same adapter, so they are averaged; training
-    replicates are different adapters, so they stay rows for the two-level bootstrap
-    (``docs/statistics.md``). A report without ``training_replicate`` is one training seed.
+    replicates are different adapters, so they stay rows, grouped by the data seed that
+    trained them, for the bootstrap (``docs/statistics.md``). A report without
+    ``training_replicate`` is one training seed; one without ``data_seed`` (written before data
+    seeds existed), or with null there, is data seed 0. Every data seed must have the same
+    number of training seeds: the nested resample draws T of each, and a data seed with fewer
+    would weigh its seeds more than the rest.
     """
+    if "data_seed" not in report.columns:
+        return _training_matrix(report, k, question_ids)
+    report = report.with_columns(pl.col("data_seed").fill_null(0))
+    data_seeds = sorted(report["data_seed"].unique().to_list())
+    if len(data_seeds) == 1:
+        return _training_matrix(report, k, question_ids)
+    order = list(question_ids) if question_ids is not None else sorted(
+        set(report["question_id"].to_list()))
+    tables = {}
+    for data_seed in data_seeds:
+        part = report.filter(pl.col("data_seed") == data_seed)
+        try:
+            tables[data_seed] = _training_matrix(part, k, order)
+        except ValueError as err:
+            raise ValueError(f"data seed {data_seed}: {err}") from None
+    counts = {d: t.shape[0] for d, t in tables.items()}
+    if len(set(counts.values())) > 1:
+        found = ", ".join(f"data seed {d}: {n}" for d, n in counts.items())
+        raise ValueError(f"every data seed needs the same number of training seeds for the "
+                         f"nested bootstrap; the report has {found}")
+    return np.stack(list(tables.values()))
+
+
+def _training_matrix(report: pl.DataFrame, k: int,
+                     question_ids: Sequence[str] | None = None) -> np.ndarray:
+    """One data seed's report as (training replicates, questions), each training seed's row
+    averaged over its eval replicates (``seed_matrix``)."""
     if "training_replicate" not in report.columns:
         return replicate_matrix(report, k, question_ids).mean(axis=0)[None, :]
     rows = []

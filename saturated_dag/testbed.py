@@ -5,8 +5,10 @@ The embedded model's solution styles differ in accuracy, so ranking saturated co
 style (the *oracle*, ``scorers.oracle``) is a signal beyond correctness of known worth. The
 rows are ordinary cells of the plan, trained and evaluated by the graph (each method's recipe
 chosen on its oracle cell, ``training.recipes``); this module reads their eval reports. Each
-row's paired Δ pass@1 to the base model has its 95% interval over training seeds and
-questions (``statistics.paired_delta``). Each method is read against its own controls: the
+row's paired Δ pass@1 to the base model has its 95% interval over data seeds × training
+seeds × questions (``statistics.paired_delta``: data seeds resampled first, then each one's
+training seeds; the table's ``data seeds`` and ``replicates``, training seeds per data seed,
+say how many). Each method is read against its own controls: the
 oracle (positive: Δ ≥ its minimum, interval above 0), the shuffled oracle (negative: interval
 within ±``null_band`` around 0), and the dial (ρ 1 ... 0 with the oracle: Spearman ≥ 0.8);
 SFT's control is RAFT on the oracle's best completion against RAFT on a random correct one.
@@ -42,8 +44,10 @@ class TestbedResult:
 
 
 def _matrix(report: pl.DataFrame, questions: list[str]) -> np.ndarray:
-    """An eval report (samples) as training seeds x questions pass@1, as the tables read it
-    (``statistics.seed_matrix``: a seed's eval replicates averaged, seeds kept as rows)."""
+    """An eval report (samples) as pass@1 per training seed x question, or per data seed x
+    training seed x question when its adapters were trained on several data seeds, as the
+    tables read it (``statistics.seed_matrix``: a seed's eval replicates averaged, seeds kept
+    as rows)."""
     from saturated_dag.evaluation import per_question_results
 
     part = report.filter(pl.col("question_id").is_in(questions))
@@ -104,7 +108,8 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
             "recipe": recipes.get((method, scorer), ""),
             "target ρ": known.DIAL.get(scorer) if method in ("rrhf", "dpo") else None,
             "ρ with oracle": agreement.get(scorer) if method != "sft" else None,
-            "replicates": delta.replicates, "questions": delta.questions,
+            "replicates": delta.replicates, "data seeds": delta.data_seeds,
+            "questions": delta.questions,
             "pass@1": 100 * float(matrix.mean()), "Δ pass@1": delta.estimate,
             "Δ low": delta.low, "Δ high": delta.high, "p": delta.p,
             "detectable effect": half * (1.959964 + Z_POWER) / 1.959964})

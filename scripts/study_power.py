@@ -1,7 +1,8 @@
 """The study's power calculation (docs/study.md), from a pilot run's eval reports.
 
 For each adapter of the pilot's main table: the standard deviation of its per-question
-paired difference to the base model (pass@1, each question averaged over its samples), the
+paired difference to the base model (pass@1, each question averaged over its samples and
+over every adapter of the row: all its data seeds and training seeds), the
 eval questions a 95% interval of half-width ``--effect`` points needs, and the smallest
 effect a study of ``--questions`` questions detects with 80% power.
 
@@ -24,7 +25,8 @@ from saturated_dag.statistics import detectable_effect, questions_for_half_width
 def _per_question(path: Path, order: list[str] | None = None) -> tuple[np.ndarray, list[str]]:
     table = per_question_results(pl.read_parquet(path))
     order = order or sorted(table["question_id"].unique().to_list())
-    return seed_matrix(table, 1, order).mean(axis=0), order
+    matrix = seed_matrix(table, 1, order)  # (training seeds, Q) or (data seeds, seeds, Q)
+    return matrix.reshape(-1, len(order)).mean(axis=0), order
 
 
 def main() -> None:

@@ -60,17 +60,21 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
     agreement) is marked identical by construction."""
     from saturated_dag.findings import (
         NEGLIGIBLE,
+        across_draws,
         agreement,
+        by_draw,
         compare_all,
         licence,
         null_reading,
         paper_comparisons,
+        sample_text,
     )
     from saturated_dag.scorers.judges import JUDGES_ARE_COPIES
 
     pairs = [frozenset({"self_judge", "strong_judge"})] if copies else []
     lines = ["| paper | finding | compared | Δ (points, 95% interval) | verdict | Holm p | "
-             "holds after Holm | reading | control |", "|---|---|---|---|---|---|---|---|---|"]
+             "holds after Holm | across the data draws | reading | control |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     tally: dict[str, int] = {}
     results = compare_all(reports, paper_comparisons())
     for result in results:
@@ -82,6 +86,7 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
         lines.append(f"| {comparison.paper} | {comparison.finding} | `{comparison.row}` − "
                      f"`{comparison.reference}` (pass@{comparison.k}) | {shown} | "
                      f"**{result.verdict}** | {holm_p} | {after} | "
+                     f"{across_draws(by_draw(reports, comparison)) or 'one data seed'} | "
                      f"{null_reading(result, controls, pairs)} | "
                      f"{licence(result, controls)} |")
     summary = ", ".join(f"{count} {verdict}" for verdict, count in sorted(tally.items()))
@@ -91,7 +96,9 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
              "on the paper's side of 0, *does not hold* when it lies on the other side, and "
              f"is *inconclusive* when it contains 0; \"negligible\" means inside ±{NEGLIGIBLE:g} "
              f"points. Read together, the {tested} findings are one family: Holm's correction "
-             f"(docs/statistics.md) leaves {surviving} holding.", "", *unvalidated(controls),
+             f"(docs/statistics.md) leaves {surviving} holding. {sample_text(results)} "
+             "*Across the data draws*: the same comparison on each data seed's adapters alone.",
+             "", *unvalidated(controls),
              *lines]
     if agreement_rows is not None:
         parts += ["", "Table 10 (scorer agreement on D_prime, correct completions): mean "
@@ -188,11 +195,14 @@ def section(profile: object, output_dir: Path, wall_seconds: float | None) -> st
         raise SystemExit(f"no study outputs under {output_dir}: run scripts/run_study.sh")
     reports = _reports(assets)
     base = reports["base"]
+    draws = max((r["data_seed"].n_unique() if "data_seed" in r.columns else 1)
+                for name, r in reports.items() if name != "base")
     seeds = max((r["training_replicate"].n_unique() if "training_replicate" in r.columns
-                 else 1) for name, r in reports.items() if name != "base")
+                 else 1) for name, r in reports.items() if name != "base") // draws
     facts = (f"Profile `{profile.name}`: {base['question_id'].n_unique()} eval questions x "  # type: ignore[attr-defined]
              f"{int(base['n'].max())} samples ({base['replicate'].n_unique()} eval "
-             f"replicate(s)), {seeds} training seeds per adapter, {len(reports) - 1} "
+             f"replicate(s)), {draws} data seed(s) x {seeds} training seed(s) per "
+             f"configuration, {len(reports) - 1} "
              "evaluated cells")
     if wall_seconds is not None:
         facts += f"; the job ran {wall_seconds / 60:.1f} minutes on this machine"
@@ -205,7 +215,10 @@ def section(profile: object, output_dir: Path, wall_seconds: float | None) -> st
     if chosen:
         parts += [chosen, ""]
     agreement_path = assets / "scorer_agreement.parquet"
-    agreement_rows = pl.read_parquet(agreement_path) if agreement_path.is_file() else None
+    per_draw = sorted((assets / "scorer_agreement").glob("data*.parquet"))  # data_seeds > 1
+    agreement_rows = (pl.read_parquet(agreement_path) if agreement_path.is_file()
+                      else pl.concat([pl.read_parquet(p) for p in per_draw]) if per_draw
+                      else None)
     control, testbed_text = testbed_section(output_dir)
     if testbed_text:
         parts += [testbed_text, ""]

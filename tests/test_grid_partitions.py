@@ -31,7 +31,8 @@ def test_every_adapter_is_one_partition_of_its_cells_asset(name: str) -> None:
             grid = plan.grid(cell)
             adapters = [a for seeds in plan.trained[cell].values() for a in seeds]
             assert list(grid.values()) == adapters
-            assert list(grid) == [grid_key(profile.training, cell, a) for a in adapters]
+            assert list(grid) == [grid_key(profile.training, cell, a, profile.data_seeds)
+                                  for a in adapters]
             assert all("seed" in key and "..." not in key for key in grid)
             seen |= set(adapters)
         assert seen == set(plan.adapters)

@@ -351,7 +351,7 @@ INTERVAL_COLUMNS = [
       for end in ("low", "high")),
     "Δ pass@1 excludes 0", "Δ pass@{k} excludes 0",
     "Δ pass@1 p", "Δ pass@1 Holm p", "Δ pass@{k} p", "Δ pass@{k} Holm p",
-    "questions", "replicates", "training replicates"]
+    "questions", "replicates", "training replicates", "data seeds"]
 
 
 def _results(k: int) -> pl.DataFrame:
@@ -364,7 +364,7 @@ def _results(k: int) -> pl.DataFrame:
             continue
         values = ([False, True] if column.endswith("excludes 0") else
                   [96, 96] if column == "questions"
-                  else [1, 1] if column in ("replicates", "training replicates")
+                  else [1, 1] if column in ("replicates", "training replicates", "data seeds")
                   else [0.0, 1.0])
         frame = frame.with_columns(pl.Series(column, values))
     return frame.with_columns(eval_set=pl.lit("chain_sum"))

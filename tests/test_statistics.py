@@ -214,3 +214,149 @@ def test_the_p_value_agrees_with_the_interval_it_shares_draws_with() -> None:
         agree += (delta.p < 0.05) == delta.excludes_zero
         assert 0 < delta.p <= 1
     assert agree >= 24
+
+
+# --- data seeds: the three-level bootstrap (docs/statistics.md) ---------------------------------
+
+def test_two_level_tables_give_the_intervals_they_gave_before_data_seeds() -> None:
+    """A (training seeds, questions) table draws the random numbers it always drew: these are
+    the old code's values (``git show 4552b6d:saturated_dag/statistics.py``), bit for bit; a
+    (1, T, Q) table is its (T, Q) slice."""
+    rng = np.random.default_rng(2024)
+    run, base = rng.random((3, 25)), rng.random((2, 25))
+    delta = paired_delta(run, base, resamples=1000, seed=4)
+    assert (delta.estimate, delta.low, delta.high, delta.p) == (
+        -0.005261373483457288, -0.12382010448771572, 0.12914123438245767, 0.9690309690309691)
+    assert (delta.replicates, delta.data_seeds) == (3, 1)
+    mean = bootstrap_mean(run, resamples=1000, seed=4)
+    assert (mean.estimate, mean.low, mean.high) == (
+        0.4312839708913861, 0.3505701943002712, 0.5183060019968884)
+    assert paired_delta(run[None], base[None], resamples=1000, seed=4) == delta
+    assert bootstrap_mean(run[None], resamples=1000, seed=4) == mean
+
+
+def _shifted(shifts: list[float], seeds: int = 3, questions: int = 30, seed: int = 0
+             ) -> np.ndarray:
+    """(data seeds, training seeds, questions): each data seed moves its adapters' rows by its
+    shift; the training seeds of one data seed differ by a little noise."""
+    rng = np.random.default_rng(seed)
+    difficulty = rng.uniform(0.2, 0.8, questions)
+    return np.stack([[difficulty + shift + rng.normal(0, 0.01, questions)
+                      for _ in range(seeds)] for shift in shifts])
+
+
+def test_data_seeds_that_differ_widen_the_interval_beyond_flat_training_seeds() -> None:
+    """Data seeds nest their training seeds: resampling the D·T adapters as if independent
+    understates the data's draw, so the nested interval is wider than the flat one."""
+    runs = _shifted([-0.15, 0.0, 0.15])
+    base = runs.mean(axis=(0, 1))[None, :]
+    nested = paired_delta(runs, base, resamples=4000)
+    flat = paired_delta(runs.reshape(-1, runs.shape[-1]), base, resamples=4000)
+    assert nested.estimate == pytest.approx(flat.estimate)
+    assert nested.high - nested.low > 1.2 * (flat.high - flat.low)
+    assert (nested.data_seeds, nested.replicates, nested.questions) == (3, 3, 30)
+    assert (flat.data_seeds, flat.replicates) == (1, 9)
+    wide, narrow = bootstrap_mean(runs), bootstrap_mean(runs.reshape(-1, runs.shape[-1]))
+    assert wide.high - wide.low > 1.2 * (narrow.high - narrow.low)
+    assert wide.scaled(100).data_seeds == 3
+
+
+def _nested_mean(table: np.ndarray, data: np.ndarray, seeds: np.ndarray,
+                 questions: np.ndarray) -> float:
+    """One draw's mean, written out: each picked data seed, each of its picked training
+    seeds, the mean over the picked questions."""
+    values = []
+    for j, d in enumerate(data):
+        for t in seeds[j]:
+            values.append(np.mean([table[d, t, q] for q in questions]))
+    return float(np.mean(values))
+
+
+def _naive_three_level(run: np.ndarray, base: np.ndarray, resamples: int, seed: int
+                       ) -> tuple[float, float, float]:
+    """The three-level paired bootstrap as loops, in the documented draw order: questions,
+    the run's training seeds (T per data seed pick), the base's, then the run's data-seed
+    picks, then the base's (a (T, Q) base has none)."""
+    rng = np.random.default_rng(seed)
+    d_run, t_run, questions = run.shape
+    q_picks = rng.integers(0, questions, (resamples, questions))
+    run_seed_picks = rng.integers(0, t_run, (resamples, d_run, t_run))
+    base_3d = base.ndim == 3
+    base_table = base if base_3d else base[None]
+    d_base, t_base = base_table.shape[:2]
+    base_seed_picks = (rng.integers(0, t_base, (resamples, d_base, t_base)) if base_3d
+                       else rng.integers(0, t_base, (resamples, t_base))[:, None, :])
+    run_data = rng.integers(0, d_run, (resamples, d_run))
+    base_data = (rng.integers(0, d_base, (resamples, d_base)) if base_3d
+                 else np.zeros((resamples, 1), dtype=int))
+    stats = [_nested_mean(run, run_data[b], run_seed_picks[b], q_picks[b])
+             - _nested_mean(base_table, base_data[b], base_seed_picks[b], q_picks[b])
+             for b in range(resamples)]
+    low, high = np.percentile(stats, [2.5, 97.5])
+    return float(run.mean() - base.mean()), float(low), float(high)
+
+
+@pytest.mark.parametrize("base_shape", [(1, 7), (2, 7), (2, 2, 7)])
+def test_the_three_level_bootstrap_equals_its_loops(base_shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(8)
+    run, base = rng.random((3, 2, 7)), rng.random(base_shape)
+    got = paired_delta(run, base, resamples=300, seed=5)
+    assert (got.estimate, got.low, got.high) == pytest.approx(
+        _naive_three_level(run, base, 300, 5), abs=1e-12)
+    assert (got.data_seeds, got.replicates, got.questions) == (3, 2, 7)
+
+
+def test_bootstrap_mean_of_data_seeds_equals_its_loops() -> None:
+    rng = np.random.default_rng(9)
+    table = rng.random((2, 3, 6))
+    got = bootstrap_mean(table, resamples=200, seed=1)
+    draws = np.random.default_rng(1)
+    q_picks = draws.integers(0, 6, (200, 6))
+    seed_picks = draws.integers(0, 3, (200, 2, 3))
+    data_picks = draws.integers(0, 2, (200, 2))
+    stats = [_nested_mean(table, data_picks[b], seed_picks[b], q_picks[b]) for b in range(200)]
+    assert (got.estimate, got.low, got.high) == pytest.approx(
+        (table.mean(), *np.percentile(stats, [2.5, 97.5])), abs=1e-12)
+    assert (got.data_seeds, got.replicates) == (2, 3)
+
+
+def _per_question(counts: dict[tuple[int | None, int], list[int]], ids: list[str],
+                  with_data_seed: bool = True) -> pl.DataFrame:
+    """A per-question report: per (data seed, training replicate), the correct counts of 8
+    samples per question in ``ids`` order."""
+    rows = [{"question_id": q, "cell": "c", **({"data_seed": d} if with_data_seed else {}),
+             "training_replicate": t, "replicate": 0, "n": 8, "correct": c}
+            for (d, t), correct in counts.items() for q, c in zip(ids, correct, strict=True)]
+    return pl.DataFrame(rows)
+
+
+def test_seed_matrix_groups_training_seeds_by_data_seed() -> None:
+    from saturated_dag.statistics import seed_matrix
+
+    ids = ["a", "b"]
+    counts = {(0, 0): [8, 0], (0, 1): [4, 0], (1, 2): [2, 2], (1, 3): [0, 8]}
+    matrix = seed_matrix(_per_question(counts, ids), 1, ids)
+    assert matrix.shape == (2, 2, 2)
+    assert matrix.tolist() == [[[1.0, 0.0], [0.5, 0.0]], [[0.25, 0.25], [0.0, 1.0]]]
+    # one data seed, a null one (a frame built before the column was filled) and none at all
+    # are the (training seeds, questions) table of today
+    one = {(0, 0): [8, 0], (0, 1): [4, 0]}
+    two_level = seed_matrix(_per_question(one, ids, with_data_seed=False), 1, ids)
+    assert two_level.shape == (2, 2)
+    assert (seed_matrix(_per_question(one, ids), 1, ids) == two_level).all()
+    nulls = {(None, 0): [8, 0], (None, 1): [4, 0]}
+    assert (seed_matrix(_per_question(nulls, ids), 1, ids) == two_level).all()
+
+
+def test_seed_matrix_refuses_data_seeds_with_unequal_training_seeds() -> None:
+    from saturated_dag.statistics import seed_matrix
+
+    ids = ["a", "b"]
+    counts = {(0, 0): [8, 0], (0, 1): [4, 0], (1, 2): [2, 2]}
+    with pytest.raises(ValueError, match=r"same number of training seeds.*data seed 0: 2, "
+                                         r"data seed 1: 1"):
+        seed_matrix(_per_question(counts, ids), 1, ids)
+    partial = pl.concat([_per_question({(0, 0): [1, 1]}, ids),
+                         _per_question({(1, 1): [1]}, ["a"])])
+    with pytest.raises(ValueError, match=r"data seed 1: .*lacks 1 of the questions"):
+        seed_matrix(partial, 1, ids)

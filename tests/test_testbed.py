@@ -194,7 +194,8 @@ def test_sfts_control_is_the_oracles_best_against_a_random_correct_completion():
 
 def test_the_shipped_testbed_profile_is_the_documented_design():
     """The defaults that the acceptance rests on, as cells of the plan: ≥ 300 training
-    questions asked for, the positive control's threshold, ±3 null band, two training seeds,
+    questions asked for, the positive control's threshold, ±3 null band, two data seeds (two
+    adapters per configuration, the data's draw in every interval),
     the full dial for σ-RRHF and DPO, SFT's two controls, β up to the paper's 5, a
     learning-rate grid below the demo's 2e-3, and each method's recipe chosen on its own
     oracle cell by the one-SE rule (RAFT on SFT's)."""
@@ -204,7 +205,7 @@ def test_the_shipped_testbed_profile_is_the_documented_design():
     s, t = profile.testbed, profile.training
     assert s is not None and s.min_training_questions >= 300
     assert s.positive_min_effect == 8.0 and s.null_band == 3.0
-    assert t.replicates >= 2 and t.selection.rule == "one_se"
+    assert profile.data_seeds >= 2 and t.selection.rule == "one_se"
     assert set(known.DIAL) | {known.SHUFFLED} <= set(t.scorers)
     assert set(known.DIAL) | {known.SHUFFLED} <= set(t.method_scorers["dpo"])
     assert t.method_scorers["raft"] == ["oracle", "random"]
@@ -284,7 +285,8 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
     pages = {m.partition: m.materialization.metadata
              for m in result.get_asset_materialization_events()
              if m.asset_key == dg.AssetKey(["chain_sum", "saturated", "adapter", "rrhf_oracle"])}
-    assert set(pages) == {"lr0.0003_seed0", "lr0.001_seed0"}
+    # the testbed's two data seeds: each configuration trains on each draw's dataset
+    assert set(pages) == {f"lr{lr}_data{d}_seed0" for lr in ("0.0003", "0.001") for d in (0, 1)}
     for partition, page in pages.items():
         assert next(iter(page)) == "summary"
         assert page["learning rate"].value == float(partition.split("_")[0].removeprefix("lr"))
@@ -297,8 +299,16 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
                                                "rrhf_oracle"])}
     chosen_lr = pl.read_parquet(asset_path(out, "chain_sum", "saturated", "selection",
                                            "rrhf_oracle")).filter(pl.col("chosen"))
-    assert list(observed) == [f"lr{chosen_lr['learning_rate'][0]:g}_seed0"]
+    assert list(observed) == [f"lr{chosen_lr['learning_rate'][0]:g}_data{d}_seed0"
+                              for d in (0, 1)]
     assert "%" in observed[next(iter(observed))]["eval pass@1"].value
+    _each_draw_is_its_own(out, stored)
+    # one draw re-materialised on its own: one run, its partition only
+    pool_key = dg.AssetKey(["chain_sum", "generation_pool"])
+    one = dg.materialize(assets, selection=[pool_key], partition_key="data1",
+                         resources=resources(out, "testbed", TINY))
+    assert one.success
+    assert [m.partition for m in one.get_asset_materialization_events()] == ["data1"]
     # a killed job leaves the adapters it had not published unpublished: its re-run trains
     # exactly those, and every published one is a cache hit
     import shutil
@@ -314,6 +324,20 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
                 caches[record.data["adapter"]] = record.data["cache"]
     assert caches.pop("rrhf_oracle_shuffled") == "miss"
     assert caches and set(caches.values()) == {"hit"}
+
+
+def _each_draw_is_its_own(out, stored):
+    """Two data seeds: two pools of different questions, each with its own partition file;
+    each row's report holds both draws' adapters, and its interval's sample says so."""
+    from tests.pipeline import asset_path
+
+    pools = [pl.read_parquet(out / "assets" / "chain_sum" / "generation_pool" / f"data{d}.parquet")
+             for d in (0, 1)]
+    problems = [set(p["problem"]) for p in pools]
+    assert problems[0] != problems[1]
+    report = pl.read_parquet(asset_path(out, "chain_sum", "saturated", "eval", "rrhf_oracle"))
+    assert sorted(report["data_seed"].unique()) == [0, 1]
+    assert set(stored["data seeds"]) == {2}
 
 
 def _ancestors(by_key, key):

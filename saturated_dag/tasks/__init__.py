@@ -33,14 +33,24 @@ def _chain_sum_training(profile: Profile) -> list[Question]:
     # one is drawn around the pools instead (eval_questions), leaving the pools' draws as is.
     fixed = (chain_sum.expressions(_fixed_eval_set(profile))
              if cfg.eval_source is not None else frozenset())
-    questions = chain_sum.build_pool("D", grid_cells(cfg.grid), cfg.questions_per_cell, cfg.seed,
+    seed = cfg.seed + profile.data_seed  # the profile's draw (Profile.data_seeds)
+    questions = chain_sum.build_pool("D", grid_cells(cfg.grid), cfg.questions_per_cell, seed,
                                      exclude_expressions=fixed)
     if cfg.strict_grid is not None:
         questions += chain_sum.build_pool(
-            "D_prime", grid_cells(cfg.strict_grid), cfg.strict_questions_per_cell, cfg.seed,
+            "D_prime", grid_cells(cfg.strict_grid), cfg.strict_questions_per_cell, seed,
             exclude_expressions=fixed,
         )
     return questions
+
+
+def _every_draws_expressions(profile: Profile) -> frozenset[str]:
+    """The expressions of every draw's training questions (``Profile.data_seeds``): the one
+    eval set and the one validation set are drawn around all of them, so they are the same
+    for every draw and disjoint from each."""
+    return frozenset().union(*(
+        chain_sum.expressions(training_questions(profile.for_data_seed(d), "chain_sum"))
+        for d in range(profile.data_seeds)))
 
 
 def _gsm8k_train_and_validation(profile: Profile) -> tuple[list[Question], list[Question]]:
@@ -59,7 +69,7 @@ def _chain_sum_validation(profile: Profile) -> list[Question]:
     from saturated_dag.config import grid_cells
 
     cfg = profile.chain_sum
-    used = chain_sum.expressions(training_questions(profile, "chain_sum"))
+    used = set(_every_draws_expressions(profile))
     used |= chain_sum.expressions(eval_questions(profile, "chain_sum"))
     return chain_sum.build_pool("validation", grid_cells(cfg.grid),
                                 profile.training.validation_questions_per_cell, cfg.seed,
@@ -86,7 +96,7 @@ def _chain_sum_eval(profile: Profile) -> list[Question]:
     cfg = profile.chain_sum
     if cfg.eval_source is not None:
         return _fixed_eval_set(profile)
-    used = chain_sum.expressions(training_questions(profile, "chain_sum"))
+    used = _every_draws_expressions(profile)
     grid = cfg.eval_grid if cfg.eval_grid is not None else cfg.grid
     return chain_sum.build_pool(
         "eval", grid_cells(grid), cfg.eval_questions_per_cell, cfg.seed, exclude_expressions=used
