@@ -62,7 +62,8 @@ def difficulty_partitions_asset(task: str) -> dg.AssetsDefinition:
 
 
 def difficulty_partitions_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
-    @dg.asset_check(asset=asset, name="splits_disjoint_and_thresholds_respected", blocking=True)
+    @dg.asset_check(asset=asset, name="splits_disjoint_and_thresholds_respected", blocking=True,
+                    partitions_def=asset.partitions_def)  # one data seed per run
     def check(
         experiment: ExperimentResource, difficulty_partitions: pl.DataFrame
     ) -> dg.AssetCheckResult:

@@ -89,7 +89,8 @@ def generation_pool_asset(task: str) -> dg.AssetsDefinition:
 
 
 def generation_pool_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
-    @dg.asset_check(asset=asset, name="n_completions_per_question", blocking=True)
+    @dg.asset_check(asset=asset, name="n_completions_per_question", blocking=True,
+                    partitions_def=asset.partitions_def)  # one data seed per run
     def check(
         experiment: ExperimentResource, generation_pool: pl.DataFrame
     ) -> dg.AssetCheckResult:

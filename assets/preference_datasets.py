@@ -183,13 +183,18 @@ def _pairs_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
     key = asset.key
 
     @dg.asset_check(asset=asset, name="chosen_differs_from_rejected", blocking=True,
+                    partitions_def=asset.partitions_def,  # one data seed per run
                     description="Every pair has two different completions (equal texts are "
                     "counted and allowed in DPO pairs under the paper's rule).",
                     required_resource_keys={"parquet_io", "experiment"})
     def check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         store: ParquetIOManager = context.resources.parquet_io
         experiment: ExperimentResource = context.resources.experiment
-        table = pl.read_parquet(asset_file(store.base_dir, key.path))
+        run = context.op_execution_context  # with several data seeds: this run's draw
+        partitions = (list(run.partition_keys) if asset.partitions_def is not None
+                      else [None])
+        table = pl.concat([pl.read_parquet(asset_file(store.base_dir, key.path, p))
+                           for p in partitions])
         allowed = ("dpo_pairs" in key.path
                    and not experiment.settings.training.dpo_distinct_texts)
         result = pairs_verdict(table, allowed)

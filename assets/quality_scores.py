@@ -267,6 +267,7 @@ def computed_scores_asset(task: str, spec: ScorerSpec) -> dg.AssetsDefinition:
 
 def finite_scores_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=asset, name="scores_finite_for_every_selected_completion",
+                    partitions_def=asset.partitions_def,  # one data seed per run
                     blocking=True, additional_ins=_ins(task),
                     description="Every scored completion (all correct completions of saturated "
                     "and strict_saturated questions, and more) has a finite score.")

@@ -40,11 +40,16 @@ def build_view(profile_name: str, output_dir: str) -> dg.Definitions:
                          "SATURATED_DAG_TESTBED_PROFILE to a profile with a testbed section")
     # the analysis reads its cells' eval reports, the base model's report, the agreement
     # table and the selections as inputs: here they are external assets loaded by the same
-    # IO manager from the testbed's folder (the testbed job materialises them)
+    # IO manager from the testbed's folder (the testbed job materialises them), each with its
+    # partitions in the profile's graph (one per data seed for the agreement table and the
+    # difficulty partitions), so the analysis reads every draw
     mine = {k for a in own for k in a.keys}
     inputs = sorted({dep.asset_key for a in own for spec in a.specs for dep in spec.deps
                      if dep.asset_key not in mine}, key=lambda k: k.to_user_string())
-    external = [dg.AssetSpec(key).with_io_manager_key("parquet_io") for key in inputs]
+    partitions = {spec.key: spec.partitions_def for a in assets
+                  if isinstance(a, dg.AssetsDefinition) for spec in a.specs}
+    external = [dg.AssetSpec(key, partitions_def=partitions.get(key)).with_io_manager_key(
+        "parquet_io") for key in inputs]
     return dg.Definitions(assets=[*own, *external],
                           resources=make_resources(profile_name, output_dir),
                           executor=step_executor(profile))

@@ -681,9 +681,9 @@ class ExecutionSettings(_Strict):
     thread (the in-process executor; the ``gpu`` pool has one slot). ``one_per_core``: the
     multiprocess executor, as many model steps at once as there are cores, each a process of
     its own with one torch thread (the pool has a slot per core). Measured on the demo
-    (2 cores, BENCHMARKS.md, issue 32): one at a time 263 s, one per core 342 s, because
-    Dagster starts a process per step (about 1.1 s each for 222 steps) and most of the demo's
-    steps last 1 to 4 s. ``one_per_core`` pays where steps are few and long."""
+    (2 cores, bbd3ea7, ``CHANGELOG.md``, "Benchmark history"): one at a time 273 s of run, one
+    per core 356 s (1.30x), because Dagster starts a process per step (about 1.1 s each, 176
+    steps) and most of the demo's steps last 1 to 4 s. ``one_per_core`` pays where steps are few and long."""
 
 
 class AutomationSettings(_Strict):

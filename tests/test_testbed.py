@@ -249,7 +249,7 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
 
     from tests.pipeline import adapter_folder, asset_path, graph, materialize, resources
 
-    assets, _ = graph("testbed", TINY)
+    assets, checks = graph("testbed", TINY)
     key = dg.AssetKey(["chain_sum", "testbed_validation"])
     by_key = {k: a for a in assets if isinstance(a, dg.AssetsDefinition) for k in a.keys}
     shuffled = by_key[dg.AssetKey(["chain_sum", "saturated", "adapter",
@@ -257,8 +257,9 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
     assert dg.AssetKey(["chain_sum", "saturated", "selection", "rrhf_oracle"]) in {
         dep.asset_key for spec in shuffled.specs for dep in spec.deps}
     upstream = [k for k in by_key if k == key or k in _ancestors(by_key, key)]
-    result = materialize(assets, upstream, resources=resources(tmp_path / "out", "testbed",
-                                                                 TINY))
+    # with the asset checks, as the job runs them: the pool side's are per data seed
+    result = materialize([*assets, *checks], upstream,
+                         resources=resources(tmp_path / "out", "testbed", TINY))
     assert result.success
     stored = pl.read_parquet(asset_path(tmp_path / "out", "chain_sum", "testbed_validation"))
     assert set(zip(stored["method"], stored["scorer"], strict=True)) == {

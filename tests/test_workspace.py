@@ -34,6 +34,12 @@ def test_the_build_view_defines_only_keys_no_other_location_does(tmp_path: Path)
     inputs = graph.get(dg.AssetKey(["chain_sum", "testbed_validation"])).parent_keys
     assert dg.AssetKey(["chain_sum", "eval", "base"]) in inputs
     assert all(not graph.get(key).is_executable for key in inputs)
+    # the testbed's two data seeds: the agreement table and the difficulty partitions it
+    # reads are partitioned here as in the testbed job's graph, so it reads both draws
+    for name in ("scorer_agreement", "difficulty_partitions"):
+        spec = graph.get(dg.AssetKey(["chain_sum", name]))
+        assert spec.partitions_def is not None
+        assert spec.partitions_def.get_partition_keys() == ["data0", "data1"]
     demo, _ = profile_assets(load_profile("demo"))
     demo_keys = {key.to_user_string() for a in demo if isinstance(a, dg.AssetsDefinition)
                  for key in a.keys}
