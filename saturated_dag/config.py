@@ -683,7 +683,8 @@ class ExecutionSettings(_Strict):
     its own with one torch thread (the pool has a slot per core). Measured on the demo
     (2 cores, bbd3ea7, ``CHANGELOG.md``, "Benchmark history"): one at a time 273 s of run, one
     per core 356 s (1.30x), because Dagster starts a process per step (about 1.1 s each, 176
-    steps) and most of the demo's steps last 1 to 4 s. ``one_per_core`` pays where steps are few and long."""
+    steps) and most of the demo's steps last 1 to 4 s. ``one_per_core`` pays where steps are
+    few and long."""
 
 
 class AutomationSettings(_Strict):

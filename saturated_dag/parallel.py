@@ -21,9 +21,10 @@ The layouts (``StepLayout``, chosen by ``step_layout``):
 
 On a CPU every training runs one torch thread, wherever it runs, so an adapter's weights do
 not depend on the machine's cores. The default on CPU is measured, not assumed: on the demo
-one per core ran 356 s of run against 273 s one at a time at bbd3ea7 (``docs/performance.md``,
-"Steps and threads"): Dagster starts a process per step, about 1.1 s each, and most demo steps last 1 to
-4 s; the trainings, which do pay for a second core, use it inside their step.
+one per core ran 356 s of run against 273 s one at a time at bbd3ea7
+(``docs/performance.md``, "Steps and threads"): Dagster starts a process per step, about
+1.1 s each, and most demo steps last 1 to 4 s; the trainings, which do pay for a second core,
+use it inside their step.
 """
 
 from __future__ import annotations
