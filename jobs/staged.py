@@ -183,9 +183,8 @@ def _jobs_by_draw(name: str, profile: Profile, tasks: Sequence[str],
     cells = [(grid, sel) for grid, sel in bridged] or [((), empty)]
     for index, (grid, selection) in enumerate(cells):
         last = index == len(cells) - 1
-        shown = ", ".join(grid[:3]) + (f" and {len(grid) - 3} more" if len(grid) > 3 else "")
-        what = (f"the adapters of {len(groups[grid])} cell(s) of the grid {shown}" if grid
-                else "")
+        what = (f"the adapters of {len(groups[grid])} cell(s) of the grid {_shown(grid)}"
+                if grid else "")
         if last:
             what += ((", then " if what else "") + "everything downstream of the adapters "
                      "(selections, eval reports, tables)")
@@ -223,20 +222,17 @@ def part_description(name: str, names: Sequence[str], index: int, description: s
     and the one command (and the UI's one action) that runs them all: the jobs list shows a
     part by its name only, and a user who launches it alone must learn there that the graph
     is not complete until the last part has run."""
-    last = len(names) - 1
-    shown = ", ".join(grid[:3]) + (f" and {len(grid) - 3} more" if len(grid) > 3 else "")
     this = (("everything upstream of the adapters (the base model's observation, pool, "
              "difficulty partitions, scores, datasets), then " if index == 0 else "")
-            + f"the adapters of {cells} cell(s) of the grid {shown}"
+            + f"the adapters of {cells} cell(s) of the grid {_shown(grid)}"
             + (", then everything downstream of them (selections, eval reports, tables)"
-               if index == last else ""))
-    before = f"`{names[index - 1]}`" if index > 0 else "nothing (this part is the first)"
-    after = (f"`{names[index + 1]}`" if index < last
-             else f"nothing (this part completes `{name}`)")
-    return (f"Part {index + 1} of {len(names)} of `{name}`: {description} This part: {this}. "
-            f"Before it: {before}. After it: {after}. All {len(names)} parts in order, one "
-            f"command: `python -m run_parts {name}` (or `dg launch --job <part>` for each of "
-            f"{', '.join(f'`{n}`' for n in names)}); {UI_ACTION}.")
+               if index == len(names) - 1 else ""))
+    return _describe_part(name, names, index, description, this)
+
+
+def _shown(grid: Sequence[str]) -> str:
+    """A grid's first keys, and how many more."""
+    return ", ".join(grid[:3]) + (f" and {len(grid) - 3} more" if len(grid) > 3 else "")
 
 
 def _is_data_seed(partition: str) -> bool:
