@@ -760,11 +760,12 @@ class Profile(_Strict):
     tasks: list[TaskName] = Field(min_length=1)
     data_seeds: int = Field(1, ge=1, le=16)
     """The data's draws (``docs/statistics.md``): data seed d draws chain sum's training
-    questions with ``chain_sum.seed + d``, samples the generation pool with ``sampling.seed +
-    d`` and makes the scorers' random choices with ``scoring.random_seed + d``
-    (``for_data_seed``). Pools, difficulty partitions, scores and datasets exist once per data
-    seed (a Dagster partition each, when there are several), every configuration trains on
-    every draw, and the intervals resample data seeds, then training seeds, then questions.
+    questions from item ranges of their own (``tasks.chain_sum.draw_seed``), samples the
+    generation pool with ``sampling.seed + d`` and makes the scorers' random choices with
+    ``scoring.random_seed + d`` (``for_data_seed``). Pools, difficulty partitions, scores and
+    datasets exist once per data seed (a Dagster partition each, when there are several),
+    every configuration trains on every draw, and the intervals resample data seeds, then
+    training seeds, then questions.
     The eval and validation sets are one, drawn around every draw's training questions, so
     every row is paired on the same questions. GSM8K's training questions are the file's, so
     its draws differ in their sampled completions only."""

@@ -173,7 +173,7 @@ def sample_text(results: Sequence[Result]) -> str:
     seeds = _span([d.replicates for d in run])
     questions = _span([d.questions for d in run])
     if max(data) > 1:
-        return (f"95% intervals over the {_span(data)} data seeds × {seeds} training seeds of "
+        return (f"95% intervals over the {_span(data)} data seeds × {seeds} training seed(s) of "
                 f"each row and the {questions} eval questions.")
     return (f"95% intervals over each row's {seeds} training seed(s) and the {questions} eval "
             "questions; the data's draw is not in them: each row was trained on one data "

@@ -230,7 +230,7 @@ def _over_seeds(frame: pl.DataFrame) -> str:
         return ""
     seeds, data = counts
     if data.max() > 1:
-        return (f" and over the {_count(data)} data seeds × {_count(seeds)} training seeds of "
+        return (f" and over the {_count(data)} data seeds × {_count(seeds)} training seed(s) of "
                 "each adapter row (data seeds resampled first, then each one's training seeds)")
     if seeds.max() > 1:
         return f" and over each adapter's {_count(seeds)} training seeds"

@@ -197,8 +197,10 @@ def section(profile: object, output_dir: Path, wall_seconds: float | None) -> st
     base = reports["base"]
     draws = max((r["data_seed"].n_unique() if "data_seed" in r.columns else 1)
                 for name, r in reports.items() if name != "base")
-    seeds = max((r["training_replicate"].n_unique() if "training_replicate" in r.columns
-                 else 1) for name, r in reports.items() if name != "base") // draws
+    per_draw = sorted({(r["training_replicate"].n_unique() if "training_replicate" in r.columns
+                        else 1) // draws for name, r in reports.items() if name != "base"})
+    seeds = (f"{per_draw[0]}" if len(per_draw) == 1
+             else f"{per_draw[0]} (up to {per_draw[-1]} in a row that asks for more)")
     facts = (f"Profile `{profile.name}`: {base['question_id'].n_unique()} eval questions x "  # type: ignore[attr-defined]
              f"{int(base['n'].max())} samples ({base['replicate'].n_unique()} eval "
              f"replicate(s)), {draws} data seed(s) x {seeds} training seed(s) per "

@@ -49,7 +49,7 @@ def test_a_table_of_data_seeds_resamples_them_and_its_caption_counts_them() -> N
     assert (row["Δ pass@1"], row["Δ pass@1 low"], row["Δ pass@1 high"]) == pytest.approx(
         (direct.estimate, direct.low, direct.high))
     caption = eval_set_caption(table)
-    assert ("over the 2 data seeds × 2 training seeds of each adapter row (data seeds "
+    assert ("over the 2 data seeds × 2 training seed(s) of each adapter row (data seeds "
             "resampled first, then each one's training seeds)") in caption
     assert DATA_DRAW_NOT_COVERED not in caption
     assert "2 data seeds × 2 training seeds per data seed of each adapter row" in sample_text(
@@ -79,7 +79,7 @@ def test_findings_name_the_data_seeds_their_intervals_rest_on() -> None:
     found = compare_all(reports, [Comparison("SFT beats the base", "-", "saturated/sft",
                                              "base", "greater")])
     assert found[0].delta is not None and found[0].delta.data_seeds == 2
-    assert findings_text(found) == ("95% intervals over the 2 data seeds × 2 training seeds "
+    assert findings_text(found) == ("95% intervals over the 2 data seeds × 2 training seed(s) "
                                     "of each row and the 12 eval questions.")
     demo = compare_all({"base": BASE, "saturated/sft": DEMO}, [found[0].comparison])
     assert "the data's draw is not in them" in findings_text(demo)
@@ -104,3 +104,23 @@ def test_evaluate_samples_labels_each_sample_with_its_data_seed() -> None:
     old = per_question_results(default.drop("data_seed"))
     assert "data_seeds" not in summarise(old, ks=(1,))
     assert (seed_matrix(old, 1) == seed_matrix(per_question_results(default), 1)).all()
+
+
+def test_each_data_seed_draws_its_own_questions_around_one_eval_set():
+    """The study's two draws (its default ``data_seeds: 2``) share few training questions
+    (reasoning-gym's item i under seed s + 1 is item i + 1 under seed s: a base seed + 1 drew
+    201 of the same 208), and the one eval set and validation set avoid both draws'."""
+    from saturated_dag.config import load_profile
+    from saturated_dag.tasks import eval_questions, training_questions, validation_questions
+
+    profile = load_profile("study")
+    assert profile.data_seeds == 2
+    draws = [{q.problem for q in training_questions(profile.for_data_seed(d), "chain_sum")}
+             for d in range(2)]
+    assert len(draws[0]) == len(draws[1]) and len(draws[0] & draws[1]) < len(draws[0]) / 4
+    for draw in (profile, profile.for_data_seed(1)):
+        held_out = {q.problem for q in eval_questions(draw, "chain_sum")}
+        held_out |= {q.problem for q in validation_questions(draw, "chain_sum")}
+        assert not held_out & (draws[0] | draws[1])
+    assert ([q.problem for q in eval_questions(profile, "chain_sum")]
+            == [q.problem for q in eval_questions(profile.for_data_seed(1), "chain_sum")])

@@ -31,12 +31,19 @@ def _direct_delta(run: np.ndarray, base: np.ndarray, resamples: int, seed: int
     return float(run.mean() - base.mean()), float(low), float(high)
 
 
+def _equals_reference(reference, run: np.ndarray, base: np.ndarray, resamples: int,
+                      seed: int):
+    """``paired_delta``'s interval, checked against ``reference``'s loops on the same draws."""
+    got = paired_delta(run, base, resamples=resamples, seed=seed)
+    assert (got.estimate, got.low, got.high) == pytest.approx(
+        reference(run, base, resamples, seed), abs=1e-12)
+    return got
+
+
 def test_paired_delta_equals_the_direct_computation() -> None:
     rng = np.random.default_rng(3)
     run, base = rng.random((3, 40)), rng.random((2, 40))
-    got = paired_delta(run, base, resamples=500, seed=7)
-    assert (got.estimate, got.low, got.high) == pytest.approx(
-        _direct_delta(run, base, 500, 7), abs=1e-12)
+    got = _equals_reference(_direct_delta, run, base, 500, 7)
     assert (got.replicates, got.questions, got.level) == (3, 40, 0.95)
 
 
@@ -300,9 +307,7 @@ def _naive_three_level(run: np.ndarray, base: np.ndarray, resamples: int, seed: 
 def test_the_three_level_bootstrap_equals_its_loops(base_shape: tuple[int, ...]) -> None:
     rng = np.random.default_rng(8)
     run, base = rng.random((3, 2, 7)), rng.random(base_shape)
-    got = paired_delta(run, base, resamples=300, seed=5)
-    assert (got.estimate, got.low, got.high) == pytest.approx(
-        _naive_three_level(run, base, 300, 5), abs=1e-12)
+    got = _equals_reference(_naive_three_level, run, base, 300, 5)
     assert (got.data_seeds, got.replicates, got.questions) == (3, 2, 7)
 
 

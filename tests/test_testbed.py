@@ -335,7 +335,9 @@ def _each_draw_is_its_own(out, stored):
     pools = [pl.read_parquet(out / "assets" / "chain_sum" / "generation_pool" / f"data{d}.parquet")
              for d in (0, 1)]
     problems = [set(p["problem"]) for p in pools]
-    assert problems[0] != problems[1]
+    # two draws, not one shifted by an item (reasoning-gym's item i under seed s + 1 is item
+    # i + 1 under s: a base seed + 1 shared 201 of the study's 208 questions)
+    assert len(problems[0] & problems[1]) < len(problems[0]) / 2
     report = pl.read_parquet(asset_path(out, "chain_sum", "saturated", "eval", "rrhf_oracle"))
     assert sorted(report["data_seed"].unique()) == [0, 1]
     assert set(stored["data seeds"]) == {2}

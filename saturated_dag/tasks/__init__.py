@@ -33,7 +33,7 @@ def _chain_sum_training(profile: Profile) -> list[Question]:
     # one is drawn around the pools instead (eval_questions), leaving the pools' draws as is.
     fixed = (chain_sum.expressions(_fixed_eval_set(profile))
              if cfg.eval_source is not None else frozenset())
-    seed = cfg.seed + profile.data_seed  # the profile's draw (Profile.data_seeds)
+    seed = chain_sum.draw_seed(cfg.seed, profile.data_seed)  # the draw (Profile.data_seeds)
     questions = chain_sum.build_pool("D", grid_cells(cfg.grid), cfg.questions_per_cell, seed,
                                      exclude_expressions=fixed)
     if cfg.strict_grid is not None:

@@ -30,6 +30,12 @@ from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt
 
 TASK = "chain_sum"
 SEED_SPACING = 1_000_000
+DRAW_SPACING = 100_000 * SEED_SPACING
+"""Between two data seeds' base seeds (``Profile.data_seeds``): item i under seed s is item
+i - 1 under seed s + 1 (``../shared/FACTS.md``), so data seed d = base seed + 1 would draw
+data seed 0's questions shifted by one item (201 of the study's 208 were shared). Above
+every (pool, cell) slot of ``cell_seed`` times its spacing, so no two draws' item ranges
+overlap."""
 POOL_INDEX = {"D": 0, "D_prime": 1, "eval": 2, "validation": 3}
 
 Cell = tuple[int, int]  # (terms, digits)
@@ -58,6 +64,11 @@ PRESETS: dict[str, list[Cell]] = {
     "D": grid_cells((6, 10), (6, 10)),
     "D_prime": grid_cells((3, 6), (3, 6), exclude=[(6, 6)]),
 }
+
+
+def draw_seed(base_seed: int, data_seed: int) -> int:
+    """The base seed of data seed ``data_seed``'s training pools: ``DRAW_SPACING`` apart."""
+    return base_seed + data_seed * DRAW_SPACING
 
 
 def cell_seed(base_seed: int, pool: str, cell: Cell) -> int:
