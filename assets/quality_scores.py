@@ -24,13 +24,14 @@ from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import Profile
+from saturated_dag.log import LogFn
 from saturated_dag.scorers.builtin import registered, scorer
 from saturated_dag.scorers.entropy_scores import (
     TeacherForcedEntropy,
     entropy_scores,
     missing_entropies,
 )
-from saturated_dag.scorers.judges import Judge, JudgeRequest, LlmJudge, LogFn, Verdict
+from saturated_dag.scorers.judges import Judge, JudgeRequest, LlmJudge, Verdict
 from saturated_dag.scorers.registry import ScorerInputs, ScorerSpec
 from saturated_dag.scorers.scored_completions import (
     ScoredCompletions,

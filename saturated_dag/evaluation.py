@@ -18,10 +18,10 @@ from typing import Any
 import polars as pl
 
 from saturated_dag.generation.base import GenerationBackend, SampleRequest, SamplingParams
+from saturated_dag.log import LogFn
 from saturated_dag.metrics import pass_at_k
 from saturated_dag.pool import (
     BackendSource,
-    LogFn,
     generate_pool,
     progress_logger,
     resolve_backend,

@@ -29,7 +29,7 @@ from types import MappingProxyType
 
 from saturated_dag.config import Profile, grid_cells
 from saturated_dag.experiments import Experiment, experiment_plan
-from saturated_dag.methods import METHODS
+from saturated_dag.methods import label as method_label
 from saturated_dag.scorers.tournament import expected_calls
 from saturated_dag.tasks import can_train_split as _trainable
 from saturated_dag.training.memory import QWEN3_1_7B, ModelShape
@@ -608,7 +608,6 @@ def strong_in_flight(profile: Profile, data: TaskAssumptions, split: str,
                                    profile.judges.strong.vllm.gpu_memory_utilization)
 
 
-METHOD_NAMES = {m.name: m.label for m in METHODS.values()}
 
 
 def _hours(seconds: float) -> float:
@@ -699,7 +698,7 @@ def stage_costs(profile: Profile, assumptions: Assumptions | None = None,
                 tokens += per_epoch_tokens * epochs
                 flops += per_epoch_tokens * epochs * training_flops_per_token(
                     profile, method, rate.policy_matmul_params)
-            rows.append(StageCost(task, f"training: {METHOD_NAMES[method]}", int(sequences),
+            rows.append(StageCost(task, f"training: {method_label(method)}", int(sequences),
                                   training_tokens=tokens,
                                   gpu_hours=_hours(flops / rate.training_rate(task, method)),
                                   adapters=len(exps)))

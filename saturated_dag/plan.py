@@ -17,8 +17,8 @@ from typing import Any
 
 from saturated_dag.config import Profile
 from saturated_dag.experiments import ORDER, SWEEP_TITLES, experiment_plan, number_text
+from saturated_dag.methods import label as method_label
 from saturated_dag.methods import methods_reading
-from saturated_dag.result_tables import METHOD_LABELS
 
 METHODS_OF = {key: methods_reading(key) for key in ORDER}
 """Settings that only some methods read (the others read the rest)."""
@@ -53,7 +53,7 @@ def task_plan(profile: Profile, task: str) -> list[PlanRow]:
     for sweep, row, cell in plan.rows:
         if row is None or sweep is None:
             table = "results"
-            label = METHOD_LABELS.get(cell.method, cell.method) + (
+            label = method_label(cell.method) + (
                 f" · {cell.scorer}" if cell.scorer else "")
         else:
             table, label = SWEEP_TITLES[sweep], row.label

@@ -13,6 +13,7 @@ from dataclasses import replace
 import polars as pl
 
 from saturated_dag.generation.base import GenerationBackend, Sample, SamplingParams
+from saturated_dag.log import LogFn
 from saturated_dag.schemas import schema
 from saturated_dag.shards import ShardStore, run_shards, shard_seed
 from saturated_dag.tasks.base import Question
@@ -23,7 +24,6 @@ POOL_SCHEMA = schema("generation_pool")  # declared once, in saturated_dag/schem
 ``answer`` is null where none was extracted, ``mean_entropy`` where the backend gave none."""
 POOL_COLUMNS = list(POOL_SCHEMA.names())
 
-LogFn = Callable[[str], None]
 BackendSource = GenerationBackend | Callable[[], GenerationBackend]
 """A backend, or a function that loads one: a fully cached stage never loads the model."""
 

@@ -26,10 +26,9 @@ import polars as pl
 from tabulate import tabulate
 
 from saturated_dag.evaluation import summarise
-from saturated_dag.methods import METHODS
+from saturated_dag.methods import label as method_label
 from saturated_dag.statistics import LEVEL, bootstrap_mean, holm, paired_delta, seed_matrix
 
-METHOD_LABELS = {m.name: m.label for m in METHODS.values()}
 SCORER_LABELS: dict[str | None, str] = {None: ""}
 """A scorer prints as its name (``self_judge``, ``strong_judge``, ``entropy``, ...): one name
 per thing in files, tables, figures and docs (``docs/glossary.md``); no scorer is empty."""
@@ -117,7 +116,7 @@ def results_table(
         _same_questions(table, expected, f"{split}/{method}/{scorer}")
         reports.append(table)
         summary = summarise(table, ks=(1, k))
-        rows.append({"split": split, "method": METHOD_LABELS.get(method, method),
+        rows.append({"split": split, "method": method_label(method),
                      "scorer": SCORER_LABELS.get(scorer, scorer or ""),
                      **{m: summary[m] for m in metrics}})
     schema = {"split": pl.String, "method": pl.String, "scorer": pl.String,

@@ -38,9 +38,9 @@ from typing import Any, TypeVar
 import polars as pl
 
 from saturated_dag.atomic import atomic_write_parquet, atomic_write_text
+from saturated_dag.log import LogFn
 
 T = TypeVar("T")
-LogFn = Callable[[str], None]
 
 COMPLETE_MARKER = "COMPLETE.json"
 MANIFEST = "manifest.json"

@@ -18,10 +18,10 @@ once moved SFT's Δ from +3.5 to +0.96 points).
 
 Δ to the base model is paired over questions: one question resample is applied to both rows,
 so a question that is hard for both cancels out; each row's seeds are resampled on their own
-(a row's adapters are not the base model's). With one adapter per row this is exactly
-``saturated_dag.metrics.paired_bootstrap_delta``. A (T, Q) table draws exactly the random
-numbers it drew before data seeds existed, so its intervals reproduce bit for bit; a (D, T, Q)
-table draws its data-seed picks after those.
+(a row's adapters are not the base model's). With one adapter per row this is the
+question-level paired bootstrap (``tests/test_statistics.py`` writes it out). A (T, Q) table
+draws exactly the random numbers it drew before data seeds existed, so its intervals reproduce
+bit for bit; a (D, T, Q) table draws its data-seed picks after those.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """The calibrated testbed's analysis (``docs/testbed.md``): a planted effect must be found,
 none where none is planted, and the effect must fall as the signal gets noisier.
 
-The embedded model's solution styles differ in accuracy, so ranking saturated completions by
-style (the *oracle*, ``scorers.oracle``) is a signal beyond correctness of known worth. The
-rows are ordinary cells of the plan, trained and evaluated by the graph (each method's recipe
-chosen on its oracle cell, ``training.recipes``); this module reads their eval reports. Each
-row's paired Δ pass@1 to the base model has its 95% interval over data seeds × training
-seeds × questions (``statistics.paired_delta``: data seeds resampled first, then each one's
-training seeds; the table's ``data seeds`` and ``replicates``, training seeds per data seed,
-say how many). Each method is read against its own controls: the
-oracle (positive: Δ ≥ its minimum, interval above 0), the shuffled oracle (negative: interval
-within ±``null_band`` around 0), and the dial (ρ 1 ... 0 with the oracle: Spearman ≥ 0.8);
-SFT's control is RAFT on the oracle's best completion against RAFT on a random correct one.
+The rows are ordinary cells of the plan (the oracle, ``scorers.oracle``, ranks saturated
+completions by the more accurate style); this module reads their eval reports. Each row's
+paired Δ pass@1 to the base model has its 95% interval over data seeds × training seeds ×
+questions (``statistics.paired_delta``). Each method is read against its own controls: the
+oracle (Δ ≥ its minimum, interval above 0), the shuffled oracle (interval within
+±``null_band`` around 0) and the dial (Spearman ≥ 0.8); SFT's is RAFT on the oracle's best
+completion against RAFT on a random correct one.
 """
 
 from __future__ import annotations
@@ -44,10 +40,8 @@ class TestbedResult:
 
 
 def _matrix(report: pl.DataFrame, questions: list[str]) -> np.ndarray:
-    """An eval report (samples) as pass@1 per training seed x question, or per data seed x
-    training seed x question when its adapters were trained on several data seeds, as the
-    tables read it (``statistics.seed_matrix``: a seed's eval replicates averaged, seeds kept
-    as rows)."""
+    """An eval report (samples) as pass@1 per (data seed x) training seed x question, as the
+    tables read it (``statistics.seed_matrix``)."""
     from saturated_dag.evaluation import per_question_results
 
     part = report.filter(pl.col("question_id").is_in(questions))
@@ -280,3 +274,4 @@ def dose_response_figure(rows: pl.DataFrame, path: Path) -> Path:
     atomic_save_figure(fig, path)
     plt.close(fig)
     return path
+

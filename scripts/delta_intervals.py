@@ -4,7 +4,7 @@
 
 Reads the eval reports (one row per sample) under ``<output dir>/assets/<task>/`` and counts
 each question's samples and correct ones; the
-interval resamples eval questions with their pairs kept (``paired_bootstrap_delta``), so it
+interval resamples eval questions with their pairs kept (``statistics.paired_delta``), so it
 measures the eval set's sampling noise for one trained adapter, not training-seed noise.
 A row marked ``*`` has an interval that excludes 0.
 """
@@ -28,7 +28,7 @@ Row = tuple[str, float, float, float]
 def delta_rows(output_dir: str | Path, task: str) -> tuple[int, list[Row]]:
     """The number of eval questions and a ``Row`` for every eval report."""
     sys.path.insert(0, str(ROOT))
-    from saturated_dag.metrics import paired_bootstrap_delta
+    from saturated_dag.statistics import paired_delta
 
     root = Path(output_dir) / "assets" / task
     base_file = root / "eval" / "base.parquet"
@@ -45,8 +45,8 @@ def delta_rows(output_dir: str | Path, task: str) -> tuple[int, list[Row]]:
         aligned = base.select("question_id").join(report, on="question_id", how="left",
                                                   maintain_order="left")
         run_p1 = aligned["correct"] / aligned["n"]
-        delta, low, high = (100 * v for v in paired_bootstrap_delta(run_p1.to_numpy(),
-                                                                     base_p1.to_numpy()))
+        found = paired_delta(run_p1.to_numpy(), base_p1.to_numpy())
+        delta, low, high = (100 * v for v in (found.estimate, found.low, found.high))
         rows.append((f"{path.parent.parent.name}/{path.name.removesuffix('.parquet')}",
                      delta, low, high))
     return base.height, rows

@@ -25,6 +25,7 @@ from typing import Any
 from saturated_dag import paper_cost as pc
 from saturated_dag.config import load_profile
 from saturated_dag.experiments import experiment_plan
+from saturated_dag.methods import label as method_label
 from saturated_dag.training.config import LORA_TARGET_MODULES
 from saturated_dag.training.memory import QWEN3_1_7B
 
@@ -176,7 +177,7 @@ def _measured_rates(profile, report: dict[str, Any], rate: pc.Throughput,
         methods = sorted({m for t, m, _ in rate.training_by if t == task}
                          | {a.method for a in pc.task_adapters(profile, task)})
         for method in methods:
-            label = f"LoRA training, {task}, {pc.METHOD_NAMES[method]}"
+            label = f"LoRA training, {task}, {method_label(method)}"
             key = f"training {task} {method}"
             if key not in measured:
                 value, how = estimates["LoRA training (TRL / own σ-RRHF trainer)"]

@@ -89,8 +89,7 @@ def test_the_registries_agree_with_the_profile_schema_and_the_trainer() -> None:
     from typing import get_args
 
     from saturated_dag.config import Method, TaskName
-    from saturated_dag.methods import METHODS
-    from saturated_dag.result_tables import METHOD_LABELS
+    from saturated_dag.methods import METHODS, label
     from saturated_dag.tasks import TASKS
     from saturated_dag.training.train import METHODS as TRAINER_METHODS
 
@@ -99,4 +98,5 @@ def test_the_registries_agree_with_the_profile_schema_and_the_trainer() -> None:
     from saturated_dag.scorers import builtin, registry
 
     assert tuple(s.name for s in builtin.registered()) == registry.BUILTIN_NAMES
-    assert METHOD_LABELS == {"dpo": "DPO", "rrhf": "σ-RRHF", "sft": "SFT", "raft": "RAFT"}
+    assert {m: label(m) for m in METHODS} == {"dpo": "DPO", "rrhf": "σ-RRHF", "sft": "SFT",
+                                              "raft": "RAFT"}

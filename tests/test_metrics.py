@@ -59,36 +59,3 @@ def test_sweep_table_is_built_from_per_question_results() -> None:
     other = pl.DataFrame({"question_id": ["a", "c"], "n": [8, 8], "correct": [1, 1]})
     with pytest.raises(ValueError, match="covers different questions"):
         sweep_table(base, "hard", [("x", {}, other)])
-
-
-def test_paired_bootstrap_delta_matches_a_direct_computation() -> None:
-    """Against the definition, written out: resample question indices, average the paired
-    differences, take the percentiles."""
-    import numpy as np
-
-    from saturated_dag.metrics import paired_bootstrap_delta
-
-    rng = np.random.default_rng(5)
-    base = rng.integers(0, 9, 40) / 8
-    run = np.clip(base + rng.integers(-2, 4, 40) / 8, 0, 1)
-    delta, low, high = paired_bootstrap_delta(run, base, resamples=2000, seed=3)
-    picks = np.random.default_rng(3).integers(0, 40, (2000, 40))
-    direct = np.array([np.mean([run[i] - base[i] for i in row]) for row in picks])
-    assert delta == pytest.approx(np.mean(run - base))
-    assert (low, high) == pytest.approx(tuple(np.percentile(direct, [2.5, 97.5])))
-    assert low < delta < high
-
-
-def test_paired_bootstrap_delta_degenerate_and_bad_input() -> None:
-    from saturated_dag.metrics import paired_bootstrap_delta
-
-    # the same shift on every question: no sampling noise, a zero-width interval
-    assert paired_bootstrap_delta([0.5, 0.75, 1.0], [0.25, 0.5, 0.75]) == pytest.approx(
-        (0.25, 0.25, 0.25))
-    # pairing matters: unpaired noise cancels when the two lists move together
-    _, low, high = paired_bootstrap_delta([0, 1, 0, 1], [0, 1, 0, 1])
-    assert low == high == 0
-    with pytest.raises(ValueError, match="equal-length"):
-        paired_bootstrap_delta([1.0], [1.0, 0.0])
-    with pytest.raises(ValueError, match="level"):
-        paired_bootstrap_delta([1.0], [1.0], level=1.5)

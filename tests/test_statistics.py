@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saturated_dag.metrics import paired_bootstrap_delta, pass_at_k
+from saturated_dag.metrics import pass_at_k
 from saturated_dag.statistics import (
     bootstrap_mean,
     paired_delta,
@@ -47,12 +47,32 @@ def test_paired_delta_equals_the_direct_computation() -> None:
     assert (got.replicates, got.questions, got.level) == (3, 40, 0.95)
 
 
-def test_one_replicate_is_the_question_bootstrap_the_readme_uses() -> None:
-    rng = np.random.default_rng(0)
-    run, base = rng.random(96), rng.random(96)
-    got = paired_delta(run, base, resamples=2000, seed=0)
-    assert (got.estimate, got.low, got.high) == pytest.approx(
-        paired_bootstrap_delta(run, base, resamples=2000, seed=0), abs=1e-12)
+def test_one_replicate_is_the_question_bootstrap_written_out() -> None:
+    """One adapter per row (the demo): resample question indices, average the paired
+    differences, take the percentiles; the same random numbers, the same interval."""
+    rng = np.random.default_rng(5)
+    base = rng.integers(0, 9, 40) / 8
+    run = np.clip(base + rng.integers(-2, 4, 40) / 8, 0, 1)
+    got = paired_delta(run, base, resamples=2000, seed=3)
+    picks = np.random.default_rng(3).integers(0, 40, (2000, 40))
+    direct = np.array([np.mean([run[i] - base[i] for i in row]) for row in picks])
+    assert got.estimate == pytest.approx(np.mean(run - base))
+    assert (got.low, got.high) == pytest.approx(tuple(np.percentile(direct, [2.5, 97.5])),
+                                                abs=1e-12)
+    assert got.low < got.estimate < got.high
+
+
+def test_one_replicates_degenerate_and_bad_input() -> None:
+    # the same shift on every question: no sampling noise, a zero-width interval
+    got = paired_delta([0.5, 0.75, 1.0], [0.25, 0.5, 0.75])
+    assert (got.estimate, got.low, got.high) == pytest.approx((0.25, 0.25, 0.25))
+    # pairing matters: unpaired noise cancels when the two lists move together
+    got = paired_delta([0, 1, 0, 1], [0, 1, 0, 1])
+    assert got.low == got.high == 0
+    with pytest.raises(ValueError, match="same questions"):
+        paired_delta([1.0], [1.0, 0.0])
+    with pytest.raises(ValueError, match="level"):
+        paired_delta([1.0], [1.0], level=1.5)
 
 
 def test_bootstrap_mean_of_one_row_is_its_mean_with_a_question_interval() -> None:

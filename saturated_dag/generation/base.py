@@ -42,6 +42,17 @@ def row_seed(seed: int, prompt_index: int, sample_index: int) -> int:
     return int.from_bytes(raw, "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
+def stop_token_ids(configured: int | Sequence[int] | None, tokenizer: Any, model: str
+                   ) -> list[int]:
+    """The ids that end a completion, as transformers picks them on every backend: the
+    generation config's EOS (``configured``), else the tokenizer's; refused when neither
+    exists, since generation could then never stop."""
+    ids = tokenizer.eos_token_id if configured is None else configured
+    if ids is None:
+        raise ValueError(f"{model} has no EOS token: generation could never stop")
+    return [ids] if isinstance(ids, int) else list(ids)
+
+
 @dataclass(frozen=True)
 class SampleRequest:
     """Prompts to sample with one model: the base model, or the LoRA adapter in ``adapter``

@@ -27,20 +27,12 @@ from saturated_dag.generation.base import (
     SampleRequest,
     SamplingParams,
     row_seed,
+    stop_token_ids,
 )
 from saturated_dag.generation.decoder import PromptUnit, decode, growing_cache
 from saturated_dag.generation.models import load_model
 from saturated_dag.generation.multi_lora import attached_adapters, merged_adapter
 from saturated_dag.tasks.prompts import ChatTemplateMode
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
-    ids = model.generation_config.eos_token_id
-    if ids is None:
-        ids = tokenizer.eos_token_id
-    if ids is None:
-        raise ValueError("model has no EOS token: generation could never stop")
-    return [ids] if isinstance(ids, int) else list(ids)
 
 
 class _TextStop(StoppingCriteria):
@@ -79,7 +71,8 @@ class TransformersBackend(ChatPrompting):
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        self.eos_ids = _eos_ids(model, tokenizer)
+        self.eos_ids = stop_token_ids(model.generation_config.eos_token_id, tokenizer,
+                                      "model")
 
     @classmethod
     def load(

@@ -34,6 +34,7 @@ from saturated_dag.generation.base import (
     SampleRequest,
     SamplingParams,
     row_seed,
+    stop_token_ids,
 )
 from saturated_dag.generation.models import local_model_dir
 from saturated_dag.tasks.prompts import ChatTemplateMode
@@ -65,12 +66,7 @@ def _eos_ids(location: str, tokenizer: Any, trust_remote_code: bool) -> list[int
     except OSError:  # no generation_config.json: transformers derives one from config.json
         model_config = AutoConfig.from_pretrained(location, trust_remote_code=trust_remote_code)
         config = GenerationConfig.from_model_config(model_config)
-    ids = config.eos_token_id
-    if ids is None:
-        ids = tokenizer.eos_token_id
-    if ids is None:
-        raise ValueError(f"model at {location} has no EOS token: generation could never stop")
-    return [ids] if isinstance(ids, int) else list(ids)
+    return stop_token_ids(config.eos_token_id, tokenizer, f"model at {location}")
 
 
 def _progress_bar_factory(progress: ProgressFn, total: int) -> Any:

@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from saturated_dag.generation.base import ProgressFn, SamplingParams
+from saturated_dag.log import LogFn
 from saturated_dag.scorers.judge_prompts import judge_messages
-
-LogFn = Callable[[str], None]
 
 FORCE_TAIL = "**Judgment: ["
 """Appended to an analysis that lacks a valid judgment; the next token is the index."""

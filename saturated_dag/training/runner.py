@@ -62,13 +62,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from saturated_dag.log import LogFn
 from saturated_dag.training.folders import ADAPTER_WEIGHTS, RESULT_FILE, VALIDATION_FILE
 from saturated_dag.training.job import TrainingJob
 
 if TYPE_CHECKING:
     from saturated_dag.training.train import BaseModels
 
-LogFn = Callable[[str], None]
 Record = dict[str, Any]
 """A training's result record: ``TrainResult``'s fields, ``weights_version``, ``cache_key``
 (what ``result.json`` holds)."""

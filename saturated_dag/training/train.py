@@ -38,6 +38,7 @@ from transformers import PrinterCallback, ProgressCallback, TrainerCallback, set
 
 from saturated_dag.atomic import give_umask_modes, make_scratch
 from saturated_dag.generation.models import load_model, portable_model_name
+from saturated_dag.log import LogFn
 from saturated_dag.methods import METHODS as REGISTERED_METHODS
 from saturated_dag.training.config import (
     DPO_LOSS_TYPE,
@@ -65,7 +66,6 @@ METHODS = tuple(REGISTERED_METHODS)
 """raft: SFT on the scorer's argmax completions only (RAFT, σ-RRHF with λ=0)."""
 EvalFn = Callable[[Any, Any], float]
 """(model, tokenizer) -> validation pass@1; the model is the adapter-wrapped policy."""
-LogFn = Callable[[str], None]
 ReportTo = str | list[str]
 """``TrainingArguments.report_to``: ``"none"``, an integration name (``"mlflow"``), or a list."""
 REPORT_TO_DEFAULT: ReportTo = "none"
