@@ -61,6 +61,12 @@ class Interval:
     def excludes_zero(self) -> bool:
         return self.low > 0 or self.high < 0
 
+    def detectable(self, power: float = 0.8) -> float:
+        """The smallest true Δ that an interval this wide would exclude 0 for with probability
+        ``power``: its half-width x (z_level + z_power) / z_level (``detectable_effect``, read
+        off the interval instead of a standard deviation)."""
+        return (self.high - self.low) / 2 * (_z(self.level) + _z_power(power)) / _z(self.level)
+
     def scaled(self, factor: float) -> Interval:
         """The same interval in other units (e.g. 100 for %)."""
         return Interval(self.estimate * factor, self.low * factor, self.high * factor,
@@ -370,8 +376,12 @@ def detectable_effect(sd: float, questions: int, level: float = LEVEL,
     ``(z_level + z_power) * sd / sqrt(questions)``."""
     if questions < 1:
         raise ValueError(f"need at least one question, got {questions}")
-    z_power = _z(2 * power - 1) if power > 0.5 else 0.0
-    return float((_z(level) + z_power) * sd / np.sqrt(questions))
+    return float((_z(level) + _z_power(power)) * sd / np.sqrt(questions))
+
+
+def _z_power(power: float) -> float:
+    """The one-sided normal quantile of ``power`` (0.84 for 80%; 0 at or below 50%)."""
+    return _z(2 * power - 1) if power > 0.5 else 0.0
 
 
 def per_question_pass_rate(samples: pl.DataFrame, questions: Sequence[str],

@@ -73,7 +73,6 @@ def _spearman(x: list[float], y: list[float]) -> float | None:
     return None if len(x) < 3 or len(set(y)) < 2 else float(spearmanr(x, y).statistic)
 
 
-Z_POWER = 0.8416  # the 80%-power quantile (statistics.detectable_effect)
 ROW_SCHEMA = schema("testbed_validation")
 
 
@@ -96,7 +95,6 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
         matrix = _matrix(report, questions)
         delta = paired_delta(matrix, base_m).scaled(100)
         intervals[(method, scorer)] = delta
-        half = (delta.high - delta.low) / 2
         rows.append({
             "method": label(method), "scorer": scorer, "role": role_of(method, scorer),
             "recipe": recipes.get((method, scorer), ""),
@@ -106,7 +104,7 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
             "questions": delta.questions,
             "pass@1": 100 * float(matrix.mean()), "Δ pass@1": delta.estimate,
             "Δ low": delta.low, "Δ high": delta.high, "p": delta.p,
-            "detectable effect": half * (1.959964 + Z_POWER) / 1.959964})
+            "detectable effect": delta.detectable()})
     table = pl.DataFrame(rows, schema=ROW_SCHEMA).sort("method", "role", "scorer")
     contrast = (paired_delta(*(_matrix(evals[("raft", sc)], questions)
                                for sc in ("oracle", "random"))).scaled(100)

@@ -8,6 +8,7 @@ import pytest
 
 from saturated_dag.metrics import pass_at_k
 from saturated_dag.statistics import (
+    Interval,
     bootstrap_mean,
     paired_delta,
     per_question_pass_at_k,
@@ -191,6 +192,11 @@ def test_the_power_formulas_match_the_bootstrap_they_approximate() -> None:
         questions_for_half_width(0.2, 0.0)
     with pytest.raises(ValueError):
         detectable_effect(0.2, 0)
+    # read off an interval: the half-width of sd / sqrt(q) at 95%, the same effect
+    half = 1.959964 * 0.2 / np.sqrt(400)
+    interval = Interval(0.0, -half, half, replicates=1, questions=400)
+    assert interval.detectable() == pytest.approx(detectable_effect(0.2, 400), 1e-6)
+    assert interval.detectable(power=0.5) == pytest.approx(half, 1e-9)
 
 
 def _closed_testing_bonferroni(p: list[float], alpha: float) -> set[int]:
