@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from saturated_dag.atomic import OWNER_FILE, give_umask_modes, make_scratch, remove_dead_scratch
+from saturated_dag.generation.cache import cache_dir
 
 _LOG = logging.getLogger(__name__)
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -28,12 +29,6 @@ PROJECT_ROOT = PACKAGE_DIR.parent
 the project's checkout (or the ``site-packages`` of an installed copy, where the package's
 embedded models sit at the same relative path). Adapters name a base model inside it by such
 a path (``portable_model_name``), so they load on any machine."""
-
-
-def cache_dir() -> Path:
-    """Converted models live here (``SATURATED_DAG_CACHE``, default ``~/.cache/saturated_dag``)."""
-    root = os.environ.get("SATURATED_DAG_CACHE") or Path.home() / ".cache" / "saturated_dag"
-    return Path(root).expanduser()
 
 
 def _smollm2_gguf() -> Path:

@@ -12,7 +12,7 @@ generation config, and a ChatML template that honours ``enable_thinking`` the wa
 The weights are random (seeded), so the models write noise; the tokenizer is a byte-level BPE
 trained here on the project's own prompts, so every text encodes and prompts stay short.
 Nothing is downloaded. The folders are built once into the model cache
-(``models.cache_dir()``), atomically, and are identical for a given ``BUILD``.
+(``cache.cache_dir()``), atomically, and are identical for a given ``BUILD``.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def rehearsal_model_dir(kind: str, seed: int = 0) -> Path:
         make_scratch,
         remove_dead_scratch,
     )
-    from saturated_dag.generation.models import cache_dir
+    from saturated_dag.generation.cache import cache_dir
 
     if kind not in (POLICY, JUDGE):
         raise ValueError(f"unknown rehearsal model {kind!r}: {POLICY!r} or {JUDGE!r}")
