@@ -272,4 +272,3 @@ def dose_response_figure(rows: pl.DataFrame, path: Path) -> Path:
     atomic_save_figure(fig, path)
     plt.close(fig)
     return path
-
