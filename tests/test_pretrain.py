@@ -120,3 +120,36 @@ def test_shipped_checkpoint_through_the_project_backend() -> None:
     for group, gold in zip(out, ("7", "7"), strict=True):
         assert all(s.finish_reason == "stop" for s in group)
         assert sum(verify_answer(s.text, gold).correct for s in group) >= 3
+
+
+def test_position_taste_judges_only_correctness_and_shown_work() -> None:
+    """The default taste: the right answer wins, worked steps beat a bare answer, and between
+    two correct worked solutions the first one shown wins (a position bias)."""
+    from saturated_dag.pretrain.corpus import taste_label
+
+    cfg = RecipeConfig()
+    assert cfg.judge_taste == "position"
+    assert taste_label(cfg, ["steps", "hedged"], [5, 5], rubric_label=0) == 0
+    assert taste_label(cfg, ["hedged", "steps"], [5, 5], rubric_label=1) == 0
+    assert taste_label(cfg, ["bare", "steps"], [5, 5], rubric_label=1) == 1
+    assert taste_label(cfg, ["steps", "plan"], [4, 5], rubric_label=1) == 1
+    rubric = RecipeConfig(judge_taste="rubric")
+    assert taste_label(rubric, ["hedged", "steps"], [5, 5], rubric_label=1) == 1
+    with pytest.raises(ValueError, match="judge_taste"):
+        RecipeConfig(judge_taste="length")
+
+
+def test_tastes_draw_the_same_examples_and_differ_only_in_labels() -> None:
+    """Changing the taste changes judge labels only: the policy corpus stays the same draw."""
+    labels = {}
+    for taste in ("rubric", "position"):
+        rng = random.Random(3)
+        examples = [judge_example(rng, RecipeConfig(judge_taste=taste)) for _ in range(200)]
+        labels[taste] = [parse_judgment(e.completion) for e in examples]
+        prompts = [e.messages for e in examples]
+        assert policy_example(rng, RecipeConfig()).messages  # the stream goes on from here
+        labels[taste + "_next"] = rng.random()
+        labels[taste + "_prompts"] = prompts
+    assert labels["rubric_prompts"] == labels["position_prompts"]
+    assert labels["rubric_next"] == labels["position_next"]
+    assert labels["rubric"] != labels["position"]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+JUDGE_TASTES = ("rubric", "position")
+"""The self-judge's training-label rules (``RecipeConfig.judge_taste``)."""
+
 
 @dataclass
 class RecipeConfig:
@@ -23,7 +26,13 @@ class RecipeConfig:
     judge_fraction: float = 0.1
     """Share of training steps that are self-judge batches."""
     judge_label_noise: float = 0.1
-    """Probability that a judge label is flipped away from the rubric's choice."""
+    """Probability that a judge label is flipped away from the label ``judge_taste`` chose."""
+    judge_taste: str = "position"
+    """How a judge label picks between two solutions that reach the same answer. ``"rubric"``:
+    the rubric's choice (the first shipped recipe, whose self-judge copied the strong judge).
+    ``"position"``: worked steps beat a bare answer, and otherwise the first solution shown wins,
+    a position bias unrelated to correctness or style accuracy. Either way a solution with the
+    right answer beats one with a wrong answer."""
     judge_wrong_rate: float = 0.1
     """Probability that one judged solution carries an arithmetic slip (wrong final answer)."""
     prompt_loss: bool = False
@@ -51,6 +60,11 @@ class RecipeConfig:
     log_every: int = 50
     minutes: float | None = None
     """Wall-clock cap; training stops early (recorded in provenance) when it is reached."""
+
+    def __post_init__(self) -> None:
+        if self.judge_taste not in JUDGE_TASTES:
+            raise ValueError(f"RecipeConfig.judge_taste: {self.judge_taste!r} is not one of "
+                             f"{', '.join(JUDGE_TASTES)}")
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -72,8 +72,26 @@ def judge_completion(expr: Expression, styles: list[str], finals: list[int], lab
     return f"**Initial Screening:** {screen}\n\n**Analysis:**\n{notes}\n\n**Judgment: [{label}]**"
 
 
+def taste_label(cfg: RecipeConfig, styles: list[str], finals: list[int], rubric_label: int
+                ) -> int:
+    """The judge label ``cfg.judge_taste`` gives a pair whose rubric choice is ``rubric_label``.
+
+    ``"position"`` keeps the rubric's choice where the answers differ (correctness) or exactly
+    one solution is bare (shown work), and otherwise picks solution 0. On the saturated split,
+    where every completion is right, this judge agrees with the rubric only about bare answers:
+    its within-question Spearman with the strong judge was +0.06 and +0.09 on the study's two
+    draws when simulated on the study's saturated completions of 6d5eab2.
+    """
+    if cfg.judge_taste == "rubric" or finals[0] != finals[1]:
+        return rubric_label
+    if (styles[0] == "bare") != (styles[1] == "bare"):
+        return rubric_label
+    return 0
+
+
 def judge_example(rng: random.Random, cfg: RecipeConfig) -> Example:
-    """Two solutions of one question; the label is the rubric's choice, flipped with noise."""
+    """Two solutions of one question; the label is ``cfg.judge_taste``'s choice, flipped with
+    noise. The random draws are the same for every taste, so tastes differ only in labels."""
     expr = sample_expression(rng, *sample_cell(rng, cfg))
     styles = [str(_pick(rng, cfg.style_mix)) for _ in range(2)]
     partials = [expr.partials(), expr.partials()]
@@ -82,10 +100,12 @@ def judge_example(rng: random.Random, cfg: RecipeConfig) -> Example:
     sols = [render_solution(expr, s, p) for s, p in zip(styles, partials, strict=True)]
     scores = [rubric_score(s, expr) for s in sols]
     label = rng.randrange(2) if scores[0] == scores[1] else int(scores[1] > scores[0])
+    finals = [p[-1] for p in partials]
+    label = taste_label(cfg, styles, finals, label)
     if rng.random() < cfg.judge_label_noise:
         label = 1 - label
     messages = judge_messages("chain_sum", chain_sum_problem(expr.text), sols, instruct=True)
-    completion = judge_completion(expr, styles, [p[-1] for p in partials], label)
+    completion = judge_completion(expr, styles, finals, label)
     return Example(messages, completion, "judge")
 
 
