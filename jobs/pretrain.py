@@ -8,7 +8,7 @@ import json
 
 import dagster as dg
 
-from saturated_dag.pretrain import RecipeConfig, run_recipe
+from saturated_dag.pretrain import RecipeConfig
 
 
 class PretrainConfig(dg.Config):
@@ -35,6 +35,8 @@ def pretrain(context: dg.OpExecutionContext, config: PretrainConfig) -> dg.Outpu
         recipe.steps = config.steps
     if config.threads is not None:
         recipe.threads = config.threads
+    from saturated_dag.pretrain import run_recipe  # torch and transformers: only when it runs
+
     provenance = run_recipe(recipe, config.out_dir, progress=context.log.info)
     return dg.Output(config.out_dir, metadata={
         "out_dir": dg.MetadataValue.path(config.out_dir),

@@ -126,3 +126,28 @@ def test_a_cell_whose_prompt_cannot_fit_the_context_is_refused_at_load_naming_it
                                               r"sampling.max_new_tokens 160 = [\d,]+ > the "
                                               r"model's context 1,024"):
         check_local_policy(too_long)
+
+
+def test_folder_tokenizer_is_what_autotokenizer_loads_without_importing_torch() -> None:
+    """The load-time check reads the embedded model's tokenizer without torch (4 s at every
+    code-location load); it renders and encodes exactly as ``AutoTokenizer``'s does."""
+    import subprocess
+    import sys
+
+    from transformers import AutoTokenizer
+
+    from saturated_dag.scorers.judge_context import folder_tokenizer
+    from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt, render_prompt
+
+    folder = "saturated_dag/models/arith_base"
+    ours, library = folder_tokenizer(folder), AutoTokenizer.from_pretrained(folder)
+    prompt = policy_prompt(chain_sum_problem("12 - 7 + 3"))
+    assert render_prompt(ours, prompt, "auto") == render_prompt(library, prompt, "auto")
+    text = render_prompt(library, prompt, "auto") + "\\boxed{8}"
+    assert ours(text)["input_ids"] == library(text)["input_ids"]
+    assert ours.eos_token_id == library.eos_token_id
+    probe = ("import sys; from saturated_dag.scorers.judge_context import folder_tokenizer; "
+             f"folder_tokenizer({folder!r}); print('torch' in sys.modules)")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True)
+    assert loaded.stdout.strip() == "False"

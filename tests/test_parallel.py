@@ -139,3 +139,18 @@ def test_an_accelerator_profile_keeps_one_process_per_run() -> None:
     assert step_executor(paper) is dg.in_process_executor
     assert step_executor(load_profile("demo")) is dg.in_process_executor
     assert step_executor(load_profile("demo", PER_CORE)).name == "multiprocess_executor"
+
+
+def test_the_cpu_build_of_torch_counts_no_device_without_importing_torch() -> None:
+    """Loading the definitions asks for the CUDA devices; torch's CPU build answers 0 from its
+    version (``+cpu``) alone, and with a CUDA build torch itself is asked."""
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    probe = ("import sys; from saturated_dag.parallel import cuda_devices; "
+             "print(cuda_devices(), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout.split()
+    cpu_build = importlib.metadata.version("torch").endswith("+cpu")
+    assert out == (["0", "False"] if cpu_build else [out[0], "True"])

@@ -223,13 +223,34 @@ def check_sampling_context(profile: Profile, tokenizer: Any, max_positions: int 
                               "sampling.max_new_tokens")
 
 
+PLAIN_FAST_TOKENIZER = "PreTrainedTokenizerFast"
+
+
+def folder_tokenizer(folder: str | Path, trust_remote_code: bool = False) -> Any:
+    """The tokenizer of a model folder, as ``AutoTokenizer`` loads it.
+
+    ``AutoTokenizer`` imports torch and the model's config classes: about 4 s at every
+    code-location load (the UI, each run and each CLI command). A folder whose
+    ``tokenizer_config.json`` names the plain fast tokenizer (the embedded model) is loaded
+    as that class directly, which needs neither; any other folder goes through
+    ``AutoTokenizer``.
+    """
+    config = Path(folder) / "tokenizer_config.json"
+    if config.is_file() and json.loads(config.read_text(encoding="utf-8")).get(
+            "tokenizer_class") == PLAIN_FAST_TOKENIZER:
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast.from_pretrained(folder)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+
+
 def check_local_policy(profile: Profile) -> None:
     """At code-location load, for a transformers policy in a local folder (the embedded
     model, a path): the sampling prompts fit its context (``check_sampling_context``). A vLLM
     policy is measured when its engine starts (``resources.inference``), a hub or GGUF model
     when it loads."""
-    from transformers import AutoTokenizer
-
     from saturated_dag.generation.models import resolve
 
     policy = profile.policy
@@ -238,7 +259,6 @@ def check_local_policy(profile: Profile) -> None:
     source = resolve(policy.model)
     if source.kind != "folder":
         return
-    tokenizer = AutoTokenizer.from_pretrained(source.location,
-                                              trust_remote_code=policy.trust_remote_code)
+    tokenizer = folder_tokenizer(source.location, policy.trust_remote_code)
     check_sampling_context(profile, tokenizer, model_max_positions(source.location),
                            policy.model)

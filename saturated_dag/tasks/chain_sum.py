@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from reasoning_gym.arithmetic.chain_sum import ChainSumConfig, ChainSumDataset
-
 from saturated_dag.tasks.base import DatasetFormatError, Question, jsonl_rows
 from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt
 
@@ -85,6 +83,9 @@ def cell_name(cell: Cell) -> str:
 
 
 def _items(base_seed: int, pool: str, cell: Cell) -> Iterator[tuple[int, dict]]:
+    # reasoning-gym (and the matplotlib it imports) takes 1.4 s: only when questions are drawn
+    from reasoning_gym.arithmetic.chain_sum import ChainSumConfig, ChainSumDataset
+
     terms, digits = cell
     config = ChainSumConfig(
         min_terms=terms,
