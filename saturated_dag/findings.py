@@ -298,21 +298,27 @@ def paper_comparisons() -> list[Comparison]:
     return out
 
 
-AGREEMENT_PAIRS = (("self_judge", "strong_judge", 0.15), ("entropy", "strong_judge", 0.44),
-                   ("entropy", "self_judge", 0.16))
+AGREEMENT_PAIRS: tuple[tuple[str, str, float | None], ...] = (
+    ("self_judge", "strong_judge", 0.15), ("entropy", "strong_judge", 0.44),
+    ("entropy", "self_judge", 0.16))
 """Table 10 (chain sum, D'): the paper's mean within-question Spearman ρ per scorer pair."""
+ORACLE_PAIRS: tuple[tuple[str, str, float | None], ...] = (
+    ("self_judge", "oracle", None), ("strong_judge", "oracle", None))
+"""Each judge against the embedded world's oracle (``scorers.oracle``): how much of the
+planted signal it sees. The paper has no oracle, so no paper value."""
 
 
 @dataclass(frozen=True)
 class Agreement:
     pair: tuple[str, str]
-    paper: float
+    paper: float | None
     mean: Interval | None
     questions: int
 
 
 def agreement(per_question: pl.DataFrame, split: str = "strict_saturated",
-              pairs: Sequence[tuple[str, str, float]] = AGREEMENT_PAIRS) -> list[Agreement]:
+              pairs: Sequence[tuple[str, str, float | None]] = AGREEMENT_PAIRS
+              ) -> list[Agreement]:
     """Mean within-question ρ per scorer pair on ``split`` with its bootstrap interval over
     questions (``scorer_agreement`` rows whose ρ is defined)."""
     out = []
@@ -353,12 +359,13 @@ def agreement_rows(per_question: pl.DataFrame, summary: pl.DataFrame) -> pl.Data
 def _rho(found: Agreement) -> str:
     if found.mean is None:
         return "n/a (no question with a defined ρ)"
+    paper = "no paper value" if found.paper is None else f"paper {found.paper:.2f}"
     return (f"{found.mean.estimate:.2f} [{found.mean.low:.2f}, {found.mean.high:.2f}] "
-            f"(paper {found.paper:.2f}; {found.questions} questions)")
+            f"({paper}; {found.questions} questions)")
 
 
 def agreement_summary(per_question: pl.DataFrame, split: str = "strict_saturated",
-                      pairs: Sequence[tuple[str, str, float]] = AGREEMENT_PAIRS) -> str:
+                      pairs: Sequence[tuple[str, str, float | None]] = AGREEMENT_PAIRS) -> str:
     """The scorer agreement's answer in Markdown: the paper's scorer pairs (Table 10) on
     ``split`` (the first split present when that one is not), each mean within-question ρ
     with its 95% bootstrap interval over questions beside the paper's value, and which pairs

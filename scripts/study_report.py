@@ -59,7 +59,9 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
     no testbed), and with ``copies`` a self-judge vs strong-judge contrast (and their
     agreement) is marked identical by construction."""
     from saturated_dag.findings import (
+        AGREEMENT_PAIRS,
         NEGLIGIBLE,
+        ORACLE_PAIRS,
         across_draws,
         agreement,
         by_draw,
@@ -69,7 +71,6 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
         paper_comparisons,
         sample_text,
     )
-    from saturated_dag.scorers.judges import JUDGES_ARE_COPIES
 
     pairs = [frozenset({"self_judge", "strong_judge"})] if copies else []
     lines = ["| paper | finding | compared | Δ (points, 95% interval) | verdict | Holm p | "
@@ -101,21 +102,37 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
              "", *unvalidated(controls),
              *lines]
     if agreement_rows is not None:
-        parts += ["", "Table 10 (scorer agreement on D_prime, correct completions): mean "
-                  "within-question Spearman ρ, 95% bootstrap interval over questions.", "",
-                  "| scorers | ρ here | questions | paper (Qwen3, chain sum) | paper's value "
-                  "inside the interval |", "|---|---|---|---|---|"]
-        for row in agreement(agreement_rows):
-            shown, inside = "", "not run"
-            if row.mean is not None:
-                shown = f"{row.mean.estimate:+.2f} [{row.mean.low:+.2f}, {row.mean.high:+.2f}]"
-                inside = "yes" if row.mean.low <= row.paper <= row.mean.high else (
-                    "no: higher here" if row.mean.low > row.paper else "no: lower here")
-            if copies and set(row.pair) == {"self_judge", "strong_judge"}:
-                inside += f"; {JUDGES_ARE_COPIES}"
-            parts.append(f"| {row.pair[0]} vs {row.pair[1]} | {shown} | {row.questions} | "
-                         f"{row.paper:+.2f} | {inside} |")
+        scorer_pairs = [*AGREEMENT_PAIRS, *ORACLE_PAIRS]
+        for split, where in (("strict_saturated", "D_prime, the paper's Table 10"),
+                             ("saturated", "the saturated split, the one the study trains on")):
+            parts += ["", f"Scorer agreement on {where} (correct completions): mean "
+                      "within-question Spearman ρ, 95% bootstrap interval over questions. "
+                      "The paper has no oracle; the oracle rows say how much of the planted "
+                      "signal each judge sees.", "",
+                      "| scorers | ρ here | questions | paper (Qwen3, chain sum) | paper's "
+                      "value inside the interval |", "|---|---|---|---|---|"]
+            for row in agreement(agreement_rows, split, scorer_pairs):
+                parts.append(_agreement_line(row, copies))
     return "\n".join(parts)
+
+
+def _agreement_line(row, copies: bool) -> str:
+    """One scorer pair's row of an agreement table."""
+    from saturated_dag.scorers.judges import JUDGES_ARE_COPIES
+
+    shown, inside = "", "not run"
+    if row.mean is not None:
+        shown = f"{row.mean.estimate:+.2f} [{row.mean.low:+.2f}, {row.mean.high:+.2f}]"
+        if row.paper is None:
+            inside = "no paper value"
+        else:
+            inside = "yes" if row.mean.low <= row.paper <= row.mean.high else (
+                "no: higher here" if row.mean.low > row.paper else "no: lower here")
+    if copies and set(row.pair) == {"self_judge", "strong_judge"}:
+        inside += f"; {JUDGES_ARE_COPIES}"
+    paper = "" if row.paper is None else f"{row.paper:+.2f}"
+    return (f"| {row.pair[0]} vs {row.pair[1]} | {shown} | {row.questions} | {paper} | "
+            f"{inside} |")
 
 
 def unvalidated(controls: dict | None) -> list[str]:

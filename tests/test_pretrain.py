@@ -153,3 +153,23 @@ def test_tastes_draw_the_same_examples_and_differ_only_in_labels() -> None:
     assert labels["rubric_prompts"] == labels["position_prompts"]
     assert labels["rubric_next"] == labels["position_next"]
     assert labels["rubric"] != labels["position"]
+
+
+def test_the_shipped_self_judge_is_not_a_copy_of_the_strong_judge(tmp_path: Path) -> None:
+    """The copies mark is read from the model's provenance: the shipped model's position
+    taste is not a copy of the rubric; a model pretrained with the rubric taste is."""
+    import shutil
+
+    from saturated_dag.scorers.judges import judges_are_copies
+
+    assert not judges_are_copies("arith-base", "rubric")
+    copy = tmp_path / "rubric_taste"
+    shutil.copytree(SHIPPED, copy)
+    record = json.loads((copy / "PROVENANCE.json").read_text())
+    record["config"]["judge_taste"] = "rubric"
+    (copy / "PROVENANCE.json").write_text(json.dumps(record))
+    assert judges_are_copies(str(copy), "rubric")
+    assert not judges_are_copies(str(copy), "llm")
+    del record["config"]["judge_taste"]  # the first shipped model, before the setting
+    (copy / "PROVENANCE.json").write_text(json.dumps(record))
+    assert judges_are_copies(str(copy), "rubric")

@@ -311,15 +311,34 @@ class RubricJudge:
         return verdicts
 
 
-EMBEDDED_MODEL = "arith-base"
+PRETRAIN_RECIPE = "saturated_dag.pretrain"
 JUDGES_ARE_COPIES = (
-    "identical by construction: the embedded model's self-judge was pretrained on the rubric's "
-    "own verdicts (10% flipped, saturated_dag/pretrain/corpus.py) and the strong judge is that "
-    "rubric, so a self-judge against strong-judge contrast measures nothing")
-"""What every self-judge vs strong-judge contrast of the embedded world is marked with."""
+    "identical by construction: the policy's self-judge was pretrained on the rubric's own "
+    "verdicts (judge_taste: rubric, saturated_dag/pretrain/corpus.py) and the strong judge is "
+    "that rubric, so a self-judge against strong-judge contrast measures nothing")
+"""What every self-judge vs strong-judge contrast is marked with when ``judges_are_copies``."""
 
 
 def judges_are_copies(policy_model: str, strong_kind: str) -> bool:
-    """True when the self-judge was trained to imitate the strong judge: the embedded model
-    judged against the chain-sum rubric (``JUDGES_ARE_COPIES``)."""
-    return str(policy_model) == EMBEDDED_MODEL and strong_kind == "rubric"
+    """True when the self-judge was trained to imitate the strong judge: a model of the
+    project's pretraining recipe whose ``PROVENANCE.json`` records the ``rubric`` taste (the
+    first embedded model, before the taste existed, counts as ``rubric``), judged against the
+    chain-sum rubric (``JUDGES_ARE_COPIES``). Read from the model folder, not assumed from its
+    name: the shipped model's self-judge has a taste of its own."""
+    import json
+    from pathlib import Path
+
+    from saturated_dag.generation.models import resolve
+
+    if strong_kind != "rubric":
+        return False
+    try:
+        source = resolve(str(policy_model))
+    except (FileNotFoundError, ValueError):
+        return False
+    provenance = Path(source.location) / "PROVENANCE.json"
+    if source.kind != "folder" or not provenance.is_file():
+        return False
+    record = json.loads(provenance.read_text(encoding="utf-8"))
+    return (record.get("recipe") == PRETRAIN_RECIPE
+            and record.get("config", {}).get("judge_taste", "rubric") == "rubric")
