@@ -14,6 +14,7 @@ from assets.base_model import base_model
 from assets.behaviour import behaviour_asset
 from assets.budget import budget_asset
 from assets.difficulty_partitions import difficulty_partitions_asset, difficulty_partitions_check
+from assets.dpo_search import base_validation_asset, dpo_search_asset
 from assets.eval_reports import adapter_eval_asset, base_eval_asset, coverage_check
 from assets.generation_pool import generation_pool_asset, generation_pool_check
 from assets.preference_datasets import preference_dataset_assets, preference_dataset_checks
@@ -74,7 +75,11 @@ def task_assets(profile: Profile, task: str
                              by_draw=draws is not None),
              *selections, *evals, *tables]
     if task == "chain_sum" and profile.testbed is not None:
-        built.append(testbed_asset(plan, profile.testbed.split, by_draw=draws is not None))
+        if profile.testbed.analysis == "dpo_recipe_search":
+            built += [base_validation_asset(task),
+                      dpo_search_asset(plan, profile.testbed.split)]
+        else:
+            built.append(testbed_asset(plan, profile.testbed.split, by_draw=draws is not None))
     checks = [generation_pool_check(task, pool), difficulty_partitions_check(parts),
               *(finite_scores_check(task, asset) for asset in scores.values()),
               *preference_dataset_checks(datasets),

@@ -28,7 +28,8 @@ from saturated_dag.selection import SETTINGS, Trained, chosen, selection_table
 from saturated_dag.training.folders import RESULT_FILE, VALIDATION_FILE
 
 SETTING_NAMES = {"learning_rate": "learning rate", "epochs": "max epochs",
-                 "batch_size": "batch size", "dpo_beta": "β", "rrhf_rank_weight": "λ"}
+                 "batch_size": "batch size", "dpo_beta": "β", "dpo_nll_weight": "NLL weight",
+                 "rrhf_rank_weight": "λ"}
 """The grid's settings as the inline table heads them."""
 
 

@@ -478,6 +478,8 @@ class SelectionGrid(_Strict):
     epochs: list[int] | None = Field(None, min_length=1)
     batch_sizes: list[int] | None = Field(None, min_length=1)
     dpo_betas: list[float] | None = Field(None, min_length=1)
+    dpo_nll_weights: list[float] | None = Field(None, min_length=1)
+    """DPO's NLL anchor weights (``training.dpo_nll_weight``; 0 is the paper's DPO)."""
     rrhf_rank_weights: list[float] | None = Field(None, min_length=1)
     rule: Literal["best", "one_se"] = "best"
     """How a selection chooses (``saturated_dag.selection``): ``best`` is App. B's highest
@@ -489,6 +491,7 @@ class SelectionGrid(_Strict):
     @model_validator(mode="after")
     def _ranges(self) -> SelectionGrid:
         for name, low, strict in (("learning_rates", 0, True), ("dpo_betas", 0, True),
+                                  ("dpo_nll_weights", 0, False),
                                   ("rrhf_rank_weights", 0, False), ("batch_sizes", 1, False)):
             values = getattr(self, name) or []
             bad = [v for v in values if (v <= low if strict else v < low)]
@@ -593,7 +596,16 @@ class TrainingSettings(_Strict):
     """Train each adapter in its own process (vLLM does not reliably free GPU memory)."""
     method_scorers: dict[Method, list[Scorer]] = Field(default_factory=dict)
     """A method's own scorers, replacing ``scorers`` for its main-matrix rows (the testbed
-    trains DPO on the dial only, and SFT's two controls as RAFT with the oracle and random)."""
+    trains DPO on the dial only, and SFT's two controls as RAFT with the oracle and random).
+    A method given ``null`` is dropped: a profile that ``extends`` another can take a
+    method's entry away (``dpo_search`` trains no RAFT)."""
+
+    @field_validator("method_scorers", mode="before")
+    @classmethod
+    def _drop_null_methods(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if v is not None}
+        return value
     selection: SelectionGrid = SelectionGrid()
     recipes: RecipeSettings | None = None
     """None: every cell selects its own configuration (App. B). Set: each method's recipe is
@@ -667,6 +679,14 @@ class TestbedSettings(_Strict):
     null_band: float = Field(3.0, gt=0)
     """The negative control passes when its 95% interval contains 0 and lies within
     ±``null_band`` points."""
+    analysis: Literal["controls", "dpo_recipe_search"] = "controls"
+    """What the analysis asset reads: ``controls``, every method's controls and the dial
+    (``chain_sum/testbed_validation``, the ``testbed`` job); ``dpo_recipe_search``, DPO's
+    recipe search (``chain_sum/dpo_recipe_search``, the ``dpo_recipe_search`` job, profile
+    ``dpo_search``): DPO on the oracle and on its shuffled scores, each cell selecting over
+    the whole grid, every configuration's validation results and training log read against
+    the base model's validation results. DPO's controls pass at a recipe as they do in the
+    ``controls`` analysis (``dpo_min_effect``, ``null_band``)."""
 
 
 class ExecutionSettings(_Strict):
@@ -1003,6 +1023,34 @@ def _check_remote_code(profile: Profile, data: dict[str, Any], overrides: dict[s
                 f"{name}.trust_remote_code to false)")
 
 
+EXTENDS = "extends"
+"""A profile file's key naming the profile it changes (a shipped name, or a YAML path
+relative to the file): the file then holds only what differs, laid over that profile's
+settings (``merge_settings``; ``null`` clears a section)."""
+
+
+def read_profile_file(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A profile file's settings, with the profile it ``extends`` (recursively) under them."""
+    if path.resolve() in seen:
+        chain = " -> ".join(str(p) for p in (*seen, path.resolve()))
+        raise ProfileError(f"profile {path}: {EXTENDS} runs in a circle ({chain})")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict):
+        raise ProfileError(f"profile {path} must be a YAML mapping, got {type(data).__name__}")
+    parent = data.pop(EXTENDS, None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str) or not parent:
+        raise ProfileError(f"profile {path}: {EXTENDS} must name a profile, got {parent!r}")
+    base = PROFILE_DIR / f"{parent}.yaml"
+    if not base.is_file():
+        base = path.parent / parent
+    if not base.is_file():
+        raise ProfileError(f"profile {path}: {EXTENDS}: {parent!r} is not one of "
+                           f"{available_profiles()} and not a YAML file beside it")
+    return merge_settings(read_profile_file(base, (*seen, path.resolve())), data)
+
+
 def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> Profile:
     """A named profile (``demo``, ``paper``) or a YAML file, with optional nested overrides.
 
@@ -1015,9 +1063,7 @@ def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> 
                 f"unknown profile {name_or_path!r}: not one of {available_profiles()} "
                 "and not a YAML file"
             )
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(data, dict):
-        raise ProfileError(f"profile {path} must be a YAML mapping, got {type(data).__name__}")
+    data = read_profile_file(path)
     profile = parse_profile(merge_settings(data, overrides or {}), str(path))
     _check_remote_code(profile, data, overrides or {}, str(path))
     return profile

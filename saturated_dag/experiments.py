@@ -32,17 +32,18 @@ SWEEP_TITLES = {
 }
 
 
-SUFFIX = {"rrhf_rank_weight": "lambda", "dpo_beta": "beta", "learning_rate": "lr",
-          "epochs": "ep", "batch_size": "bs", "seed": "seed"}
+SUFFIX = {"rrhf_rank_weight": "lambda", "dpo_beta": "beta", "dpo_nll_weight": "nll",
+          "learning_rate": "lr", "epochs": "ep", "batch_size": "bs", "seed": "seed"}
 DATA_SEED_SUFFIX = "data"
 """An adapter's data seed in its name and grid key (``data1``); also the data-seed partition
 keys of the pool-side assets (``data_seed_key``)."""
 SWITCHES = {"rrhf_use_sft": "sft", "rrhf_hinge": "hinge", "rrhf_logistic_weight": "logistic"}
-ORDER = (*SWITCHES, "rrhf_rank_weight", "dpo_beta", "learning_rate", "epochs", "batch_size",
-         "seed")
+ORDER = (*SWITCHES, "rrhf_rank_weight", "dpo_beta", "dpo_nll_weight", "learning_rate", "epochs",
+         "batch_size", "seed")
 """The order of a name's suffixes: one setting, one place, whichever path set it."""
 GRID = {"learning_rates": "learning_rate", "epochs": "epochs", "batch_sizes": "batch_size",
-        "dpo_betas": "dpo_beta", "rrhf_rank_weights": "rrhf_rank_weight"}
+        "dpo_betas": "dpo_beta", "dpo_nll_weights": "dpo_nll_weight",
+        "rrhf_rank_weights": "rrhf_rank_weight"}
 """Selection-grid list -> the training setting it varies."""
 GRID_METHODS = {grid: methods_reading(setting) for grid, setting in GRID.items()}
 """Grid lists that apply only to some methods (the others vary every method's setting)."""

@@ -188,8 +188,9 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         "truncation rates, each with its change from the base model; Δ pass@1's 95% interval"),
     FrameSchema("selection", _cols(
         ("configuration", pl.String), ("learning_rate", pl.Float64), ("epochs", pl.Int64),
-        ("batch_size", pl.Int64), ("dpo_beta", pl.Float64), ("rrhf_rank_weight", pl.Float64),
-        ("seeds", pl.Int64), ("best epochs", pl.String), ("validation pass@1", pl.Float64),
+        ("batch_size", pl.Int64), ("dpo_beta", pl.Float64), ("dpo_nll_weight", pl.Float64),
+        ("rrhf_rank_weight", pl.Float64), ("seeds", pl.Int64), ("best epochs", pl.String),
+        ("validation pass@1", pl.Float64),
         ("behind the best", pl.Float64), ("one standard error", pl.Float64),
         ("chosen", pl.Boolean)),
         "a cell's selection grid (App. B): each configuration's settings and mean validation "
@@ -217,6 +218,23 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         "one row per testbed row (method x scorer): pass@1 and its paired Δ to the base model "
         "with the 95% interval over data seeds x training seeds x questions (replicates: "
         "training seeds per data seed; docs/testbed.md)"),
+    FrameSchema("dpo_recipe_search", _cols(
+        ("NLL weight", pl.Float64), ("β", pl.Float64), ("η", pl.Float64),
+        ("epochs kept", pl.String), ("oracle Δ", pl.Float64), ("oracle low", pl.Float64),
+        ("oracle high", pl.Float64), ("shuffled Δ", pl.Float64), ("shuffled low", pl.Float64),
+        ("shuffled high", pl.Float64), ("passes", pl.Boolean),
+        ("reward margin (last)", pl.Float64), ("chosen log-prob moved", pl.Float64),
+        ("rejected log-prob moved", pl.Float64), ("style shift (TV, points)", pl.Float64),
+        ("steps share", pl.Float64), ("chosen by the rule", pl.Boolean)),
+        "one row per DPO recipe (β x NLL weight x η), in grid order: Δ validation pass@1 to the "
+        "base model (points) of the oracle's and the shuffled runs with 95% intervals, whether "
+        "DPO's controls pass there, the oracle runs' training log (means over data seeds), the "
+        "style shift and the rule's choice (docs/testbed.md)"),
+    FrameSchema("validation_samples", _cols(
+        ("question_id", pl.String), ("sample_index", pl.Int64), ("completion", pl.String),
+        ("correct", pl.Boolean)),
+        "one row per sampled completion of a model on the validation questions, sampled and "
+        "checked as every training's validation is"),
     FrameSchema("results_table", _cols(
         ("split", pl.String), ("method", pl.String), ("scorer", pl.String), *_METRICS),
         "the base model, then one row per adapter; k is the profile's sampling.n", {"k": 1}),

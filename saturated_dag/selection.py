@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-SETTINGS = ("learning_rate", "epochs", "batch_size", "dpo_beta", "rrhf_rank_weight")
+SETTINGS = ("learning_rate", "epochs", "batch_size", "dpo_beta", "dpo_nll_weight",
+            "rrhf_rank_weight")
 """The grid's settings, as columns of a selection table."""
 
 

@@ -290,74 +290,80 @@ def check_resumed(log: str, stage: str, before: dict[str, tuple[int, int]],
     assert len(after) == int(total)
 
 
+# The judging stage's settings: the saturated split only (a few questions), two questions per
+# shard, so that both stages write several shards; the pool does not depend on them.
+RESUME_SCORING = {"correct_splits": ["saturated"], "all_completion_splits": [],
+                  "judge_max_new_tokens": 48}
+
+
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The uninterrupted reference pool and partitions (profile, output folder)."""
     tmp = tmp_path_factory.mktemp("reference")
-    profile = write_profile(tmp / "profile.yaml")
+    profile = write_profile(tmp / "profile.yaml", shard_questions=2, scoring=RESUME_SCORING)
     reference(profile, ["generation_pool", "difficulty_partitions"], tmp / "out")
     return profile, tmp / "out"
 
 
-# The project's code location plus a job of one asset (``dagster job launch`` selects jobs,
-# not assets; its op selection does not load an asset job's upstream inputs).
+# The project's code location plus a job of one asset per stage killed below (``dagster job
+# launch`` selects jobs, not assets; its op selection does not load an asset job's upstream
+# inputs).
 ONE_ASSET_LOCATION = """
 import dagster as dg
 
 import definitions
 
-defs = dg.Definitions.merge(definitions.defs, dg.Definitions(jobs=[dg.define_asset_job(
-    "one_asset", selection=dg.AssetSelection.assets({key!r}))]))
+defs = dg.Definitions.merge(definitions.defs, dg.Definitions(jobs=[
+    dg.define_asset_job("one_" + key[-1], selection=dg.AssetSelection.assets(key))
+    for key in {keys!r}]))
 """
+KILLED = ("chain_sum/generation_pool", "chain_sum/self_judge_scores")
 
 
-def kill_and_resume(tmp: Path, profile: Path, out: Path, select: str) -> None:
+def kill_and_resume(instance: dg.DagsterInstance, launch: Callable[..., str], out: Path,
+                    select: str) -> None:
     """Launch a run of the asset ``select`` through the daemon, SIGKILL its run worker after
     the stage's first shard, and check that the automatic retry resumes from the shards."""
     stage = select.replace("/", "__")
-    env = {"SATURATED_DAG_PROFILE": str(profile), "SATURATED_DAG_OUTPUT_DIR": str(out),
-           "HF_HUB_OFFLINE": "1"}
-    (tmp / "location.py").write_text(ONE_ASSET_LOCATION.format(key=select.split("/")))
-    location = ["--python-file", str(tmp / "location.py"), "--working-directory",
-                str(REPO_ROOT)]
-    with deployment(tmp, location, env, REPO_ROOT) as (instance, launch):
-        run_id = launch("one_asset")
-        wait_for(lambda: shards(out, stage) or finished(instance, run_id), 300,
-                 "the stage's first shard")
-        kill_run_worker(instance, run_id)
-        before = shards(out, stage)
-        assert before, f"the run ended before writing a shard: {status(instance, run_id)}"
-        assert not asset_file(out / "assets", select.split("/")).exists()
-        retry = recovered_by_retry(instance, run_id, timeout=300)
-        log = "\n".join(e.message or "" for e in instance.all_logs(retry.run_id))
+    run_id = launch("one_" + select.split("/")[-1])
+    wait_for(lambda: shards(out, stage) or finished(instance, run_id), 300,
+             "the stage's first shard")
+    kill_run_worker(instance, run_id)
+    before = shards(out, stage)
+    assert before, f"the run ended before writing a shard: {status(instance, run_id)}"
+    assert not asset_file(out / "assets", select.split("/")).exists()
+    retry = recovered_by_retry(instance, run_id, timeout=300)
+    log = "\n".join(e.message or "" for e in instance.all_logs(retry.run_id))
     check_resumed(log, select, before, shards(out, stage))
 
 
-def test_sigkill_during_generation_resumes_from_shards(tmp_path: Path,
-                                                       upstream: tuple[Path, Path]) -> None:
+def test_sigkill_mid_stage_resumes_from_shards(tmp_path: Path,
+                                               upstream: tuple[Path, Path]) -> None:
+    """The generation pool, then the self-judge tournament, each killed after its first
+    shard in one deployment (one code server and daemon): each retry reuses the shards on
+    disk untouched, computes the rest, and gives the uninterrupted run's table."""
     profile, ref_out = upstream
-    out = tmp_path / "out"
-    kill_and_resume(tmp_path, profile, out, "chain_sum/generation_pool")
-    name = "chain_sum/generation_pool.parquet"
-    assert_frame_equal(pl.read_parquet(out / "assets" / name),
-                       pl.read_parquet(ref_out / "assets" / name))
-
-
-def test_sigkill_during_self_judging_resumes_from_shards(tmp_path: Path,
-                                                         upstream: tuple[Path, Path]) -> None:
-    _, ref_out = upstream
-    # judge the saturated split only (a few questions), two questions per shard
-    profile = write_profile(tmp_path / "profile.yaml", shard_questions=2, scoring={
-        "correct_splits": ["saturated"], "all_completion_splits": [],
-        "judge_max_new_tokens": 48})
-    # the same upstream tables in the reference folder and in the one whose run is killed
-    out = tmp_path / "out"
-    shutil.copytree(ref_out / "assets", out / "assets")
-    judge_ref = tmp_path / "reference"
+    judge_ref = tmp_path / "reference"  # the uninterrupted tournament on the same tables
     shutil.copytree(ref_out / "assets", judge_ref / "assets")
     reference(profile, ["self_judge_scores"], judge_ref)
-
-    kill_and_resume(tmp_path, profile, out, "chain_sum/self_judge_scores")
+    out = tmp_path / "out"
+    env = {"SATURATED_DAG_PROFILE": str(profile), "SATURATED_DAG_OUTPUT_DIR": str(out),
+           "HF_HUB_OFFLINE": "1"}
+    (tmp_path / "location.py").write_text(ONE_ASSET_LOCATION.format(
+        keys=[k.split("/") for k in KILLED]))
+    location = ["--python-file", str(tmp_path / "location.py"), "--working-directory",
+                str(REPO_ROOT)]
+    with deployment(tmp_path, location, env, REPO_ROOT) as (instance, launch):
+        kill_and_resume(instance, launch, out, "chain_sum/generation_pool")
+        pool = "chain_sum/generation_pool.parquet"
+        assert_frame_equal(pl.read_parquet(out / "assets" / pool),
+                           pl.read_parquet(ref_out / "assets" / pool))
+        for path in (ref_out / "assets").rglob("*"):  # the partitions beside it
+            target = out / "assets" / path.relative_to(ref_out / "assets")
+            if path.is_file() and not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+        kill_and_resume(instance, launch, out, "chain_sum/self_judge_scores")
     for rel in ["assets/chain_sum/self_judge_scores.parquet",
                 "chain_sum/self_judge_comparisons.parquet"]:
         assert_frame_equal(pl.read_parquet(out / rel), pl.read_parquet(judge_ref / rel))

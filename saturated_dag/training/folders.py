@@ -60,6 +60,11 @@ VALIDATION_FILE = "validation.parquet"
 """The kept epoch's per-question validation results (``question_id, n, correct``), written
 before ``RESULT_FILE``: the one-standard-error selection rule pairs configurations on them."""
 
+VALIDATION_SAMPLES_FILE = "validation_samples.parquet"
+"""The kept epoch's validation completions (``question_id, sample_index, completion,
+correct``), beside ``VALIDATION_FILE``: what the model wrote, so an analysis can read more
+than right or wrong (the DPO recipe search's style shift)."""
+
 CURRENT_FILE = "current"
 """The file in an adapter's home that names its current key folder."""
 

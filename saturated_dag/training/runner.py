@@ -6,7 +6,8 @@ pool of side-by-side workers, the Dagster Pipes child), each with its own guaran
 every policy trains each job with ``train_job``, and shares:
 
 - **the publish rule.** An adapter is published by one rename (``train.train_adapter``), then
-  its kept epoch's per-question validation results (``VALIDATION_FILE``), then its
+  its kept epoch's per-question validation results (``VALIDATION_FILE``) and completions
+  (``VALIDATION_SAMPLES_FILE``), then its
   ``result.json`` (``RESULT_FILE``) last: a folder with a ``result.json`` is whole, and a
   cache hit trusts nothing less.
 - **the lifeline.** A training that runs for another process (the ``owner``: a side-by-side
@@ -63,7 +64,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from saturated_dag.log import LogFn
-from saturated_dag.training.folders import ADAPTER_WEIGHTS, RESULT_FILE, VALIDATION_FILE
+from saturated_dag.training.folders import (
+    ADAPTER_WEIGHTS,
+    RESULT_FILE,
+    VALIDATION_FILE,
+    VALIDATION_SAMPLES_FILE,
+)
 from saturated_dag.training.job import TrainingJob
 
 if TYPE_CHECKING:
@@ -179,7 +185,7 @@ def train_job(job: TrainingJob, log: LogFn | None = None, owner: int | None = No
     load among several trainings."""
     import polars as pl
 
-    from saturated_dag.evaluation import evaluate, summarise
+    from saturated_dag.evaluation import evaluate_samples, per_question_results, summarise
     from saturated_dag.generation.transformers_backend import TransformersBackend
     from saturated_dag.lifeline import require_parent
     from saturated_dag.tasks import validation_questions
@@ -189,14 +195,18 @@ def train_job(job: TrainingJob, log: LogFn | None = None, owner: int | None = No
     questions = validation_questions(profile, job.task)
     params = profile.sampling.params()
     per_epoch: list[pl.DataFrame] = []
+    samples: list[pl.DataFrame] = []
 
     def validation_pass_at_1(model: Any, tokenizer: Any) -> float:
         backend = TransformersBackend(model, tokenizer, batch_size=job.batch_size,
                                       chat_template=job.chat_template)
         # the same prompts and answer rule as the pool and the eval reports
         backend.enable_thinking = job.enable_thinking
-        table, _ = evaluate(questions, backend, params, answer_check=profile.answer_check)
+        written = evaluate_samples(questions, backend, params,
+                                   answer_check=profile.answer_check)
+        table = per_question_results(written)
         per_epoch.append(table.select("question_id", "n", "correct"))
+        samples.append(written.select("question_id", "sample_index", "completion", "correct"))
         return summarise(table, ks=(1,))["pass@1"] / 100
 
     def before_publish() -> None:
@@ -213,6 +223,7 @@ def train_job(job: TrainingJob, log: LogFn | None = None, owner: int | None = No
         from saturated_dag.atomic import atomic_write_parquet
 
         atomic_write_parquet(per_epoch[result.best_epoch - 1], folder / VALIDATION_FILE)
+        atomic_write_parquet(samples[result.best_epoch - 1], folder / VALIDATION_SAMPLES_FILE)
     return write_result(folder, asdict(result), job.record.get("cache_key"))
 
 
