@@ -126,6 +126,10 @@ def search_table(runs: Sequence[SearchRun], base: pl.DataFrame,
     the profile's rule picked on the oracle cell."""
     if not runs:
         raise ValueError("DPO search: no trained recipe to read")
+    keys = [(r.recipe, r.scorer, r.data_seed) for r in runs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("DPO search: two runs share a recipe, scorer and data seed; the grid "
+                         "may vary only β, the NLL weight and η (and one training seed)")
     questions = sorted(base["question_id"].to_list())
     base_m = _rates(base, questions, "the base model")[None, :]
     base_styles = style_shares(base_samples) if base_samples is not None else {}

@@ -113,6 +113,9 @@ def test_a_recipe_without_its_shuffled_runs_is_refused() -> None:
     with pytest.raises(ValueError, match="has no run on oracle_shuffled"):
         dpo_search.search_table(runs, _validation([0.5] * 40), None, "oracle",
                                 "oracle_shuffled", None, 5.0, 3.0)
+    with pytest.raises(ValueError, match="two runs share a recipe"):
+        dpo_search.search_table([*runs, runs[0]], _validation([0.5] * 40), None, "oracle",
+                                "oracle_shuffled", None, 5.0, 3.0)
 
 
 TINY = {
