@@ -2,7 +2,9 @@
 
 ``make_resources`` builds the resource dict of the code location (``definitions.py``) and of
 the tests. Training through Dagster Pipes is ``resources.training.train_with_pipes``.
-Importing the package installs ``resources.pool_wait``'s corrections of Dagster's pool wait.
+Building the resources (``make_resources``, which every code location and test calls) installs
+``resources.pool_wait``'s corrections of Dagster's pool wait; importing the package changes
+nothing.
 """
 
 from __future__ import annotations
@@ -19,10 +21,6 @@ from resources.experiment import (
 from resources.inference import InferenceResource
 from resources.parquet_io import ParquetIOManager
 
-# A step blocked by a pool limit names the run holding the slot and sleeps between claim checks
-# instead of spinning a core (Dagster 1.13's busy wait; see resources/pool_wait.py).
-pool_wait.install()
-
 
 def make_resources(profile: str, output_dir: str,
                    overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -37,6 +35,12 @@ def make_resources(profile: str, output_dir: str,
     ``ExperimentResource`` nested in another resource would not see it. Use
     ``dg.build_resources(make_resources(...))`` for live instances outside a run.
     """
+    # A step blocked by the gpu concurrency limit names the run holding the slot and sleeps
+    # between claim checks instead of spinning a core (Dagster 1.13's busy wait;
+    # resources/pool_wait.py). Installed here, where the definitions' resources are built, so
+    # every code location, run worker and test that builds them gets it, and an import alone
+    # changes nothing.
+    pool_wait.install()
     location = ExperimentLocation(profile=profile, output_dir=output_dir,
                                   overrides=overrides_config(overrides))
     experiment = ExperimentResource.configure_at_launch(location=location)

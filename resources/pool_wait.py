@@ -17,10 +17,11 @@ Two defects of Dagster 1.13 (checked up to 1.13.29) when a step is blocked by a 
   RUN_ID`` (``--dead`` for a run whose process is gone but which still says STARTED, e.g. a
   killed ``dagster job execute``).
 
-Both replacements are installed once, when ``resources`` is imported (every code location and
-test that uses this project's resources), and only over the exact Dagster code they correct: if
-a Dagster upgrade changes either function, it is left alone and
-``tests/test_pool_wait.py`` says so.
+Both replacements are installed by ``resources.make_resources`` (which builds every code
+location's and test's resources; importing a module installs nothing), and only over the exact
+Dagster code they correct: if a Dagster upgrade changes either function, it is left alone and
+``tests/test_pool_wait.py`` says so. This is the project's one module that imports from
+``dagster._``: the two functions it corrects have no public hook.
 """
 
 from __future__ import annotations

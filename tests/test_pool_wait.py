@@ -27,7 +27,7 @@ from tests.conftest import REPO_ROOT
 CHILD = textwrap.dedent("""
     import sys
     import dagster as dg
-    from resources import make_resources  # installs resources.pool_wait
+    from resources import make_resources  # building them installs resources.pool_wait
 
     mode, out = sys.argv[1], sys.argv[2]
 
@@ -36,7 +36,8 @@ CHILD = textwrap.dedent("""
         print("gpu step ran", flush=True)
 
     if mode == "wait":
-        defs = dg.Definitions(assets=[gpu_step], executor=dg.in_process_executor)
+        defs = dg.Definitions(assets=[gpu_step], executor=dg.in_process_executor,
+                              resources=make_resources("ci", out))
         selection = None
     else:  # a real gpu asset of the ci profile with a bad override
         from assets import profile_assets
@@ -162,8 +163,18 @@ def test_free_refuses_a_run_still_in_progress_unless_its_process_is_gone(
         assert instance.event_log_storage.get_concurrency_info("gpu").claimed_slots == []
 
 
-def test_the_corrections_apply_to_this_dagster() -> None:
-    """If a Dagster upgrade changed either function, re-check whether it is still needed."""
+def test_the_corrections_apply_to_this_dagster(tmp_path: Path) -> None:
+    """If a Dagster upgrade changed either function, re-check whether it is still needed.
+    Importing ``resources`` installs nothing; building the resources does."""
+    import subprocess
+    import sys
+
+    assert dg.__version__.startswith("1.13."), dg.__version__  # the versions it corrects
+    probe = ("import resources; from resources import pool_wait; print(pool_wait._installed()); "
+             f"resources.make_resources('ci', {str(tmp_path)!r}); print(pool_wait._installed())")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=REPO_ROOT, check=True).stdout.split("\n")
+    assert out[:2] == ["(False, False)", "(True, True)"]
     assert pool_wait.install() == (True, True)
 
 
