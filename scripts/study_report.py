@@ -135,6 +135,18 @@ def _agreement_line(row, copies: bool) -> str:
             f"{inside} |")
 
 
+def unvalidated_rows(table: str, controls: dict | None) -> list[str]:
+    """Below a table that shows a method whose positive control failed in this run: a line
+    saying its rows are unvalidated in the embedded world (their nulls cannot be read)."""
+    from saturated_dag.methods import label
+
+    failed = sorted({label(m) for m, c in (controls or {}).items() if not c.passed})
+    shown = [name for name in failed if f"| {name} " in table]
+    return [f"*{name} is unvalidated in the embedded world* (its positive control failed in "
+            f"this run's testbed): a {name} row's interval is measured, but a null of it "
+            "cannot be read as \"no effect\"." for name in shown] + ([""] if shown else [])
+
+
 def unvalidated(controls: dict | None) -> list[str]:
     """A line per method whose positive control did not pass in this run: it is unvalidated
     in the embedded world, and every finding that involves it reads "unreadable"."""
@@ -226,10 +238,12 @@ def section(profile: object, output_dir: Path, wall_seconds: float | None) -> st
     if wall_seconds is not None:
         facts += f"; the job ran {wall_seconds / 60:.1f} minutes on this machine"
     parts = [facts + ".", "", achieved(output_dir), ""]
+    control, testbed_text = testbed_section(output_dir)
     for name, title in TABLES:
         path = output_dir / TASK / f"{name}.md"
         if path.is_file():
-            parts += [title + ":", "", path.read_text(encoding="utf-8").strip(), ""]
+            table = path.read_text(encoding="utf-8").strip()
+            parts += [title + ":", "", table, "", *unvalidated_rows(table, control)]
     chosen = selections_section(assets)
     if chosen:
         parts += [chosen, ""]
@@ -238,7 +252,6 @@ def section(profile: object, output_dir: Path, wall_seconds: float | None) -> st
     agreement_rows = (pl.read_parquet(agreement_path) if agreement_path.is_file()
                       else pl.concat([pl.read_parquet(p) for p in per_draw]) if per_draw
                       else None)
-    control, testbed_text = testbed_section(output_dir)
     if testbed_text:
         parts += [testbed_text, ""]
     from saturated_dag.scorers.judges import judges_are_copies

@@ -620,3 +620,24 @@ def test_the_study_report_marks_a_method_whose_control_failed_unvalidated():
     assert unvalidated(None) == [] and unvalidated({"rrhf": controls["rrhf"]}) == []
 
 
+
+
+def test_a_study_table_that_shows_an_unvalidated_method_says_so_below_it():
+    """Every table of the study report that shows a method whose control failed carries the
+    mark; a table without that method, or a run whose controls passed, does not."""
+    import sys
+    from pathlib import Path
+
+    from saturated_dag.findings import Control
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    from study_report import unvalidated_rows
+
+    failed = {"rrhf": Control("rrhf", "σ-RRHF positive control (oracle)", True),
+              "dpo": Control("dpo", "DPO positive control (oracle)", False)}
+    table = "| split | method |\n|---|---|\n| saturated | DPO        |\n| hard | σ-RRHF |"
+    marked = unvalidated_rows(table, failed)
+    assert marked[0].startswith("*DPO is unvalidated in the embedded world*")
+    assert unvalidated_rows("| split | method |\n| hard | σ-RRHF |", failed) == []
+    passed = {"dpo": Control("dpo", "DPO positive control (oracle)", True)}
+    assert unvalidated_rows(table, passed) == [] and unvalidated_rows(table, None) == []
