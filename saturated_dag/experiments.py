@@ -60,6 +60,15 @@ def number_text(value: float) -> str:
     return text if float(text) == value else repr(float(value))
 
 
+def scientific(value: float | None) -> str | None:
+    """``3e-4``, ``1.5e-5``: a learning rate as every table and label shows it, short and
+    exact to three digits (names use ``number_text``, which is exact to the last digit)."""
+    if value is None:
+        return None
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
 @dataclass(frozen=True)
 class Experiment:
     """One adapter, or one cell (a table row): trained with ``method`` on ``split``, from the
@@ -282,7 +291,7 @@ def sweeps(training: TrainingSettings) -> dict[str, list[SweepRow]]:
     if configured.dpo_beta is not None:
         s = configured.dpo_beta
         out["dpo_beta"] = [
-            SweepRow(f"β={number_text(b)}, η={number_text(lr)}", {"beta": b, "lr": lr},
+            SweepRow(f"β={number_text(b)}, η={scientific(lr)}", {"beta": b, "lr": lr},
                      _cell(training, s.split, "dpo", s.scorer,
                            {"dpo_beta": b, "learning_rate": lr}))
             for b in s.betas for lr in s.learning_rates]

@@ -26,6 +26,7 @@ import polars as pl
 from tabulate import tabulate
 
 from saturated_dag.evaluation import summarise
+from saturated_dag.experiments import scientific
 from saturated_dag.methods import label as method_label
 from saturated_dag.statistics import LEVEL, bootstrap_mean, holm, paired_delta, seed_matrix
 
@@ -303,14 +304,6 @@ def with_interval(value: str, low: float | None, high: float | None, signed: boo
 LEARNING_RATE_COLUMNS = ("lr", "learning rate", "learning_rate", "η")
 """Setting columns that hold a learning rate: written in scientific notation (``3e-4``), as
 on every page, not ``0.0003`` in one table and ``3e-4`` in the next."""
-
-
-def scientific(value: float | None) -> str | None:
-    """``3e-4``, ``1.5e-5``: a learning rate short and exact to three digits."""
-    if value is None:
-        return None
-    mantissa, exponent = f"{value:.2e}".split("e")
-    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 def display_rows(frame: pl.DataFrame, best: Callable[[str], str] = lambda text: f"{text} ★"

@@ -9,7 +9,7 @@ from saturated_dag.plan import markdown, task_plan
 def test_the_plan_shows_each_rows_fixed_and_varied_settings_for_paper() -> None:
     profile = load_profile("paper")
     rows = {(r.table, r.label): r for r in task_plan(profile, "chain_sum")}
-    own = rows[("DPO β and learning-rate sweep (Table 9)", "β=0.1, η=1e-05")]
+    own = rows[("DPO β and learning-rate sweep (Table 9)", "β=0.1, η=1e-5")]
     assert own.cell == "strict_saturated/dpo_self_judge_beta0.1_lr1e-05"
     assert (own.fixed["dpo_beta"], own.fixed["learning_rate"]) == (0.1, 1e-5)
     assert set(own.varied) == {"epochs", "batch_size"} and own.configurations == 12
