@@ -58,7 +58,10 @@ def task_assets(profile: Profile, task: str
     datasets = preference_dataset_assets(task, list(plan.cells), scorer_assets)
     evals = [base_eval_asset(task),
              *(adapter_eval_asset(task, cell, trained[cell]) for cell in plan.cells)]
-    tables = [results_table_asset(task, list(plan.main)), behaviour_asset(task, list(plan.main)),
+    controls_run = (task == "chain_sum" and profile.testbed is not None
+                    and profile.testbed.analysis == "controls")
+    tables = [results_table_asset(task, list(plan.main), testbed=controls_run),
+              behaviour_asset(task, list(plan.main)),
               *(sweep_table_asset(task, sweep, rows, plan.sweep_configurations(sweep))
                 for sweep, rows in plan.sweeps.items()),
               runs_table_asset(task, list(plan.cells), trained)]

@@ -43,6 +43,7 @@ from saturated_dag.schemas import schema, sweep_schema_name
 from saturated_dag.scorers.judges import JUDGES_ARE_COPIES, judges_are_copies
 from saturated_dag.selection import chosen
 from saturated_dag.tasks import eval_set_name
+from saturated_dag.testbed import VERDICTS_FILE, unvalidated_note
 
 FIGURE_NOTE = ("Figure (the entry's link): Δ to the base model with its 95% paired interval, "
                "one line per row; filled red or blue where the interval excludes 0, hollow grey "
@@ -118,10 +119,15 @@ def headline(frame: pl.DataFrame) -> dict[str, object]:
     return out
 
 
-def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefinition:
+def results_table_asset(task: str, experiments: list[Experiment],
+                        testbed: bool = False) -> dg.AssetsDefinition:
+    """The main table. ``testbed``: the same run has the testbed's analysis
+    (``chain_sum/testbed_validation``), which runs first, so the caption names each method
+    shown whose positive control failed there (``testbed.unvalidated_note``)."""
     ins = eval_report_ins(task, experiments)
+    after = {"deps": [["chain_sum", "testbed_validation"]]} if testbed else {}
 
-    @dg.asset(key=[task, "results_table"], group_name=task, ins=ins,
+    @dg.asset(key=[task, "results_table"], group_name=task, ins=ins, **after,
               io_manager_key="parquet_io", kinds={"polars", "parquet"},
               metadata=schema_metadata("results_table", report=True),
               description=f"{task}: pass@1 / pass@8 of every adapter against the base model.")
@@ -139,6 +145,10 @@ def results_table_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDe
         atomic_write_csv(frame, out / "results_table.csv")
         markdown = to_markdown(frame)
         caption = eval_set_caption(frame)
+        verdicts = out / VERDICTS_FILE
+        if testbed and verdicts.is_file():
+            caption += unvalidated_note(json.loads(verdicts.read_text(encoding="utf-8"))[
+                "verdicts"], set(frame["method"].to_list()))
         atomic_write_text(out / "results_table.md", f"{caption}\n\n{markdown}\n")
         png, svg = forest_plot(frame, _metrics(frame), out / "results_table.png",
                                f"{task}: Δ to the base model by method and scorer")

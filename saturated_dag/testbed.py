@@ -206,6 +206,20 @@ def controls(verdicts: dict[str, Any]) -> dict[str, Control]:
     return out
 
 
+VERDICTS_FILE = "testbed_verdicts.json"
+"""The analysis' verdicts, beside its tables in ``<output>/chain_sum/``."""
+
+
+def unvalidated_note(verdicts: dict[str, Any], shown: set[str]) -> str:
+    """A caption's sentence for each method among ``shown`` (labels, ``DPO``) whose positive
+    control failed in the testbed of the same run; "" when none."""
+    failed = sorted({label(m) for m, c in controls(verdicts).items() if not c.passed}
+                    & shown)
+    return "".join(f" {name} is unvalidated in the embedded world: its positive control "
+                   "failed in this run's testbed (chain_sum/testbed_validation), so a null of "
+                   f"a {name} row cannot be read as no effect." for name in failed)
+
+
 def headline(result: TestbedResult) -> str:
     """One paragraph: what the testbed found, with its numbers."""
     parts = []
@@ -227,7 +241,7 @@ def write_outputs(result: TestbedResult, folder: Path) -> dict[str, Path]:
     for name in ("rows", "selection", "cells", "styles"):
         frame = getattr(result, name)
         paths[name] = atomic_write_parquet(frame, folder / f"testbed_{name}.parquet")
-    paths["verdicts"] = atomic_write_text(folder / "testbed_verdicts.json", json.dumps(
+    paths["verdicts"] = atomic_write_text(folder / VERDICTS_FILE, json.dumps(
         {"verdicts": result.verdicts, "facts": result.facts}, indent=1, default=str))
     paths["figure"] = dose_response_figure(result.rows, folder / "testbed_dose_response.png")
     return paths

@@ -141,7 +141,8 @@ def unvalidated_rows(table: str, controls: dict | None) -> list[str]:
     from saturated_dag.methods import label
 
     failed = sorted({label(m) for m, c in (controls or {}).items() if not c.passed})
-    shown = [name for name in failed if f"| {name} " in table]
+    shown = [name for name in failed if f"| {name} " in table
+             and f"{name} is unvalidated in the embedded world" not in table]
     return [f"*{name} is unvalidated in the embedded world* (its positive control failed in "
             f"this run's testbed): a {name} row's interval is measured, but a null of it "
             "cannot be read as \"no effect\"." for name in shown] + ([""] if shown else [])

@@ -641,3 +641,17 @@ def test_a_study_table_that_shows_an_unvalidated_method_says_so_below_it():
     assert unvalidated_rows("| split | method |\n| hard | σ-RRHF |", failed) == []
     passed = {"dpo": Control("dpo", "DPO positive control (oracle)", True)}
     assert unvalidated_rows(table, passed) == [] and unvalidated_rows(table, None) == []
+
+
+def test_a_results_caption_names_the_methods_shown_whose_control_failed():
+    """The results table of a run with a testbed says, in its caption, which methods it shows
+    are unvalidated (their positive control failed in that run), and only those."""
+    from saturated_dag.testbed import unvalidated_note
+
+    verdicts = {"positive control (σ-RRHF)": {"passed": True},
+                "positive control (DPO)": {"passed": False},
+                "positive control (SFT)": {"passed": True}}
+    note = unvalidated_note(verdicts, {"Base model", "DPO", "σ-RRHF", "SFT"})
+    assert "DPO is unvalidated in the embedded world" in note and "σ-RRHF" not in note
+    assert unvalidated_note(verdicts, {"σ-RRHF", "SFT"}) == ""
+    assert unvalidated_note({"positive control (DPO)": {"passed": True}}, {"DPO"}) == ""
