@@ -354,10 +354,16 @@ def _ancestors(by_key, key):
     return found
 
 
+READS_THE_VERDICTS = {"testbed_validation", "results_table"}
+"""The assets whose code holds the analysis: the analysis itself, and the results table, whose
+caption names the methods whose positive control failed (``testbed.unvalidated_note``)."""
+
+
 def test_editing_the_testbeds_analysis_changes_no_trainings_code_version():
     """The analysis (``saturated_dag/testbed.py``: verdicts, figure) is in the code version
-    of ``chain_sum/testbed_validation`` alone: editing ``dose_response_figure`` re-runs the
-    analysis and never an adapter or an eval report."""
+    of ``chain_sum/testbed_validation`` and of the results table that reads its verdicts
+    alone: editing ``dose_response_figure`` re-runs those two tables and never an adapter, a
+    selection or an eval report."""
     import dagster as dg
 
     from assets.versioning import PROJECT, compute_module
@@ -369,8 +375,8 @@ def test_editing_the_testbeds_analysis_changes_no_trainings_code_version():
             continue
         imports = PROJECT.closure(compute_module(a))
         for key in a.keys:
-            if key.path[-1] == "testbed_validation":
-                assert "saturated_dag.testbed" in imports
+            if key.path[-1] in READS_THE_VERDICTS:
+                assert "saturated_dag.testbed" in imports, key.to_user_string()
             else:
                 assert "saturated_dag.testbed" not in imports, key.to_user_string()
 
