@@ -173,6 +173,11 @@ def recipe_label(row: Mapping[str, Any]) -> str:
     return f"β={row['β']:g}, η={row['η']:.0e}{nll}"
 
 
+SEPARATED = 0.5
+"""A last reward margin (β-scaled log-ratio gap, nats) from which a run counts as having
+separated its pairs."""
+
+
 def _median(table: pl.DataFrame, column: str) -> float | None:
     values = table[column].drop_nulls()
     return None if values.is_empty() else float(values.median())
@@ -190,22 +195,27 @@ def verdict(table: pl.DataFrame) -> dict[str, Any]:
     for weight in sorted(set(table["NLL weight"].to_list())):
         arm = table.filter(pl.col("NLL weight") == weight)
         name = "plain DPO (the paper's)" if weight == 0 else f"DPO + NLL (weight {weight:g})"
-        margin = _median(arm, "reward margin (last)")
-        up = _median(arm, "chosen log-prob moved")
-        down = _median(arm, "rejected log-prob moved")
-        if margin is None or up is None or down is None:
-            parts.append(f"{name}: no margins were logged")
+        moved = arm.filter(pl.col("reward margin (last)") >= SEPARATED)
+        if moved.is_empty():
+            parts.append(f"{name} barely separated the pairs at any of its {arm.height} "
+                         f"recipes (every last reward margin below {SEPARATED:g})")
             continue
-        if margin < 0.5:
-            how = "barely separated the pairs"
-        elif up <= 0.05:
-            how = ("separated the pairs by pushing the rejected completions down while the "
-                   "chosen ones did not become likelier")
-        else:
-            how = "separated the pairs and made the chosen completions likelier"
-        parts.append(f"{name} {how} (medians over its {arm.height} recipes: last reward "
-                     f"margin {margin:+.2f}, chosen log-prob {up:+.2f}, rejected {down:+.2f}; "
-                     f"best oracle Δ {float(arm['oracle Δ'].max()):+.2f} points)")
+        up = _median(moved, "chosen log-prob moved")
+        down = _median(moved, "rejected log-prob moved")
+        assert up is not None and down is not None
+        how = ("pushed the rejected completions down, and the chosen ones down with them"
+               if up < -0.05 else "pushed the rejected completions down while the chosen "
+               "ones barely moved" if up <= 0.05 else "made the chosen completions likelier "
+               "and the rejected ones less likely")
+        top = moved.row(int(moved["oracle Δ"].arg_max() or 0), named=True)
+        follows = ("validation pass@1 rose" if top["oracle low"] > 0
+                   else "validation pass@1 did not follow")
+        parts.append(f"{name}: at the {moved.height} of its {arm.height} recipes that "
+                     f"separated the pairs (last reward margin at least {SEPARATED:g}) it {how} "
+                     f"(medians: chosen log-prob {up:+.2f}, rejected {down:+.2f}), and "
+                     f"{follows} (best oracle Δ {top['oracle Δ']:+.2f} "
+                     f"[{top['oracle low']:+.2f}, {top['oracle high']:+.2f}] at "
+                     f"{recipe_label(top)}; worst {float(moved['oracle Δ'].min()):+.2f})")
     return {"recipes": len(rows), "passing": passing,
             "chosen": None if chosen is None else recipe_label(chosen),
             "chosen passes": bool(chosen["passes"]) if chosen is not None else False,
