@@ -147,3 +147,17 @@ def seed_adapter_folder(out: Path, name: str, task: str = "chain_sum",
          "weights_version": file_fingerprint(folder / ADAPTER_WEIGHTS)}))
     record_current(home, folder)
     return folder
+
+
+def ancestors(assets: list[Any], key: dg.AssetKey) -> set[dg.AssetKey]:
+    """Every asset of ``assets`` upstream of ``key``: what materialising ``key`` needs first."""
+    by_key = {k: a for a in assets if isinstance(a, dg.AssetsDefinition) for k in a.keys}
+    found: set[dg.AssetKey] = set()
+    todo = [key]
+    while todo:
+        for spec in by_key[todo.pop()].specs:
+            for dep in spec.deps:
+                if dep.asset_key in by_key and dep.asset_key not in found:
+                    found.add(dep.asset_key)
+                    todo.append(dep.asset_key)
+    return found

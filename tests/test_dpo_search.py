@@ -134,11 +134,11 @@ def test_a_tiny_search_runs_as_cells_of_the_graph(tmp_path: Path) -> None:
     validation is sampled once, and the analysis writes its table, figure and verdicts."""
     import dagster as dg
 
-    from tests.pipeline import graph, materialize, resources
+    from tests.pipeline import ancestors, graph, materialize, resources
 
     assets, checks = graph("dpo_search", TINY)
     key = dg.AssetKey(["chain_sum", "dpo_recipe_search"])
-    result = materialize([*assets, *checks], [key, *_upstream(assets, key)],
+    result = materialize([*assets, *checks], [key, *sorted(ancestors(assets, key))],
                          resources=resources(tmp_path / "out", "dpo_search", TINY))
     assert result.success
     out = tmp_path / "out" / "chain_sum"
@@ -153,16 +153,3 @@ def test_a_tiny_search_runs_as_cells_of_the_graph(tmp_path: Path) -> None:
     page = result.asset_materializations_for_node("chain_sum__dpo_recipe_search")[0]
     assert next(iter(page.metadata)) == "summary"
 
-
-def _upstream(assets: list, key) -> list:
-    import dagster as dg
-
-    by_key = {k: a for a in assets if isinstance(a, dg.AssetsDefinition) for k in a.keys}
-    found, todo = set(), [key]
-    while todo:
-        for spec in by_key[todo.pop()].specs:
-            for dep in spec.deps:
-                if dep.asset_key in by_key and dep.asset_key not in found:
-                    found.add(dep.asset_key)
-                    todo.append(dep.asset_key)
-    return sorted(found)

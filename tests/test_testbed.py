@@ -247,7 +247,14 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
     reads their eval reports; a second run trains nothing (every adapter a cache hit)."""
     import dagster as dg
 
-    from tests.pipeline import adapter_folder, asset_path, graph, materialize, resources
+    from tests.pipeline import (
+        adapter_folder,
+        ancestors,
+        asset_path,
+        graph,
+        materialize,
+        resources,
+    )
 
     assets, checks = graph("testbed", TINY)
     key = dg.AssetKey(["chain_sum", "testbed_validation"])
@@ -256,7 +263,7 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
                                    "rrhf_oracle_shuffled"])]
     assert dg.AssetKey(["chain_sum", "saturated", "selection", "rrhf_oracle"]) in {
         dep.asset_key for spec in shuffled.specs for dep in spec.deps}
-    upstream = [k for k in by_key if k == key or k in _ancestors(by_key, key)]
+    upstream = [k for k in by_key if k == key or k in ancestors(assets, key)]
     # with the asset checks, as the job runs them: the pool side's are per data seed
     result = materialize([*assets, *checks], upstream,
                          resources=resources(tmp_path / "out", "testbed", TINY))
@@ -341,17 +348,6 @@ def _each_draw_is_its_own(out, stored):
     report = pl.read_parquet(asset_path(out, "chain_sum", "saturated", "eval", "rrhf_oracle"))
     assert sorted(report["data_seed"].unique()) == [0, 1]
     assert set(stored["data seeds"]) == {2}
-
-
-def _ancestors(by_key, key):
-    found, todo = set(), [key]
-    while todo:
-        for spec in by_key[todo.pop()].specs:
-            for dep in spec.deps:
-                if dep.asset_key in by_key and dep.asset_key not in found:
-                    found.add(dep.asset_key)
-                    todo.append(dep.asset_key)
-    return found
 
 
 READS_THE_VERDICTS = {"testbed_validation", "results_table"}
