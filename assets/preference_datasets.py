@@ -1,5 +1,6 @@
 """``<task>/<split>/{dpo_pairs,rrhf_groups,raft_set}/<scorer>``, ``<task>/<split>/sft_set`` and
-``<task>/hard/correctness_pairs/{random,self_judge}``: the training sets (Sec. 3.3-3.4, App. C.1).
+``<task>/hard/correctness_pairs/{random,self_judge,shuffled}``: the training sets (Sec. 3.3-3.4,
+App. C.1; ``shuffled`` is the hard split's known-signal control, ``training.hard_pair_control``).
 
 One asset per (split, scorer, kind), so the lineage shows which scorer fed which dataset and a
 changed scorer marks exactly its datasets stale. Each is a Parquet file that
@@ -14,7 +15,7 @@ from assets._metadata import frame_output, markdown_table
 from resources import ExperimentResource, ParquetIOManager
 from resources.parquet_io import asset_file, schema_metadata
 from saturated_dag import preference_data as pdata
-from saturated_dag.experiments import Experiment
+from saturated_dag.experiments import HARD_PAIRS_SHUFFLED, Experiment
 
 
 def _split_rows(frame: pl.DataFrame, split: str) -> pl.DataFrame:
@@ -107,8 +108,9 @@ def _correctness_asset(task: str, selection: str) -> dg.AssetsDefinition:
     def build(experiment: ExperimentResource, generation_pool: pl.DataFrame,
               difficulty_partitions: pl.DataFrame, scores: pl.DataFrame | None) -> dg.Output:
         ids = _split_ids(difficulty_partitions, "hard")
-        table, stats = pdata.correctness_pairs(generation_pool, ids, scores,
-                                               seed=experiment.settings.training.seed)
+        table, stats = pdata.correctness_pairs(
+            generation_pool, ids, scores, seed=experiment.settings.training.seed,
+            shuffled=selection == HARD_PAIRS_SHUFFLED)
         return _output(table, stats, "hard")
 
     spec = {"key": [task, "hard", "correctness_pairs", selection],
@@ -116,7 +118,10 @@ def _correctness_asset(task: str, selection: str) -> dg.AssetsDefinition:
             "kinds": {"dataset", "correctness_pairs", "parquet"}, "ins": ins,
             "metadata": schema_metadata("correctness_pairs"),
             "description": "Dataset: correct vs incorrect pairs of the hard split, chosen by "
-            f"{selection} (App. C.1); questions with pass@8 = 0 filtered out."}
+            f"{selection} (App. C.1); questions with pass@8 = 0 filtered out." + (
+                " Shuffled: the random pairs with chosen and rejected swapped on half the "
+                "questions, the negative arm of the hard split's known-signal control."
+                if selection == HARD_PAIRS_SHUFFLED else "")}
     if selection == "self_judge":
         @dg.asset(**spec)
         def judged_pairs(experiment: ExperimentResource, generation_pool: pl.DataFrame,

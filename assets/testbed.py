@@ -51,6 +51,14 @@ def testbed_cells(plan: TaskPlan, split: str) -> list[Experiment]:
     return [c for c in plan.main if c.split == split]
 
 
+def hard_control_cells(plan: TaskPlan) -> list[Experiment]:
+    """The hard split's DPO cells on random and on half-swapped pairs: its known-signal
+    control (``training.hard_pair_control``); none when the plan does not train the latter."""
+    cells = {c.scorer: c for c in plan.main if c.split == "hard" and c.method == "dpo"
+             and c.scorer in testbed.HARD_ROLES}
+    return [cells[pick] for pick in testbed.HARD_ROLES] if len(cells) == 2 else []
+
+
 def recipe_label(settings: dict) -> str:
     """A recipe as the table names it (``η=3e-4, β=5``: the learning rate written as on the
     runs table and the selection pages, ``result_tables.scientific``)."""
@@ -66,6 +74,7 @@ def testbed_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.Asset
     table and the difficulty partitions have one partition per data seed, read together."""
     per_draw = {"dagster_type": FRAMES_BY_DRAW} if by_draw else {}
     cells = testbed_cells(plan, split)
+    hard = hard_control_cells(plan)
     # each row's recipe cell: the cell whose selection chose what it trains (itself when it
     # selects its own, as every cell of a profile without training.recipes does)
     sources = {c: plan.recipe_cell(c) or c for c in cells}
@@ -75,6 +84,8 @@ def testbed_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.Asset
            "partitions": dg.AssetIn(key=["chain_sum", "difficulty_partitions"], **per_draw),
            **{f"eval_{i}": dg.AssetIn(key=["chain_sum", c.split, "eval", c.name])
               for i, c in enumerate(cells)},
+           **{f"hard_{c.scorer}": dg.AssetIn(key=["chain_sum", c.split, "eval", c.name])
+              for c in hard},
            **{f"selection_{i}": dg.AssetIn(key=selection_key("chain_sum", c))
               for i, c in enumerate(choosers)}}
 
@@ -85,8 +96,8 @@ def testbed_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.Asset
         "control), its shuffled scores (its negative control) and the reliability dial, SFT "
         "with its two controls, and the real scorers; each row a paired Δ pass@1 to the base "
         "model with its 95% interval over data seeds, training seeds and questions, read from "
-        "the rows' "
-        "own eval reports (docs/testbed.md).")
+        "the rows' own eval reports (docs/testbed.md); with training.hard_pair_control, the "
+        "hard split's DPO on random against half-swapped correct-vs-incorrect pairs.")
     def testbed_validation(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                            base: pl.DataFrame, agreement: Any,
                            partitions: Any, **reports: pl.DataFrame
@@ -118,7 +129,8 @@ def testbed_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.Asset
         rho = rho_with_oracle(pl.concat(list(by_data_seed(agreement).values())), split)
         result = testbed.analyse(s, base, evals, recipes, rho, selection, {
             "agreement with the oracle": rho, "training questions": training_questions,
-            "recipes": {f"{label(m)} · {sc}": text for (m, sc), text in recipes.items()}})
+            "recipes": {f"{label(m)} · {sc}": text for (m, sc), text in recipes.items()}},
+            hard={c.scorer or "": reports[f"hard_{c.scorer}"] for c in hard})
         folder = Path(experiment.output_dir) / "chain_sum"
         paths = testbed.write_outputs(result, folder)
         headline = testbed.headline(result)

@@ -606,6 +606,12 @@ class TrainingSettings(_Strict):
         if isinstance(value, dict):
             return {k: v for k, v in value.items() if v is not None}
         return value
+    hard_pair_control: bool = False
+    """Not in the paper (docs/paper-differences.md): on the hard split, DPO also trains on
+    shuffled correctness pairs (``dpo_correctness_shuffled``: the random pairs with chosen and
+    rejected swapped on half the questions). With ``dpo_correctness_random`` it makes the hard
+    split's known-signal control, read by the testbed's analysis: DPO must learn correctness
+    from the random pairs before a null of the hard split's DPO rows can be read."""
     selection: SelectionGrid = SelectionGrid()
     recipes: RecipeSettings | None = None
     """None: every cell selects its own configuration (App. B). Set: each method's recipe is
@@ -676,6 +682,11 @@ class TestbedSettings(_Strict):
     beats SFT on a random correct completion by at least this many points, interval above 0
     (the study's 3-point resolution): the ranking, not the selection of correct completions,
     must be what SFT learns from."""
+    hard_min_effect: float = Field(3.0, gt=0)
+    """The hard split's known-signal control (``training.hard_pair_control``) passes when DPO
+    on its random correct-vs-incorrect pairs beats DPO on the same pairs half swapped by at
+    least this many points of pass@1 over every eval question, interval above 0 (the study's
+    3-point resolution)."""
     null_band: float = Field(3.0, gt=0)
     """The negative control passes when its 95% interval contains 0 and lies within
     ±``null_band`` points."""

@@ -196,6 +196,18 @@ def _dataset(split: str, method: str, scorer: str) -> tuple[str, ...]:
     return (split, DATASET_OF_METHOD[method], scorer)
 
 
+HARD_PAIRS_SHUFFLED = "shuffled"
+"""The hard split's pairs whose sides were swapped on half the questions (the negative arm of
+its known-signal control, ``training.hard_pair_control``)."""
+
+
+def hard_pair_picks(training: TrainingSettings) -> tuple[str, ...]:
+    """How the hard split's DPO cells pick their correct-vs-incorrect pairs (App. C.1: at
+    random, by the self-judge; with ``hard_pair_control``, also the random pairs shuffled)."""
+    return ("random", "self_judge", *((HARD_PAIRS_SHUFFLED,) if training.hard_pair_control
+                                      else ()))
+
+
 def main_matrix(training: TrainingSettings) -> list[Experiment]:
     """Tables 1, 2 and 7: every (split, method, scorer) the profile asks for (a method's
     scorers: ``training.method_scorers``, else ``training.scorers``); with
@@ -207,7 +219,7 @@ def main_matrix(training: TrainingSettings) -> list[Experiment]:
                 cells.append(Experiment(split, "sft", None, (split, "sft_set")))
             elif split == "hard":  # App. C.1
                 if method == "dpo":  # correct vs incorrect pairs
-                    for pick in ("random", "self_judge"):
+                    for pick in hard_pair_picks(training):
                         cells.append(Experiment(split, "dpo", pick, _dataset(split, "dpo", pick)))
                 elif method == "rrhf":  # ranked by the self-judge, correct above incorrect
                     cells.append(Experiment(split, "rrhf", "self_judge",

@@ -204,6 +204,28 @@ def row_method(row: str) -> str | None:
                      f"({', '.join(METHODS)})")
 
 
+OWN_CONTROL = frozenset({"hard/dpo"})
+"""``<split>/<method>`` pairs whose rows answer to a control of their own rather than their
+method's: the hard split's DPO learns from correct-vs-incorrect pairs, so its control is
+that signal (``training.hard_pair_control``), not the oracle's style preference."""
+
+
+def control_key(row: str) -> str | None:
+    """The key of the control that licenses a findings row's null (``controls`` are keyed
+    by method, or ``<split>/<method>`` for ``OWN_CONTROL``); None for ``base``."""
+    method = row_method(row)
+    if method is None:
+        return None
+    own = f"{row.split('/', 1)[0]}/{method}"
+    return own if own in OWN_CONTROL else method
+
+
+def subject(key: str) -> str:
+    """A control key as a reader names it: ``DPO``, or ``DPO on the hard split``."""
+    split, _, method = key.rpartition("/")
+    return label(method) + (f" on the {split} split" if split else "")
+
+
 def _swapped(row: str, reference: str, pair: frozenset[str]) -> bool:
     """Whether ``row`` and ``reference`` are one cell with the two scorers of ``pair``
     exchanged (``saturated/dpo_self_judge`` against ``saturated/dpo_strong_judge``)."""
@@ -218,10 +240,11 @@ def null_reading(result: Result, controls: Mapping[str, Control] | None,
 
     "no effect larger than X points" (X the far edge of its 95% interval) only when *every*
     method the comparison involves has a passing positive control of its own in the same run
-    (``controls``, by method; None when the run had no testbed): a control of σ-RRHF says
-    nothing about DPO. A contrast of two scorers that are copies of each other (``copies``:
-    pairs of scorer names, such as the embedded world's self-judge and rubric) reads
-    "unreadable: identical by construction", whatever its interval. A finding that holds reads
+    (``controls``, by ``control_key``: the method's, or the hard split's own for its DPO rows;
+    None when the run had no testbed): a control of σ-RRHF says nothing about DPO. A contrast
+    of two scorers that are copies of each other (``copies``: pairs of scorer names, such as
+    the embedded world's self-judge and rubric) reads "unreadable: identical by
+    construction", whatever its interval. A finding that holds reads
     as itself."""
     comparison = result.comparison
     if result.delta is not None and any(_swapped(comparison.row, comparison.reference, pair)
@@ -231,12 +254,12 @@ def null_reading(result: Result, controls: Mapping[str, Control] | None,
         return ""
     if controls is None:
         return "unreadable: this run has no testbed"
-    involved = [m for m in (row_method(comparison.row), row_method(comparison.reference))
-                if m is not None]
-    for method in dict.fromkeys(involved):
-        control = controls.get(method)
+    involved = [k for k in (control_key(comparison.row), control_key(comparison.reference))
+                if k is not None]
+    for key in dict.fromkeys(involved):
+        control = controls.get(key)
         if control is None:
-            return f"unreadable: no positive control of {label(method)} in this run"
+            return f"unreadable: no positive control of {subject(key)} in this run"
         if not control.passed:
             return f"unreadable: {control.name} did not pass"
     bound = max(abs(result.delta.low), abs(result.delta.high))
@@ -245,16 +268,16 @@ def null_reading(result: Result, controls: Mapping[str, Control] | None,
 
 def licence(result: Result, controls: Mapping[str, Control] | None) -> str:
     """The controls a reading rests on, with their verdicts: one per method the comparison
-    involves (the findings table's "control" column)."""
+    involves, by ``control_key`` (the findings table's "control" column)."""
     comparison = result.comparison
-    methods = dict.fromkeys(m for m in (row_method(comparison.row),
-                                        row_method(comparison.reference)) if m is not None)
+    keys = dict.fromkeys(k for k in (control_key(comparison.row),
+                                     control_key(comparison.reference)) if k is not None)
     if controls is None:
         return "none (no testbed in this run)"
     parts = []
-    for method in methods:
-        control = controls.get(method)
-        parts.append(f"none for {label(method)}" if control is None else
+    for key in keys:
+        control = controls.get(key)
+        parts.append(f"none for {subject(key)}" if control is None else
                      f"{control.name}: {'passed' if control.passed else 'FAILED'}")
     return "; ".join(parts)
 

@@ -266,6 +266,7 @@ def correctness_pairs(
     question_ids: set[str],
     scores: pl.DataFrame | None = None,
     seed: int = 0,
+    shuffled: bool = False,
 ) -> Built:
     """Hard split (App. C.1): a correct y_w against an incorrect y_l.
 
@@ -273,7 +274,17 @@ def correctness_pairs(
     scores over all completions: y_w = best-scored correct, y_l = worst-scored incorrect.
     Questions without both a correct and an incorrect completion (pass@8 = 0, or all correct)
     are skipped and counted.
+
+    ``shuffled`` (not in the paper; the hard split's known-signal control, docs/testbed.md):
+    the random pairs, the same ones, with chosen and rejected swapped on a random half of the
+    questions (half rounded down, drawn from their own seed), so the pairs no longer say which
+    completion is correct. DPO on the random pairs against DPO on these is DPO's control for
+    the hard split: the one signal it is asked to learn there, correctness, planted or taken
+    away.
     """
+    if shuffled and scores is not None:
+        raise ValueError("correctness_pairs: shuffled pairs are the random pairs swapped; "
+                         "they take no scores")
     rng = random.Random(seed)
     stats = BuildStats(seed=seed)
     ids = pl.Series(sorted(question_ids), dtype=pl.String)
@@ -303,5 +314,21 @@ def correctness_pairs(
             chosen = _pick([r for r in right if r["score"] == top], rng)
             rejected = _pick([r for r in wrong if r["score"] == low], rng)
         out.append(_record(chosen["prompt"], chosen, rejected))
+    if shuffled:
+        swap = set(random.Random(f"{seed}-swap").sample(range(len(out)), len(out) // 2))
+        out = [_swapped(r) if i in swap else r for i, r in enumerate(out)]
+        for _ in swap:
+            stats.adjust("chosen_and_rejected_swapped")
     stats.rows_out = len(out)
     return pl.DataFrame(out, schema=PAIR_SCHEMA), stats
+
+
+def _swapped(record: Row) -> Row:
+    """A pair record with its chosen and rejected sides exchanged (every ``chosen*`` column
+    trades places with its ``rejected*`` twin)."""
+    out = dict(record)
+    for key in record:
+        if key.startswith("chosen"):
+            twin = "rejected" + key[len("chosen"):]
+            out[key], out[twin] = record[twin], record[key]
+    return out

@@ -22,7 +22,7 @@ import polars as pl
 
 from saturated_dag.atomic import atomic_write_parquet, atomic_write_text
 from saturated_dag.config import TestbedSettings
-from saturated_dag.findings import Control
+from saturated_dag.findings import Control, subject
 from saturated_dag.methods import label
 from saturated_dag.schemas import schema
 from saturated_dag.scorers import oracle as known
@@ -76,13 +76,56 @@ def _spearman(x: list[float], y: list[float]) -> float | None:
 ROW_SCHEMA = schema("testbed_validation")
 
 
+HARD_ROLES = {"random": "hard-split positive control (random correct-vs-incorrect pairs)",
+              "shuffled": "hard-split negative control (the same pairs, half swapped)"}
+"""The hard split's known-signal control (``training.hard_pair_control``): DPO on its
+correct-vs-incorrect pairs drawn at random, against the same pairs with chosen and rejected
+swapped on half the questions. Read on every eval question, as the findings it licenses are."""
+
+
+def _row(method: str, scorer: str, role: str, recipe: str, rho: float | None,
+         target: float | None, matrix: np.ndarray, delta: Interval) -> dict[str, Any]:
+    return {"method": label(method), "scorer": scorer, "role": role, "recipe": recipe,
+            "target ρ": target, "ρ with oracle": rho,
+            "replicates": delta.replicates, "data seeds": delta.data_seeds,
+            "questions": delta.questions,
+            "pass@1": 100 * float(matrix.mean()), "Δ pass@1": delta.estimate,
+            "Δ low": delta.low, "Δ high": delta.high, "p": delta.p,
+            "detectable effect": delta.detectable()}
+
+
+def _hard_rows(base: pl.DataFrame, hard: dict[str, pl.DataFrame]
+               ) -> tuple[list[dict[str, Any]], dict[str, Interval]]:
+    """The hard split's DPO cells (``HARD_ROLES``, by pick) as table rows, each against the
+    base model on every eval question, and their intervals by pick, with the random pairs'
+    paired Δ to the shuffled ones as ``contrast`` when both ran."""
+    if not hard:
+        return [], {}
+    everything = sorted(base["question_id"].unique())
+    base_all = _matrix(base, everything)
+    rows, intervals = [], {}
+    for pick, report in hard.items():
+        matrix = _matrix(report, everything)
+        delta = paired_delta(matrix, base_all).scaled(100)
+        intervals[pick] = delta
+        rows.append(_row("dpo", f"{pick} pairs (hard)", HARD_ROLES[pick], "", None, None,
+                         matrix, delta))
+    if set(hard) == set(HARD_ROLES):
+        intervals["contrast"] = paired_delta(
+            *(_matrix(hard[pick], everything) for pick in HARD_ROLES)).scaled(100)
+    return rows, intervals
+
+
 def analyse(s: TestbedSettings, base: pl.DataFrame,
             evals: dict[tuple[str, str], pl.DataFrame], recipes: dict[tuple[str, str], str],
             agreement: dict[str, float], selection: pl.DataFrame,
-            facts: dict[str, Any]) -> TestbedResult:
+            facts: dict[str, Any],
+            hard: dict[str, pl.DataFrame] | None = None) -> TestbedResult:
     """Each row's paired Δ pass@1 on the cells that can show a style effect, the controls'
     verdicts and the dose-response, from each cell's eval report (``evals``: its samples,
-    by (method, scorer); SFT's scorer is ``sft``) and the base model's (``base``)."""
+    by (method, scorer); SFT's scorer is ``sft``) and the base model's (``base``). ``hard``:
+    the hard split's DPO cells on random and on shuffled pairs (``HARD_ROLES``), whose
+    contrast is DPO's known-signal control there; None when the run trains neither."""
     cells = known.style_spread(base, s.positive_min_effect)
     usable = cells.filter(pl.col("shows_style_effect"))["cell"].to_list()
     if not usable:
@@ -95,21 +138,18 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
         matrix = _matrix(report, questions)
         delta = paired_delta(matrix, base_m).scaled(100)
         intervals[(method, scorer)] = delta
-        rows.append({
-            "method": label(method), "scorer": scorer, "role": role_of(method, scorer),
-            "recipe": recipes.get((method, scorer), ""),
-            "target ρ": known.DIAL.get(scorer) if method in ("rrhf", "dpo") else None,
-            "ρ with oracle": agreement.get(scorer) if method != "sft" else None,
-            "replicates": delta.replicates, "data seeds": delta.data_seeds,
-            "questions": delta.questions,
-            "pass@1": 100 * float(matrix.mean()), "Δ pass@1": delta.estimate,
-            "Δ low": delta.low, "Δ high": delta.high, "p": delta.p,
-            "detectable effect": delta.detectable()})
+        rows.append(_row(method, scorer, role_of(method, scorer),
+                         recipes.get((method, scorer), ""),
+                         agreement.get(scorer) if method != "sft" else None,
+                         known.DIAL.get(scorer) if method in ("rrhf", "dpo") else None,
+                         matrix, delta))
+    hard_rows, hard_intervals = _hard_rows(base, hard or {})
+    rows += hard_rows
     table = pl.DataFrame(rows, schema=ROW_SCHEMA).sort("method", "role", "scorer")
     contrast = (paired_delta(*(_matrix(evals[("raft", sc)], questions)
                                for sc in ("oracle", "random"))).scaled(100)
                 if ("raft", "oracle") in evals and ("raft", "random") in evals else None)
-    verdicts = _verdicts(s, intervals, contrast)
+    verdicts = _verdicts(s, intervals, contrast, hard_intervals)
     per_cell = _cell_deltas(base, evals.get(("rrhf", "oracle")), cells)
     samples = {f"{label(m)} · {sc}": report for (m, sc), report in evals.items()}
     from saturated_dag.behaviour import style_table
@@ -142,17 +182,24 @@ def _effect_verdict(delta: Interval, minimum: float, what: str) -> dict[str, Any
             "rule": f"{what}: Δ ≥ {minimum:g} points and the 95% interval above 0"}
 
 
-def _null_verdict(delta: Interval, band: float, name: str) -> dict[str, Any]:
+def _null_verdict(delta: Interval, band: float, what: str) -> dict[str, Any]:
     return {"Δ": delta.estimate, "low": delta.low, "high": delta.high,
             "passed": delta.low <= 0 <= delta.high and -band <= delta.low <= delta.high <= band,
-            "rule": f"{name} with shuffled oracle scores: the 95% interval contains 0 and lies "
-                    f"within ±{band:g} points"}
+            "rule": f"{what}: the 95% interval contains 0 and lies within ±{band:g} points"}
+
+
+HARD = "DPO, hard split"
+"""The hard split's DPO controls are named ``positive control (DPO, hard split)`` and
+``negative control (DPO, hard split)``; ``controls`` keys the positive one ``hard/dpo``."""
 
 
 def _verdicts(s: TestbedSettings, intervals: dict[tuple[str, str], Interval],
-              sft_contrast: Interval | None = None) -> dict[str, Any]:
+              sft_contrast: Interval | None = None,
+              hard: dict[str, Interval] | None = None) -> dict[str, Any]:
     """Each method's controls, read off its own rows only (a control of σ-RRHF says nothing
-    about DPO); SFT's is the oracle's best against a random correct one (``sft_contrast``)."""
+    about DPO); SFT's is the oracle's best against a random correct one (``sft_contrast``);
+    the hard split's DPO is read against its own known signal, correctness (``hard``: random
+    pairs and shuffled pairs against the base model, and their ``contrast``)."""
     out: dict[str, Any] = {}
     minimum = {"rrhf": s.positive_min_effect, "dpo": s.dpo_min_effect}
     for method in ("rrhf", "dpo"):
@@ -163,7 +210,8 @@ def _verdicts(s: TestbedSettings, intervals: dict[tuple[str, str], Interval],
                 positive, minimum[method], f"{name} with the oracle against the base model")
         negative = intervals.get((method, known.SHUFFLED))
         if negative is not None:
-            out[f"{NEGATIVE} ({name})"] = _null_verdict(negative, s.null_band, name)
+            out[f"{NEGATIVE} ({name})"] = _null_verdict(
+                negative, s.null_band, f"{name} with shuffled oracle scores")
         points = [(known.DIAL[sc], intervals[(method, sc)].estimate)
                   for sc in known.DIAL if (method, sc) in intervals]
         if len(points) >= 3:
@@ -176,11 +224,21 @@ def _verdicts(s: TestbedSettings, intervals: dict[tuple[str, str], Interval],
         out[f"{POSITIVE} (SFT)"] = _effect_verdict(
             sft_contrast, s.sft_min_effect,
             "SFT on the oracle's best completion against SFT on a random correct one")
+    hard = hard or {}
+    if "contrast" in hard:
+        out[f"{POSITIVE} ({HARD})"] = _effect_verdict(
+            hard["contrast"], s.hard_min_effect,
+            "DPO on the hard split's random correct-vs-incorrect pairs against the same "
+            "pairs with half of them swapped")
+    if "shuffled" in hard:
+        out[f"{NEGATIVE} ({HARD})"] = _null_verdict(
+            hard["shuffled"], s.null_band,
+            "DPO on the hard split's pairs with half of them swapped, against the base model")
     found = controls(out)
-    passed = [method for method, c in found.items() if c.passed]
+    passed = [key for key, c in found.items() if c.passed]
     out["smallest detectable effect"] = {
-        "passed by method": {m: c.passed for m, c in found.items()},
-        "reading": (f"a null of {', '.join(dict.fromkeys(label(m) for m in passed))} "
+        "passed by method": {key: c.passed for key, c in found.items()},
+        "reading": (f"a null of {', '.join(dict.fromkeys(subject(k) for k in passed))} "
                     "elsewhere in this run reads 'no effect larger than its detectable "
                     "effect'; a null of any other method is unreadable" if passed else
                     "no method's positive control passed: no null of this run can be read")}
@@ -194,7 +252,8 @@ completion per question: SFT's control is trained as RAFT, so it covers both).""
 
 def controls(verdicts: dict[str, Any]) -> dict[str, Control]:
     """Each method's positive control from the testbed's verdicts (``findings.null_reading``
-    reads a method's null only beside its own passing control)."""
+    reads a method's null only beside its own passing control), keyed by method, and the
+    hard split's DPO control keyed ``hard/dpo`` (``findings.control_key``)."""
     out: dict[str, Control] = {}
     for method, owner in CONTROLLED.items():
         name = label(owner)
@@ -203,6 +262,10 @@ def controls(verdicts: dict[str, Any]) -> dict[str, Control]:
             what = "the oracle's best against a random correct" if owner == "sft" else "oracle"
             out[method] = Control(method, f"{name} positive control ({what})",
                                   bool(verdict["passed"]))
+    verdict = verdicts.get(f"{POSITIVE} ({HARD})")
+    if verdict is not None:
+        out["hard/dpo"] = Control("dpo", "DPO known-signal control on the hard split (random "
+                                  "pairs against half-swapped pairs)", bool(verdict["passed"]))
     return out
 
 
@@ -213,11 +276,11 @@ VERDICTS_FILE = "testbed_verdicts.json"
 def unvalidated_note(verdicts: dict[str, Any], shown: set[str]) -> str:
     """A caption's sentence for each method among ``shown`` (labels, ``DPO``) whose positive
     control failed in the testbed of the same run; "" when none."""
-    failed = sorted({label(m) for m, c in controls(verdicts).items() if not c.passed}
-                    & shown)
+    failed = sorted(subject(key) for key, c in controls(verdicts).items()
+                    if not c.passed and label(c.method) in shown)
     return "".join(f" {name} is unvalidated in the embedded world: its positive control "
                    "failed in this run's testbed (chain_sum/testbed_validation), so a null of "
-                   f"a {name} row cannot be read as no effect." for name in failed)
+                   "its rows cannot be read as no effect." for name in failed)
 
 
 def headline(result: TestbedResult) -> str:

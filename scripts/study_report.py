@@ -138,22 +138,24 @@ def _agreement_line(row, copies: bool) -> str:
 def unvalidated_rows(table: str, controls: dict | None) -> list[str]:
     """Below a table that shows a method whose positive control failed in this run: a line
     saying its rows are unvalidated in the embedded world (their nulls cannot be read)."""
+    from saturated_dag.findings import subject
     from saturated_dag.methods import label
 
-    failed = sorted({label(m) for m, c in (controls or {}).items() if not c.passed})
-    shown = [name for name in failed if f"| {name} " in table
+    failed = sorted((subject(key), label(c.method)) for key, c in (controls or {}).items()
+                    if not c.passed)
+    shown = [name for name, method in failed if f"| {method} " in table
              and f"{name} is unvalidated in the embedded world" not in table]
     return [f"*{name} is unvalidated in the embedded world* (its positive control failed in "
-            f"this run's testbed): a {name} row's interval is measured, but a null of it "
+            "this run's testbed): its rows' intervals are measured, but a null of one "
             "cannot be read as \"no effect\"." for name in shown] + ([""] if shown else [])
 
 
 def unvalidated(controls: dict | None) -> list[str]:
     """A line per method whose positive control did not pass in this run: it is unvalidated
     in the embedded world, and every finding that involves it reads "unreadable"."""
-    from saturated_dag.methods import label
+    from saturated_dag.findings import subject
 
-    failed = sorted({label(m) for m, c in (controls or {}).items() if not c.passed})
+    failed = sorted({subject(key) for key, c in (controls or {}).items() if not c.passed})
     return [f"**{name} is unvalidated in the embedded world:** its positive control did not "
             "pass in this run, so no null of a finding that involves it can be read." for name in
             failed] + ([""] if failed else [])

@@ -19,6 +19,18 @@ def test_hard_split_uses_correctness_pairs_and_judge_ranked_rrhf() -> None:
     assert [c.name for c in cells] == ["dpo_correctness_random", "dpo_correctness_self_judge",
                                        "rrhf_self_judge", "sft"]
     assert cells[0].dataset == ("hard", "correctness_pairs", "random")
+    assert not training.hard_pair_control  # the paper's matrix has no shuffled pairs
+
+
+def test_the_hard_pair_control_adds_the_shuffled_pairs_cell() -> None:
+    training = load_profile("paper", {"training": {"splits": ["hard"],
+                                                   "hard_pair_control": True}}).training
+    cells = main_matrix(training)
+    assert [c.name for c in cells][:3] == ["dpo_correctness_random",
+                                           "dpo_correctness_self_judge",
+                                           "dpo_correctness_shuffled"]
+    assert cells[2].dataset == ("hard", "correctness_pairs", "shuffled")
+    assert load_profile("study").training.hard_pair_control
 
 
 def test_raft_is_an_option_on_the_saturated_splits() -> None:

@@ -153,6 +153,37 @@ def test_correctness_pairs_random_and_judged() -> None:
     assert stats.skipped == {"unscored_completion": 1}
 
 
+def test_shuffled_correctness_pairs_are_the_random_pairs_half_swapped() -> None:
+    """The hard split's negative control: the same pairs as the random ones, with chosen and
+    rejected exchanged on exactly half the questions (rounded down), so a pair's direction no
+    longer says which completion is correct. The default (``shuffled=False``) swaps none."""
+    outcomes = {f"h{i}": [i % 3 == 0, True, False, i % 2 == 0] for i in range(9)}
+    pool = _pool(outcomes)
+    ids = set(outcomes)
+    plain, _ = pdata.correctness_pairs(pool, ids, seed=4)
+    shuffled, stats = pdata.correctness_pairs(pool, ids, seed=4, shuffled=True)
+    assert plain.height == shuffled.height == 9
+    assert shuffled.schema == plain.schema
+    correct = {(q, i): ok for q, flags in outcomes.items() for i, ok in enumerate(flags)}
+    assert all(correct[(q, c)] for q, c in zip(plain["question_id"], plain["chosen_sample"],
+                                               strict=True))
+    swapped = [q for q, c in zip(shuffled["question_id"], shuffled["chosen_sample"],
+                                 strict=True) if not correct[(q, c)]]
+    assert len(swapped) == 4 and stats.adjusted == {"chosen_and_rejected_swapped": 4}
+    merged = plain.join(shuffled, on="question_id", suffix="_s")
+    for row in merged.iter_rows(named=True):
+        same = (row["chosen"], row["rejected"]) == (row["chosen_s"], row["rejected_s"])
+        flipped = ((row["chosen"], row["rejected"], row["chosen_sample"])
+                   == (row["rejected_s"], row["chosen_s"], row["rejected_sample_s"]))
+        assert same != flipped  # each pair is the random one, kept or exchanged
+        assert flipped == (row["question_id"] in swapped)
+    again, _ = pdata.correctness_pairs(pool, ids, seed=4, shuffled=True)
+    assert again.equals(shuffled)  # the swap has a seed of its own
+    with pytest.raises(ValueError, match="take no scores"):
+        pdata.correctness_pairs(pool, ids, scores=_scores({"h0": [0.1, 0.2, 0.3, 0.4]}),
+                                shuffled=True)
+
+
 def _texts_pool(texts: list[str]) -> pl.DataFrame:
     return pl.DataFrame({"question_id": "q", "sample_index": range(len(texts)), "prompt": "p",
                          "completion": texts, "correct": True})

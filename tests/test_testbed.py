@@ -192,6 +192,88 @@ def test_sfts_control_is_the_oracles_best_against_a_random_correct_completion():
     assert testbed.role_of("raft", "random").startswith("SFT reference")
 
 
+def test_the_hard_splits_dpo_is_read_against_its_own_known_signal():
+    """The hard split's DPO control: random correct-vs-incorrect pairs against the same pairs
+    half swapped (``hard_min_effect``, 3 points by default, interval above 0), its negative
+    arm within the null band; it licenses the hard split's DPO rows, and the oracle's DPO
+    control licenses only the other splits' (``findings.control_key``)."""
+    from saturated_dag.findings import Comparison, Result, control_key, null_reading
+
+    s = Settings()
+    hard = {"contrast": _interval(4.0, 1.5, 6.5), "shuffled": _interval(-0.5, -2.0, 1.0)}
+    flat_dpo = {("dpo", "oracle"): _interval(0.3, -1.0, 1.6)}
+    v = testbed._verdicts(s, flat_dpo, hard=hard)
+    assert v["positive control (DPO, hard split)"]["passed"]
+    assert v["negative control (DPO, hard split)"]["passed"]
+    found = testbed.controls(v)
+    assert found["hard/dpo"].passed and not found["dpo"].passed
+    assert control_key("hard/dpo_correctness_self_judge") == "hard/dpo"
+    assert control_key("saturated/dpo_self_judge") == "dpo"
+    assert control_key("hard/rrhf_self_judge") == "rrhf" and control_key("base") is None
+    null = Result(Comparison("self-judge pairs beat random pairs", "Table 7",
+                             "hard/dpo_correctness_self_judge", "hard/dpo_correctness_random",
+                             "greater"), _interval(0.2, -0.9, 1.3), "inconclusive")
+    assert null_reading(null, found) == "no effect larger than 1.3 points"
+    saturated = Result(Comparison("x", "Table 1", "saturated/dpo_self_judge", "base",
+                                  "greater"), _interval(0.2, -0.9, 1.3), "inconclusive")
+    assert null_reading(saturated, found).startswith("unreadable: DPO positive control")
+    # below the default 3 points, or touching 0: the hard split's nulls are unreadable
+    for contrast in (_interval(2.5, 0.5, 4.5), _interval(3.5, -0.2, 7.0)):
+        v = testbed._verdicts(s, flat_dpo, hard={**hard, "contrast": contrast})
+        assert null_reading(null, testbed.controls(v)).startswith(
+            "unreadable: DPO known-signal control on the hard split")
+    # a run without the shuffled pairs has no control for the hard split's DPO
+    v = testbed._verdicts(s, {("dpo", "oracle"): _interval(6.0, 3.0, 9.0)})
+    assert null_reading(null, testbed.controls(v)) == (
+        "unreadable: no positive control of DPO on the hard split in this run")
+    note = testbed.unvalidated_note(testbed._verdicts(
+        s, {("dpo", "oracle"): _interval(6.0, 3.0, 9.0)},
+        hard={**hard, "contrast": _interval(0.0, -2.0, 2.0)}), {"DPO"})
+    assert note.strip().startswith("DPO on the hard split is unvalidated")
+
+
+def _eval_report(accuracy: dict[str, float], cells: dict[str, str],
+                 samples: int = 20) -> pl.DataFrame:
+    """An eval report (one row per sample) in which question q is right on about
+    ``accuracy[q]`` of its samples (deterministic)."""
+    return pl.DataFrame([{"question_id": q, "cell": cells[q], "sample_index": i,
+                          "correct": i < round(share * samples)}
+                         for q, share in accuracy.items() for i in range(samples)])
+
+
+def test_the_hard_control_rows_are_read_on_every_eval_question():
+    """``analyse`` puts the hard split's two DPO cells in the table beside the saturated
+    split's rows, each against the base model on every eval question (not only the cells that
+    can show a style effect), and reads their contrast."""
+    base = _eval_report({"a": 0.2, "b": 0.5}, cells={"a": "3x1", "b": "5x2"})
+    good = _eval_report({"a": 0.8, "b": 0.9}, cells={"a": "3x1", "b": "5x2"})
+    flat = _eval_report({"a": 0.2, "b": 0.5}, cells={"a": "3x1", "b": "5x2"})
+    rows = testbed._hard_rows(base, {"random": good, "shuffled": flat})
+    assert [r["scorer"] for r in rows[0]] == ["random pairs (hard)", "shuffled pairs (hard)"]
+    assert rows[0][0]["questions"] == 2 and rows[0][0]["Δ pass@1"] > 40
+    assert rows[1]["contrast"].estimate == pytest.approx(rows[0][0]["Δ pass@1"])
+
+
+def test_the_studys_testbed_reads_the_hard_splits_control_cells():
+    """In the study's graph the analysis takes the hard split's DPO on random and on shuffled
+    pairs as inputs, and the shuffled pairs are a dataset of their own; the testbed profile,
+    which trains no hard split, has neither."""
+    import dagster as dg
+
+    from tests.pipeline import ancestors, graph
+
+    assets, _ = graph("study")
+    key = dg.AssetKey(["chain_sum", "testbed_validation"])
+    upstream = ancestors(assets, key)
+    for pick in ("random", "shuffled"):
+        assert dg.AssetKey(["chain_sum", "hard", "eval", f"dpo_correctness_{pick}"]) in upstream
+    assert dg.AssetKey(["chain_sum", "hard", "correctness_pairs", "shuffled"]) in upstream
+    assert dg.AssetKey(["chain_sum", "hard", "eval", "dpo_correctness_self_judge"]
+                       ) not in upstream
+    testbed_assets, _ = graph("testbed")
+    assert not any("hard" in k.path for k in ancestors(testbed_assets, key))
+
+
 def test_the_shipped_testbed_profile_is_the_documented_design():
     """The defaults that the acceptance rests on, as cells of the plan: ≥ 250 training
     questions asked for on every draw (the shipped model saturates 281 and 273), the positive
@@ -431,27 +513,37 @@ def test_a_null_is_read_only_beside_a_passing_positive_control_of_its_own_method
 
 
 def test_a_dpo_null_with_a_failing_dpo_control_reads_unreadable():
-    """The hard split's "self-judge pairs beat random pairs" involves DPO alone: σ-RRHF's
-    passing control does not license its null."""
+    """A null that involves DPO: σ-RRHF's passing control does not license it, and neither
+    does DPO's oracle control license the hard split's DPO (its own control is correctness)."""
     from saturated_dag.findings import Comparison, Control, Result, licence, null_reading
 
     controls = {"rrhf": Control("rrhf", "σ-RRHF positive control (oracle)", True),
                 "dpo": Control("dpo", "DPO positive control (oracle)", False)}
-    comparison = Comparison("hard split: self-judge pairs beat random pairs", "Table 7",
-                            "hard/dpo_correctness_self_judge", "hard/dpo_correctness_random",
-                            "greater")
+    comparison = Comparison("the strong judge's pairs beat random pairs", "Table 1",
+                            "saturated/dpo_strong_judge", "saturated/dpo_random", "greater")
     null = Result(comparison, _interval(0.2, -0.9, 1.3), "inconclusive")
     assert null_reading(null, controls) == "unreadable: DPO positive control (oracle) did not pass"
     assert licence(null, controls) == "DPO positive control (oracle): FAILED"
     # a comparison of two methods needs both controls
-    mixed = Result(Comparison("x", "Table 7", "hard/rrhf_self_judge",
-                              "hard/dpo_correctness_self_judge", "greater"),
+    mixed = Result(Comparison("x", "Table 1", "saturated/rrhf_self_judge",
+                              "saturated/dpo_self_judge", "greater"),
                    _interval(0.2, -0.9, 1.3), "inconclusive")
     assert null_reading(mixed, controls).startswith("unreadable: DPO")
     assert null_reading(mixed, {"rrhf": controls["rrhf"]}) == (
         "unreadable: no positive control of DPO in this run")
+    # the hard split's DPO: its own known-signal control, failing, then passing
+    hard = Result(Comparison("hard split: self-judge pairs beat random pairs", "Table 7",
+                             "hard/dpo_correctness_self_judge", "hard/dpo_correctness_random",
+                             "greater"), _interval(0.2, -0.9, 1.3), "inconclusive")
+    known_signal = "DPO known-signal control on the hard split"
+    controls["hard/dpo"] = Control("dpo", known_signal, False)
+    assert null_reading(hard, controls) == f"unreadable: {known_signal} did not pass"
+    assert licence(hard, controls) == f"{known_signal}: FAILED"
     controls["dpo"] = Control("dpo", "DPO positive control (oracle)", True)
     assert null_reading(null, controls) == "no effect larger than 1.3 points"
+    assert null_reading(hard, controls).startswith("unreadable")  # the oracle's is not its
+    controls["hard/dpo"] = Control("dpo", known_signal, True)
+    assert null_reading(hard, controls) == "no effect larger than 1.3 points"
 
 
 def test_a_contrast_of_identical_by_construction_scorers_reads_unreadable():
