@@ -245,12 +245,14 @@ def null_reading(result: Result, controls: Mapping[str, Control] | None,
     of two scorers that are copies of each other (``copies``: pairs of scorer names, such as
     the embedded world's self-judge and rubric) reads "unreadable: identical by
     construction", whatever its interval. A finding that holds reads
-    as itself."""
+    as itself, unless what it claims is itself a null ("negligible": no difference beyond
+    ±``NEGLIGIBLE``): that one is read against the controls like any other null."""
     comparison = result.comparison
     if result.delta is not None and any(_swapped(comparison.row, comparison.reference, pair)
                                         for pair in copies):
         return "unreadable: identical by construction (the two scorers are copies)"
-    if result.delta is None or result.verdict == HOLDS:
+    if result.delta is None or (result.verdict == HOLDS
+                                and comparison.claim != "negligible"):
         return ""
     if controls is None:
         return "unreadable: this run has no testbed"

@@ -546,6 +546,27 @@ def test_a_dpo_null_with_a_failing_dpo_control_reads_unreadable():
     assert null_reading(hard, controls) == "no effect larger than 1.3 points"
 
 
+def test_a_negligible_finding_that_holds_is_a_null_and_needs_its_control():
+    """"Removing the logistic weight has negligible effect" claims no effect: its holding is
+    read beside σ-RRHF's own positive control, like any null; a directional finding that
+    holds needs none."""
+    from saturated_dag.findings import Comparison, Control, Result, null_reading
+
+    negligible = Result(Comparison("removing the logistic weight has negligible effect",
+                                   "Table 8", "hard/rrhf_self_judge_no_logistic",
+                                   "hard/rrhf_self_judge", "negligible"),
+                        _interval(-0.03, -1.02, 0.91), "holds")
+    failed = {"rrhf": Control("rrhf", "σ-RRHF positive control (oracle)", False)}
+    assert null_reading(negligible, failed) == (
+        "unreadable: σ-RRHF positive control (oracle) did not pass")
+    passed = {"rrhf": Control("rrhf", "σ-RRHF positive control (oracle)", True)}
+    assert null_reading(negligible, passed) == "no effect larger than 1.0 points"
+    hurts = Result(Comparison("λ ≥ 0.5 hurts", "Figure 6", "hard/rrhf_self_judge_lambda1",
+                              "hard/rrhf_self_judge_lambda0", "less"),
+                   _interval(-2.75, -3.84, -1.71), "holds")
+    assert null_reading(hurts, failed) == ""
+
+
 def test_a_contrast_of_identical_by_construction_scorers_reads_unreadable():
     from saturated_dag.findings import Comparison, Control, Result, null_reading
 
