@@ -26,7 +26,7 @@ from assets.selection import selection_asset, selection_key
 from assets.testbed import testbed_asset
 from saturated_dag.config import Profile
 from saturated_dag.experiments import TaskPlan, experiment_plan
-from saturated_dag.parallel import step_layout
+from saturated_dag.infra.parallel import step_layout
 
 
 def recipe_sources(plan: TaskPlan) -> dict:

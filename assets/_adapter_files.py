@@ -17,7 +17,7 @@ from pathlib import Path
 import dagster as dg
 
 from saturated_dag.experiments import Experiment
-from saturated_dag.shards import file_fingerprint
+from saturated_dag.infra.shards import file_fingerprint
 from saturated_dag.training.folders import (
     ADAPTER_WEIGHTS,
     AdapterIdentity,

@@ -12,7 +12,7 @@ from tabulate import tabulate
 
 from resources.parquet_io import frame_data_version
 from saturated_dag.experiments import Experiment
-from saturated_dag.result_tables import SUMMARY_CHARS
+from saturated_dag.reporting.result_tables import SUMMARY_CHARS
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]],

@@ -1,4 +1,4 @@
-"""Shard stores and cache reporting for the expensive assets (``saturated_dag.shards``).
+"""Shard stores and cache reporting for the expensive assets (``saturated_dag.infra.shards``).
 
 Why one helper: generation, judging, entropy and eval reports key their shards the same way
 and say the same thing in the run log and metadata ("cache hit: ..."), so a re-run that
@@ -13,9 +13,10 @@ import dagster as dg
 
 from assets.versioning import code_version_of
 from resources import ExperimentResource
-from saturated_dag.atomic import OutputWriteError
 from saturated_dag.config import PolicySettings
-from saturated_dag.shards import ShardStats, ShardStore, model_fingerprint, stage_key
+from saturated_dag.generation.models import model_fingerprint
+from saturated_dag.infra.atomic import OutputWriteError
+from saturated_dag.infra.shards import ShardStats, ShardStore, stage_key
 
 
 def policy_identity(settings: PolicySettings) -> dict[str, Any]:

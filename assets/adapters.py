@@ -17,7 +17,8 @@ the per-epoch validation curve and the training log (loss; DPO's reward margins)
 
 The folder travels: ``adapter_config.json`` names the base model by its hub id or a path
 relative to the project (``training.train.make_portable``), and its ``README.md`` is a model
-card (``saturated_dag.model_card``) that says what the adapter is: task, split, training data,
+card (``saturated_dag.reporting.model_card``) that says what the adapter is: task, split, training
+data,
 method, scorer, every hyperparameter, seed, base model, the epoch kept and its validation
 pass@1. It is rewritten on every materialisation (a cache hit too, and only when it changed),
 keeping the eval part the eval report asset fills in while it is about the same weights.
@@ -49,13 +50,13 @@ from assets.versioning import code_version_of
 from resources import ExperimentResource, InferenceResource
 from resources.training import train_with_pipes
 from saturated_dag.config import PolicySettings, Profile, TrainingSettings
-from saturated_dag.evaluation import recorded_base_model
+from saturated_dag.data.questions import validation_questions
+from saturated_dag.evaluation.reports import recorded_base_model
 from saturated_dag.experiments import Experiment
-from saturated_dag.model_card import CARD_FILE, AdapterFacts, write_training_card
-from saturated_dag.plots import adapter_curves
-from saturated_dag.shards import file_fingerprint, frame_digest, questions_digest, stage_key
-from saturated_dag.tasks import validation_questions
-from saturated_dag.tracking import trainer_environment
+from saturated_dag.infra.shards import file_fingerprint, frame_digest, questions_digest, stage_key
+from saturated_dag.reporting.model_card import CARD_FILE, AdapterFacts, write_training_card
+from saturated_dag.reporting.plots import adapter_curves
+from saturated_dag.reporting.tracking import trainer_environment
 from saturated_dag.training.config import (
     LOG_NAMES,
     resolve_dtype,
@@ -410,7 +411,7 @@ def chosen_recipe(training: TrainingSettings, source: Experiment, method: str,
     cell ``source`` chose (``table``: its selection; None when its grid is one point, so the
     recipe is its own settings). The adapters and the testbed's analysis read it here."""
     from saturated_dag.experiments import recipe_settings
-    from saturated_dag.selection import SETTINGS
+    from saturated_dag.training.selection import SETTINGS
 
     if table is None:
         effective = source.training(training)
@@ -517,9 +518,9 @@ def _loads_one(experiment: ExperimentResource, inference: InferenceResource, tas
                exp: Experiment) -> dict[str, object]:
     """Load one adapter on the policy and generate 32 greedy tokens for a validation
     question: a row of the check's table (``error`` empty when it worked)."""
-    from saturated_dag.evaluation import adapter_backends
+    from saturated_dag.data.questions import validation_questions
+    from saturated_dag.evaluation.reports import adapter_backends
     from saturated_dag.generation.base import SamplingParams
-    from saturated_dag.tasks import validation_questions
 
     settings = inference.policy_settings()
     folder = adapter_dir(experiment.output_dir, task, exp)

@@ -2,10 +2,11 @@
 
 Dagster does not build the model (the ``pretrain_base_model`` job or the hub does); it observes
 it. The observation's data version is the model's fingerprint, the same string the stage
-caches key on (``saturated_dag.shards.model_fingerprint``: a hash of the model's files, or of
-the hub id), so a retrained or swapped model marks every generation pool downstream stale and
-re-observing an unchanged model marks nothing. Any asset job that selects ``base_model``
-observes it as a step before the pools run; the UI's "Observe sources" does it on its own.
+caches key on (``saturated_dag.generation.models.model_fingerprint``: a hash of the model's
+files, or of the hub id), so a retrained or swapped model marks every generation pool
+downstream stale and re-observing an unchanged model marks nothing. Any asset job that selects
+``base_model`` observes it as a step before the pools run; the UI's "Observe sources" does it
+on its own.
 """
 
 import json
@@ -14,8 +15,7 @@ from pathlib import Path
 import dagster as dg
 
 from resources.experiment import ExperimentResource
-from saturated_dag.generation.models import resolve
-from saturated_dag.shards import model_fingerprint
+from saturated_dag.generation.models import model_fingerprint, resolve
 
 SPEC = dg.AssetSpec(
     "base_model",

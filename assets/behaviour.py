@@ -3,7 +3,7 @@
 From the per-sample eval reports of the base model and the main table's adapters: pass@1,
 completion length, mean token entropy, answer-format and truncation rates per cell, each with
 its change from the base model, and Δ pass@1's 95% interval paired over the cell's questions
-(``saturated_dag.behaviour``). On the embedded arithmetic model
+(``saturated_dag.analysis.behaviour``). On the embedded arithmetic model
 also the mix of solution styles and each style's accuracy per cell (``styles.csv``, and the
 ``styles`` metadata table, and a figure of each adapter's style shift per cell), since its
 styles are known. A figure shows Δ pass@1 and Δ length per adapter and cell, each number in its
@@ -19,12 +19,12 @@ import polars as pl
 from assets._metadata import eval_report_ins, frame_output, frame_table, image, summary_entry
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
-from saturated_dag.atomic import atomic_write_csv
-from saturated_dag.behaviour import BASE, behaviour_table, style_table, summary
+from saturated_dag.analysis.behaviour import BASE, behaviour_table, style_table, summary
 from saturated_dag.experiments import Experiment
-from saturated_dag.plots import behaviour_heatmaps, style_shift
-from saturated_dag.pretrain.styles import detect_style
-from saturated_dag.result_tables import NOT_APPLICABLE, with_interval
+from saturated_dag.infra.atomic import atomic_write_csv
+from saturated_dag.reporting.plots import behaviour_heatmaps, style_shift
+from saturated_dag.reporting.result_tables import NOT_APPLICABLE, with_interval
+from saturated_dag.tasks.solution_styles import detect_style
 
 EMBEDDED_MODEL = "arith-base"
 """The shipped model whose solution styles ``detect_style`` knows."""

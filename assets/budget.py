@@ -4,7 +4,7 @@ The paper reports each method's best configuration of its selection grid (App. B
 grid also varies β, so its best is a maximum over more tries. This asset reads every selected
 main-matrix cell's grid (``<split>/selection/<cell>``) and reports its expected best
 validation pass@1 as a function of the configurations tried, with its interval over the
-configurations (``saturated_dag.budget``); a figure per split; and the findings row "σ-RRHF
+configurations (``saturated_dag.analysis.budget``); a figure per split; and the findings row "σ-RRHF
 vs DPO at equal budget" per split and scorer. The first screen is the findings row.
 """
 
@@ -17,11 +17,11 @@ from assets._metadata import frame_output, frame_table, image, summary_entry
 from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
-from saturated_dag import budget
-from saturated_dag.atomic import atomic_write_csv
+from saturated_dag.analysis import budget
 from saturated_dag.experiments import Experiment
+from saturated_dag.infra.atomic import atomic_write_csv
 from saturated_dag.methods import label
-from saturated_dag.plots import budget_plot
+from saturated_dag.reporting.plots import budget_plot
 
 BUDGET_KEY = "expected_best_by_budget"
 

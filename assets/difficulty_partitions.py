@@ -9,8 +9,8 @@ from assets._draws import draw_file
 from assets._metadata import frame_output, frame_table, image, markdown_table
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
-from saturated_dag import partitions
-from saturated_dag.plots import pass_at_1_heatmap
+from saturated_dag.data import partitions
+from saturated_dag.reporting.plots import pass_at_1_heatmap
 
 POOL_TITLES = {"D": "D (target)", "D_prime": "D_prime (strictly easier)"}
 

@@ -24,14 +24,14 @@ from assets._priority import POLICY_STAGE, priority
 from assets.selection import selection_key
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
-from saturated_dag import dpo_search
-from saturated_dag.atomic import atomic_write_text
+from saturated_dag.analysis import dpo_search
 from saturated_dag.config import TrainingSettings
-from saturated_dag.evaluation import evaluate_samples, per_question_results, summarise
+from saturated_dag.data.questions import validation_questions
+from saturated_dag.evaluation.reports import evaluate_samples, per_question_results, summarise
 from saturated_dag.experiments import Experiment, TaskPlan
-from saturated_dag.selection import chosen
-from saturated_dag.tasks import validation_questions
+from saturated_dag.infra.atomic import atomic_write_text
 from saturated_dag.training.folders import RESULT_FILE, VALIDATION_FILE, VALIDATION_SAMPLES_FILE
+from saturated_dag.training.selection import chosen
 
 SEARCH_KEY = ["chain_sum", "dpo_recipe_search"]
 BASE_VALIDATION_KEY = ["chain_sum", "validation", "base"]

@@ -21,7 +21,7 @@ names it (``evaluation.ReportIdentity``). A cell's report's metadata names the c
 evaluated (the selection's choice) with its hyperparameters and links its adapters, the
 selection and the base model's report; and each adapter's model card (``README.md``) gets its
 eval part: that adapter's pass@1 and pass@k with 95% intervals on the eval set
-(``saturated_dag.model_card``, rewritten only when it changed).
+(``saturated_dag.reporting.model_card``, rewritten only when it changed).
 """
 
 import json
@@ -38,7 +38,8 @@ from assets._stages import cache_metadata, open_store, policy_identity, write_er
 from assets.selection import same_adapters, selection_key
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import latest_metadata, schema_metadata
-from saturated_dag.evaluation import (
+from saturated_dag.data.questions import eval_questions, eval_set_name
+from saturated_dag.evaluation.reports import (
     ReportIdentity,
     ShardJob,
     adapter_backends,
@@ -48,24 +49,23 @@ from saturated_dag.evaluation import (
 )
 from saturated_dag.experiments import Experiment, grid_key
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
-from saturated_dag.model_card import (
+from saturated_dag.infra.shards import ShardStore, questions_digest
+from saturated_dag.reporting.model_card import (
     CARD_FILE,
     CardOfAnotherAdapter,
     EvalFacts,
     StaleCard,
     write_eval_card,
 )
-from saturated_dag.result_tables import (
+from saturated_dag.reporting.result_tables import (
     display_rows,
     eval_set_caption,
     results_table,
     sample_text,
     with_interval,
 )
-from saturated_dag.selection import chosen
-from saturated_dag.shards import ShardStore, questions_digest
-from saturated_dag.tasks import eval_questions, eval_set_name
 from saturated_dag.training.config import settings_summary
+from saturated_dag.training.selection import chosen
 
 EVAL_ASSET = {"io_manager_key": "parquet_io", "pool": "gpu",
               "kinds": {"eval", "polars", "parquet"},  # "eval": the graph node's badge

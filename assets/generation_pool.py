@@ -15,9 +15,9 @@ from assets._priority import POLICY_STAGE, priority
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
-from saturated_dag.pool import generate_pool
-from saturated_dag.shards import questions_digest
-from saturated_dag.tasks import training_questions
+from saturated_dag.data.pool import generate_pool
+from saturated_dag.data.questions import training_questions
+from saturated_dag.infra.shards import questions_digest
 
 
 def generation_pool_asset(task: str) -> dg.AssetsDefinition:

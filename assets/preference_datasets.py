@@ -14,7 +14,7 @@ import polars as pl
 from assets._metadata import frame_output, markdown_table
 from resources import ExperimentResource, ParquetIOManager
 from resources.parquet_io import asset_file, schema_metadata
-from saturated_dag import preference_data as pdata
+from saturated_dag.data import preference_data as pdata
 from saturated_dag.experiments import HARD_PAIRS_SHUFFLED, Experiment
 
 

@@ -22,9 +22,10 @@ from assets._priority import JUDGE_STAGE, POLICY_STAGE, TEACHER_STAGE, priority
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
-from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import Profile
-from saturated_dag.log import LogFn
+from saturated_dag.generation.models import model_fingerprint
+from saturated_dag.infra.atomic import atomic_write_parquet
+from saturated_dag.infra.log import LogFn
 from saturated_dag.scorers.builtin import registered, scorer
 from saturated_dag.scorers.entropy_scores import (
     TeacherForcedEntropy,
@@ -39,7 +40,6 @@ from saturated_dag.scorers.scored_completions import (
     missing_or_nonfinite,
 )
 from saturated_dag.scorers.tournament import TournamentResult, run_tournament
-from saturated_dag.shards import model_fingerprint
 
 
 def _ins(task: str) -> dict[str, dg.AssetIn]:

@@ -22,11 +22,13 @@ from assets._metadata import eval_report_ins, frame_output, image, summary_entry
 from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
-from saturated_dag.atomic import atomic_write_csv, atomic_write_text
-from saturated_dag.evaluation import per_question_results
+from saturated_dag.analysis.testbed import VERDICTS_FILE, unvalidated_note
+from saturated_dag.data.questions import eval_set_name
+from saturated_dag.evaluation.reports import per_question_results
 from saturated_dag.experiments import SWEEP_TITLES, Experiment, SweepRow
-from saturated_dag.plots import forest_plot, sweep_plot
-from saturated_dag.result_tables import (
+from saturated_dag.infra.atomic import atomic_write_csv, atomic_write_text
+from saturated_dag.reporting.plots import forest_plot, sweep_plot
+from saturated_dag.reporting.result_tables import (
     NOT_APPLICABLE,
     display_rows,
     eval_set_caption,
@@ -41,9 +43,7 @@ from saturated_dag.result_tables import (
 )
 from saturated_dag.schemas import schema, sweep_schema_name
 from saturated_dag.scorers.judges import JUDGES_ARE_COPIES, judges_are_copies
-from saturated_dag.selection import chosen
-from saturated_dag.tasks import eval_set_name
-from saturated_dag.testbed import VERDICTS_FILE, unvalidated_note
+from saturated_dag.training.selection import chosen
 
 FIGURE_NOTE = ("Figure (the entry's link): Δ to the base model with its 95% paired interval, "
                "one line per row; filled red or blue where the interval excludes 0, hollow grey "

@@ -1,5 +1,6 @@
-"""``<task>/runs_table``: one row per trained adapter (``saturated_dag.runs_table``), and, with
-``tracking.mlflow`` on, each row as an MLflow run (``saturated_dag.tracking``).
+"""``<task>/runs_table``: one row per trained adapter (``saturated_dag.reporting.runs_table``),
+and, with ``tracking.mlflow`` on, each row as an MLflow run
+(``saturated_dag.reporting.tracking``).
 
 Its inputs are every eval report of the task (the base model's and each cell's) and every
 cell's selection, so it runs last, once the task's tables are due; each adapter's
@@ -24,10 +25,11 @@ from assets._metadata import frame_output, frame_table
 from assets.selection import same_adapters, selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
-from saturated_dag.atomic import atomic_write_csv
-from saturated_dag.evaluation import per_question_results
+from saturated_dag.data.questions import eval_set_name
+from saturated_dag.evaluation.reports import per_question_results
 from saturated_dag.experiments import Experiment
-from saturated_dag.runs_table import (
+from saturated_dag.infra.atomic import atomic_write_csv
+from saturated_dag.reporting.runs_table import (
     INLINE_ROWS,
     cell_key,
     chosen_configurations,
@@ -37,9 +39,7 @@ from saturated_dag.runs_table import (
     summary,
     task_adapters,
 )
-from saturated_dag.selection import chosen
-from saturated_dag.tasks import eval_set_name
-from saturated_dag.tracking import (
+from saturated_dag.reporting.tracking import (
     Logged,
     Source,
     TrackingError,
@@ -48,6 +48,7 @@ from saturated_dag.tracking import (
     log_rows,
     open_tracking,
 )
+from saturated_dag.training.selection import chosen
 
 
 def _open(experiment: ExperimentResource) -> TrackingStore | None:

@@ -19,8 +19,8 @@ from assets._metadata import frame_output, frame_table, image, markdown_table, s
 from assets.quality_scores import scored_completions_for
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
-from saturated_dag.atomic import atomic_write_csv
-from saturated_dag.findings import agreement_rows, agreement_summary
+from saturated_dag.analysis.findings import agreement_rows, agreement_summary
+from saturated_dag.infra.atomic import atomic_write_csv
 from saturated_dag.scorers import agreement
 from saturated_dag.scorers.judges import JUDGES_ARE_COPIES, judges_are_copies
 

@@ -2,7 +2,7 @@
 
 A cell whose selection grid (``training.selection``) has more than one configuration trains
 each of them (each over ``training.replicates`` seeds); this asset reads their validation
-pass@1 and chooses the best (``saturated_dag.selection``). The cell's eval report evaluates
+pass@1 and chooses the best (``saturated_dag.training.selection``). The cell's eval report evaluates
 the chosen configuration, so the main tables report it. The metadata leads with ``summary``
 (the choice and its margin; ``result_tables.selection_summary``), then the grid with the winner
 marked, narrowed to what tells the configurations apart (``shown``; every column is in the
@@ -21,11 +21,11 @@ from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.config import Profile
 from saturated_dag.experiments import Experiment, cell_adapters
-from saturated_dag.plots import cell_overlay
-from saturated_dag.result_tables import selection_summary
-from saturated_dag.runs_table import scientific
-from saturated_dag.selection import SETTINGS, Trained, chosen, selection_table
+from saturated_dag.reporting.plots import cell_overlay
+from saturated_dag.reporting.result_tables import selection_summary
+from saturated_dag.reporting.runs_table import scientific
 from saturated_dag.training.folders import RESULT_FILE, VALIDATION_FILE
+from saturated_dag.training.selection import SETTINGS, Trained, chosen, selection_table
 
 SETTING_NAMES = {"learning_rate": "learning rate", "epochs": "max epochs",
                  "batch_size": "batch size", "dpo_beta": "β", "dpo_nll_weight": "NLL weight",

@@ -21,11 +21,11 @@ from assets.adapters import chosen_recipe
 from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
-from saturated_dag import testbed
-from saturated_dag.behaviour import BASE
+from saturated_dag.analysis import testbed
+from saturated_dag.analysis.behaviour import BASE
 from saturated_dag.experiments import Experiment, TaskPlan
 from saturated_dag.methods import label
-from saturated_dag.result_tables import scientific
+from saturated_dag.reporting.result_tables import scientific
 from saturated_dag.scorers.agreement import rho_with_oracle
 
 TESTBED_KEY = ["chain_sum", "testbed_validation"]

@@ -27,8 +27,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from assets._adapter_files import adapter_dir, adapter_home
-from saturated_dag.config import load_profile
-from saturated_dag.runs_table import task_adapters
+from saturated_dag.profiles import load_profile
+from saturated_dag.reporting.runs_table import task_adapters
 from saturated_dag.training.folders import ADAPTER_WEIGHTS, RESULT_FILE, key_folder, record_current
 
 
@@ -50,7 +50,7 @@ def real_weights(profile_name: str, folder: Path) -> Path:
 
 def build(profile_name: str, out: Path, weights: bytes) -> list[tuple[str, object]]:
     """One current key folder per adapter of the profile, with its records; the adapters."""
-    from saturated_dag.shards import file_fingerprint
+    from saturated_dag.infra.shards import file_fingerprint
 
     profile = load_profile(profile_name)
     adapters = [(task, a.adapter) for task in profile.tasks
@@ -85,7 +85,7 @@ def main() -> None:
         weights = real_weights(args.profile, Path(scratch) / "peft").read_bytes()
         out = Path(scratch) / "out"
         adapters = build(args.profile, out, weights)
-        from saturated_dag import shards
+        from saturated_dag.infra import shards
 
         shards._FINGERPRINTS.clear()  # as a fresh run process: nothing hashed yet
         wall, cpu = time.perf_counter(), time.process_time()

@@ -27,7 +27,7 @@ import dagster as dg
 
 from assets import profile_assets
 from resources import make_resources
-from saturated_dag.config import load_profile
+from saturated_dag.profiles import load_profile
 
 
 def materialise(profile: str, out: Path, names: list[str]) -> dict[str, dict]:

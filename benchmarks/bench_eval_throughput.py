@@ -41,10 +41,10 @@ import torch
 threads, slots, adapters = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
 if threads:
     torch.set_num_threads(threads)
-from saturated_dag.config import load_profile
+from saturated_dag.profiles import load_profile
 from saturated_dag.generation.base import SampleRequest, SamplingParams
 from saturated_dag.generation.transformers_backend import TransformersBackend
-from saturated_dag.tasks import eval_questions
+from saturated_dag.data.questions import eval_questions
 profile = load_profile("demo")
 questions = eval_questions(profile, "chain_sum")
 backend = TransformersBackend.load("arith-base", batch_size=slots)
@@ -89,8 +89,8 @@ def run_variant(repo: Path, python: str, processes: int, threads: int, slots: in
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from saturated_dag.config import load_profile
-    from saturated_dag.parallel import cpu_cores
+    from saturated_dag.infra.parallel import cpu_cores
+    from saturated_dag.profiles import load_profile
 
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--baseline-repo", type=Path, required=True)

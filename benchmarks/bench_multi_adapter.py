@@ -53,7 +53,7 @@ def random_adapters(model_spec: str, count: int, folder: Path, scale: float) -> 
 
 def one_at_a_time(spec: str, adapters: list[Path], prompts: list[str], params: SamplingParams,
                   batch_size: int) -> list[list[int]]:
-    from saturated_dag.evaluation import adapter_backend
+    from saturated_dag.evaluation.reports import adapter_backend
 
     tokens = []
     for folder in adapters:

@@ -32,7 +32,7 @@ from benchmarks.common import (
     peak_memory,
 )
 from saturated_dag.generation.base import SamplingParams
-from saturated_dag.losses import RrhfLossConfig, rrhf_loss, sequence_logprobs
+from saturated_dag.training.losses import RrhfLossConfig, rrhf_loss, sequence_logprobs
 
 
 def loop_rrhf_loss(sums: torch.Tensor, counts: torch.Tensor, scores: torch.Tensor,

@@ -70,7 +70,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PAPER_SHAPES = ROOT / "benchmarks" / "gpu_check_paper.json"
 SCHEMA = 1
 KIND = "gpu_check"
-"""The JSON's ``kind``; ``saturated_dag.paper_cost.measured_throughput`` reads only this."""
+"""The JSON's ``kind``; ``saturated_dag.reporting.paper_cost.measured_throughput`` reads only
+this."""
 
 STAND_INS = ("polars", "reasoning_gym", "math_verify")
 """Packages the measured modules import (through ``saturated_dag.tasks`` and
@@ -236,8 +237,8 @@ def shapes_from_profile(name: str = "paper", entropy_sequences: int = 64) -> Sha
     it trains at the cost table's mean lengths with the method's trainer settings, its
     validation batch, and the entropy pass at the scored completions' lengths. Needs the
     whole environment (pydantic, polars): run here, not on the GPU machine."""
-    from saturated_dag import paper_cost as pc
-    from saturated_dag.config import load_profile
+    from saturated_dag.profiles import load_profile
+    from saturated_dag.reporting import paper_cost as pc
     from saturated_dag.training.config import settings_record
     from saturated_dag.training.memory import KNOWN_SHAPES
 
@@ -263,8 +264,8 @@ def shapes_from_profile(name: str = "paper", entropy_sequences: int = 64) -> Sha
     return Shapes(
         name=name,
         source=(f"profile {name} ({profile.policy.model}) and the cost table's assumptions "
-                "(saturated_dag/paper_cost.py); regenerate with python -m benchmarks.gpu_check "
-                "--write-shapes benchmarks/gpu_check_paper.json"),
+                "(saturated_dag/reporting/paper_cost.py); regenerate with "
+                "python -m benchmarks.gpu_check --write-shapes benchmarks/gpu_check_paper.json"),
         model=shape, dtype=profile.training.dtype,
         training=training, sampling=sampling, entropy=entropy,
         checkpointing=(profile.training.gradient_checkpointing,

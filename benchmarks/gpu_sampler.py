@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--toy", action="store_true", help="tiny sizes: a dry run of the script")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    from saturated_dag.parallel import cuda_devices
+    from saturated_dag.infra.parallel import cuda_devices
 
     report: dict[str, Any] = {"machine": machine(), "torch": torch.__version__,
                               "cuda_devices": cuda_devices()}

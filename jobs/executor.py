@@ -1,5 +1,5 @@
 """The executor of every job that runs model steps: the profile's ``StepLayout``
-(``saturated_dag/parallel.py``).
+(``saturated_dag/infra/parallel.py``).
 
 The run's own process (the in-process executor) on an accelerator, where the policy engine
 (vLLM or CUDA) loads once for all steps and stays resident (``resources/inference.py``), and on
@@ -14,7 +14,7 @@ graph again.
 import dagster as dg
 
 from saturated_dag.config import Profile
-from saturated_dag.parallel import step_layout
+from saturated_dag.infra.parallel import step_layout
 
 PRELOADED = ["jobs.step_server"]
 """What the step processes' fork server imports once (``jobs/step_server.py``)."""

@@ -25,8 +25,8 @@ from jobs.pretrain import pretrain_base_model
 from jobs.study import study_job
 from jobs.testbed import testbed_jobs
 from resources import make_resources
-from saturated_dag.config import load_profile
-from saturated_dag.scorers.judge_context import check_local_policy
+from saturated_dag.profiles import load_profile
+from saturated_dag.profiles.engine_context import check_local_policy
 
 GPU_POOL = "gpu"
 

@@ -19,7 +19,7 @@ def job_parts(name: str) -> list[str] | str:
     loaded profile (``SATURATED_DAG_PROFILE``), in run order; why not, when the profile does
     not run it."""
     from jobs.location import location_from_environment
-    from saturated_dag.config import load_profile
+    from saturated_dag.profiles import load_profile
 
     profile = load_profile(location_from_environment()[0])
     tasks = ([name.removeprefix("paper_")] if name.startswith("paper_") else profile.tasks)

@@ -8,7 +8,7 @@ trainer modules per step on the demo (timed in one process, import by import).
 """
 
 import definitions
-from saturated_dag.verification import verify_answer
+from saturated_dag.tasks.verification import verify_answer
 
 definitions.defs.get_repository_def().get_all_jobs()  # resolved here, inherited by each step
 

@@ -22,7 +22,7 @@ import dagster as dg
 from assets import profile_assets
 from jobs.executor import step_executor
 from resources import make_resources
-from saturated_dag.config import load_profile
+from saturated_dag.profiles import load_profile
 
 GROUP = "testbed"
 """The asset group that only the testbed's profile defines."""

@@ -35,10 +35,11 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import dagster as dg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from saturated_dag import output_stamp
-from saturated_dag.config import Profile, ProfileError, load_profile, merge_settings
-from saturated_dag.lifeline import bind_to_parent, die_with
-from saturated_dag.parallel import limit_threads, step_layout
+from saturated_dag.config import Profile, ProfileError
+from saturated_dag.infra import output_stamp
+from saturated_dag.infra.lifeline import bind_to_parent, die_with
+from saturated_dag.infra.parallel import limit_threads, step_layout
+from saturated_dag.profiles import load_profile, merge_settings
 
 _NONE = type(None)
 _ENUMS: dict[tuple[str, ...], type[enum.Enum]] = {}
@@ -351,7 +352,7 @@ class ExperimentResource(dg.ConfigurableResource):
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Validate the settings, hold the step to its layout's torch threads
-        (``saturated_dag.parallel``), and tag the run with the profile and folder it uses."""
+        (``saturated_dag.infra.parallel``), and tag the run with the profile and folder it uses."""
         settings = self.settings  # raises naming the setting, before any step runs
         layout = step_layout(settings)
         if layout.threads is not None:  # never more threads than the layout's cores
@@ -368,7 +369,7 @@ class ExperimentResource(dg.ConfigurableResource):
         if context.log is not None:
             context.log.info(f"profile {settings.name!r} ({self.profile}), outputs in "
                              f"{self.location.output_path}")
-        # no profile reads another profile's files (saturated_dag.output_stamp)
+        # no profile reads another profile's files (saturated_dag.infra.output_stamp)
         try:
             changed = output_stamp.claim(self.location.output_path, self.profile,
                                          settings.model_dump())

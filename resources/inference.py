@@ -17,7 +17,7 @@ its child process (``resources.training.train_with_pipes``). The teacher-forced 
 whenever the policy is.
 
 Every load and close is written to the run's residency log
-(``<output_dir>/residency/<run id>.jsonl``, ``saturated_dag.residency``) with the process and
+(``<output_dir>/residency/<run id>.jsonl``, ``saturated_dag.infra.residency``) with the process and
 the step, so the rule can be checked on what happened, not only on what the code intends.
 
 (No ``from __future__ import annotations`` here: Dagster reads the ``ResourceDependency``
@@ -37,8 +37,8 @@ from saturated_dag.config import PolicySettings, ProfileError, StrongJudgeSettin
 from saturated_dag.generation import GenerationBackend, open_backend
 from saturated_dag.generation.base import ChatPrompting
 from saturated_dag.generation.models import resolve as resolve_model
-from saturated_dag.residency import POLICY, STRONG_JUDGE, TEACHER, ResidencyLog
-from saturated_dag.scorers.judge_context import (
+from saturated_dag.infra.residency import POLICY, STRONG_JUDGE, TEACHER, ResidencyLog
+from saturated_dag.profiles.engine_context import (
     ContextTooShort,
     check_sampling_context,
     model_max_positions,
@@ -52,7 +52,7 @@ from saturated_dag.scorers.judges import Judge, LlmJudge, RubricJudge
 def vllm_options(settings: PolicySettings | StrongJudgeSettings, needs: Callable[[Any], list],
                  field: str, log: Any = None) -> dict[str, Any]:
     """The engine's vLLM options with ``max_model_len`` resolved against what it will serve
-    (``saturated_dag.scorers.judge_context``): ``auto`` computed, a number too small refused
+    (``saturated_dag.profiles.engine_context``): ``auto`` computed, a number too small refused
     with the numbers, before any weights load."""
     from transformers import AutoTokenizer
 

@@ -18,7 +18,7 @@ was shared by several assets, so its content cannot be attributed; loading such 
 the old file and asks for a re-materialisation. Local folders only: the atomic rename below
 needs one filesystem.
 
-Writes: ``saturated_dag.atomic.atomic_write_parquet`` (beside the final name, fsynced,
+Writes: ``saturated_dag.infra.atomic.atomic_write_parquet`` (beside the final name, fsynced,
 renamed), so a crash or a full disk never leaves a truncated file where the previous
 materialisation was. Before writing, the frame is checked against the schema the asset
 declares with ``metadata=schema_metadata("<kind>")`` (``saturated_dag.schemas``); an asset
@@ -58,9 +58,9 @@ from pydantic import Field
 from upath import UPath
 
 from resources.experiment import ExperimentLocation
-from saturated_dag.atomic import atomic_write_parquet
+from saturated_dag.infra.atomic import atomic_write_parquet
+from saturated_dag.infra.shards import frame_digest
 from saturated_dag.schemas import check_frame, get_schema
-from saturated_dag.shards import frame_digest
 
 __all__ = ["REPORT_KEY", "SCHEMA_KEY", "SUFFIX", "ParquetIOManager",
            "asset_file", "atomic_write_parquet",
@@ -145,7 +145,7 @@ def schema_metadata(name: str, report: bool = False) -> dict[str, Any]:
 def frame_data_version(frame: pl.DataFrame) -> dg.DataVersion:
     """The frame's content hash as a Dagster data version (``dg.Output(data_version=...)``).
 
-    ``saturated_dag.shards.frame_digest``, the hash the stage caches key on: column names and
+    ``saturated_dag.infra.shards.frame_digest``, the hash the stage caches key on: column names and
     order, dtypes, height and every value, through their Python values (not polars' own row
     hashes, which may change between polars versions); the same in every process and
     independent of chunking. An unchanged re-materialisation reports the same version, so

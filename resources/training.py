@@ -22,7 +22,7 @@ import dagster as dg
 
 from resources import training_child
 from resources.inference import InferenceResource, current_step
-from saturated_dag.residency import ResidencyLog
+from saturated_dag.infra.residency import ResidencyLog
 from saturated_dag.training.job import TrainingJob
 
 # run by path (see the child's docstring); imported here so the adapters' code version covers it

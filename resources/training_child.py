@@ -57,8 +57,8 @@ def report_metadata(records: list[dict[str, Any]], seconds: float, versions: lis
 def main() -> None:
     from dagster_pipes import open_dagster_pipes
 
-    from saturated_dag.atomic import atomic_write_text
-    from saturated_dag.residency import ResidencyLog
+    from saturated_dag.infra.atomic import atomic_write_text
+    from saturated_dag.infra.residency import ResidencyLog
     from saturated_dag.training.job import TrainingJob
     from saturated_dag.training.runner import (
         InThisProcess,

@@ -16,14 +16,11 @@ import types
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    TypeAdapter,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -32,9 +29,9 @@ from pydantic_core import PydanticCustomError
 
 from saturated_dag.generation.base import SamplingParams
 from saturated_dag.tasks import chain_sum
-from saturated_dag.verification import AnswerCheck
+from saturated_dag.tasks.chain_sum import grid_of
+from saturated_dag.tasks.verification import AnswerCheck
 
-PROFILE_DIR = Path(__file__).parent / "profiles"
 TaskName = Literal["chain_sum", "gsm8k"]
 
 
@@ -158,10 +155,6 @@ class GridSpec(_Strict):
 Grid = Literal["D", "D_prime"] | GridSpec
 
 
-def grid_cells(grid: Grid) -> list[chain_sum.Cell]:
-    return list(chain_sum.PRESETS[grid]) if isinstance(grid, str) else grid.cells()
-
-
 _MAX_PER_CELL = chain_sum.SEED_SPACING // 100
 TrainSplit = Literal["saturated", "strict_saturated", "hard"]
 TRAIN_SPLITS_HELP = """The training splits this task trains, main rows and sweeps alike: a row
@@ -196,7 +189,7 @@ class ChainSumSettings(_Strict):
             grid = getattr(self, name)
             if grid is not None:
                 try:
-                    grid_cells(grid)
+                    grid_of(grid)
                 except ValueError as err:
                     raise ValueError(f"{name}: {err}") from None
         return self
@@ -220,7 +213,7 @@ class VllmSettings(_Strict):
     profile and the model's tokenizer, as the longest prompt it will serve plus what it
     generates (for the policy: the self-judge's few-shot prompt with the task's longest
     question, two completions of ``sampling.max_new_tokens`` and a judgment of
-    ``scoring.judge_max_new_tokens``; ``saturated_dag.scorers.judge_context``). A number
+    ``scoring.judge_max_new_tokens``; ``saturated_dag.profiles.engine_context``). A number
     smaller than that is refused, with the numbers, before the engine loads. None: the
     model's own maximum (vLLM's default)."""
     tensor_parallel_size: int = Field(1, ge=1)
@@ -482,7 +475,7 @@ class SelectionGrid(_Strict):
     """DPO's NLL anchor weights (``training.dpo_nll_weight``; 0 is the paper's DPO)."""
     rrhf_rank_weights: list[float] | None = Field(None, min_length=1)
     rule: Literal["best", "one_se"] = "best"
-    """How a selection chooses (``saturated_dag.selection``): ``best`` is App. B's highest
+    """How a selection chooses (``saturated_dag.training.selection``): ``best`` is App. B's highest
     validation pass@1; ``one_se`` the one-standard-error rule, the smallest learning rate
     within one paired standard error of the best (docs/paper-differences.md): on the testbed
     the validation set's noise alone chose η = 1e-3 over 3e-4 (93.2% against 92.7%), and at
@@ -658,7 +651,7 @@ class TestbedSettings(_Strict):
     method's positive control), to find none where none is (its negative control), and how
     the effect falls as the signal gets noisier (the reliability dial). Chain sum on the
     embedded model only: the oracle reads the solution styles the embedded model was
-    pretrained on (``pretrain.styles``).
+    pretrained on (``tasks.solution_styles``).
 
     The rows themselves are ordinary cells of the plan: ``training.scorers`` (and
     ``training.method_scorers``) name the known-answer scorers, ``training.recipes`` chooses
@@ -701,7 +694,7 @@ class TestbedSettings(_Strict):
 
 
 class ExecutionSettings(_Strict):
-    """How many model steps a run executes at once on CPU (``saturated_dag/parallel.py``).
+    """How many model steps a run executes at once on CPU (``saturated_dag/infra/parallel.py``).
 
     On an accelerator a run is always one process (the engine loads once) with one model step
     at a time per device; this setting is read only when every model is on the CPU.
@@ -734,7 +727,8 @@ class AutomationSettings(_Strict):
 
 
 class StageSettings(_Strict):
-    """Resumable, cached stages (``saturated_dag.shards``): generation, judging, entropy, eval.
+    """Resumable, cached stages (``saturated_dag.infra.shards``): generation, judging, entropy,
+    eval.
 
     Finished shards are kept under ``<output_dir>/stages/<stage>/<key>/``; a crashed run
     resumes from them and an unchanged re-run reuses them all.
@@ -815,7 +809,7 @@ class Profile(_Strict):
     extraction (the last ``\\boxed{}`` first, else a final stated answer), as in the paper;
     ``last_boxed`` accepts only the last ``\\boxed{}`` (a completion without one is wrong);
     ``rehearsal_coin`` (rehearsal profiles only) adds a seeded coin to Math-Verify's verdict
-    so random-weight models give every split rows (``saturated_dag.verification``)."""
+    so random-weight models give every split rows (``saturated_dag.tasks.verification``)."""
     judges: JudgeSettings = JudgeSettings()
     scoring: ScoringSettings = ScoringSettings()
     training: TrainingSettings = TrainingSettings()
@@ -905,14 +899,6 @@ class Profile(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _no_row_trains_the_base_model(self) -> Profile:
-        """A row whose adapter cannot move (σ-RRHF, no SFT term, λ = 0) is refused by name."""
-        from saturated_dag.experiments import check_trainable
-
-        check_trainable(self.training, self.sampling.n)
-        return self
-
-    @model_validator(mode="after")
     def _judge_contexts_hold_two_completions(self) -> Profile:
         """A vLLM judge's context must hold two completions and a judgment before its prompt
         is even counted; the prompt itself is measured with the tokenizer at engine start."""
@@ -950,131 +936,3 @@ class Profile(_Strict):
                                  f"but is not scored; add it to scoring.correct_splits or "
                                  f"scoring.all_completion_splits (scored: {sorted(scored)})")
         return self
-
-
-def available_profiles() -> list[str]:
-    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
-
-
-def merge_settings(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """``override`` laid over ``base`` key by key: nested sections merge, other values replace."""
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge_settings(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _describe(err: ValidationError, source: str) -> str:
-    lines = [f"invalid profile {source}:"]
-    for item in err.errors():
-        field = ".".join(str(p) for p in item["loc"])
-        if field:
-            lines.append(f"  {field}: {item['msg']} (got {item.get('input')!r})")
-        else:  # a whole-profile rule: its message names the fields involved
-            lines.append(f"  {item['msg']}")
-    return "\n".join(lines)
-
-
-def parse_profile(data: dict[str, Any], source: str = "<dict>") -> Profile:
-    try:
-        return Profile.model_validate(data)
-    except ValidationError as err:
-        raise ProfileError(_describe(err, source)) from None
-
-
-_REMOTE_CODE_SECTIONS: tuple[tuple[str, ...], ...] = (("policy",), ("judges", "strong"))
-"""The settings whose ``trust_remote_code`` runs a model repository's own Python code."""
-_BOOL = TypeAdapter(bool)
-
-
-def _section(data: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
-    for key in path:
-        data = data.get(key) if isinstance(data, dict) else None  # type: ignore[assignment]
-    return data if isinstance(data, dict) else {}
-
-
-def _file_allows(value: Any) -> bool:
-    """The file's ``trust_remote_code`` as pydantic reads it (``true``, ``yes``, ``"on"``)."""
-    try:
-        return _BOOL.validate_python(value)
-    except ValidationError:
-        return False
-
-
-def _check_remote_code(profile: Profile, data: dict[str, Any], overrides: dict[str, Any],
-                       source: str) -> None:
-    """Remote code runs only where the profile file itself grants it, for the model it names.
-
-    Overrides come from places less reviewed than a profile file (the launchpad, a run config,
-    an environment), so an override may switch ``trust_remote_code`` off or restate it, but
-    may not switch it on, nor, where it is on, point the section at another model (whose code
-    the file never trusted).
-    """
-    for path in _REMOTE_CODE_SECTIONS:
-        settings: Any = profile
-        for key in path:
-            settings = getattr(settings, key)
-        if not settings.trust_remote_code:
-            continue
-        name, in_file = ".".join(path), _section(data, path)
-        if not _file_allows(in_file.get("trust_remote_code")):
-            raise ProfileError(
-                f"invalid profile {source}:\n  {name}.trust_remote_code: an override may not "
-                "switch on remote code; only the profile file can (set "
-                f"{name}.trust_remote_code: true in {source} for a model you trust)")
-        overridden = _section(overrides, path)
-        if "model" in overridden and overridden["model"] != in_file.get("model"):
-            raise ProfileError(
-                f"invalid profile {source}:\n  {name}.model: the profile trusts remote code "
-                f"of {in_file.get('model')!r} only; an override may not point it at "
-                f"{overridden['model']!r} (change the model in the profile file, or override "
-                f"{name}.trust_remote_code to false)")
-
-
-EXTENDS = "extends"
-"""A profile file's key naming the profile it changes (a shipped name, or a YAML path
-relative to the file): the file then holds only what differs, laid over that profile's
-settings (``merge_settings``; ``null`` clears a section)."""
-
-
-def read_profile_file(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """A profile file's settings, with the profile it ``extends`` (recursively) under them."""
-    if path.resolve() in seen:
-        chain = " -> ".join(str(p) for p in (*seen, path.resolve()))
-        raise ProfileError(f"profile {path}: {EXTENDS} runs in a circle ({chain})")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(data, dict):
-        raise ProfileError(f"profile {path} must be a YAML mapping, got {type(data).__name__}")
-    parent = data.pop(EXTENDS, None)
-    if parent is None:
-        return data
-    if not isinstance(parent, str) or not parent:
-        raise ProfileError(f"profile {path}: {EXTENDS} must name a profile, got {parent!r}")
-    base = PROFILE_DIR / f"{parent}.yaml"
-    if not base.is_file():
-        base = path.parent / parent
-    if not base.is_file():
-        raise ProfileError(f"profile {path}: {EXTENDS}: {parent!r} is not one of "
-                           f"{available_profiles()} and not a YAML file beside it")
-    return merge_settings(read_profile_file(base, (*seen, path.resolve())), data)
-
-
-def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> Profile:
-    """A named profile (``demo``, ``paper``) or a YAML file, with optional nested overrides.
-
-    Overrides may change any setting except grant remote code (``_check_remote_code``)."""
-    path = PROFILE_DIR / f"{name_or_path}.yaml"
-    if not path.is_file():
-        path = Path(name_or_path).expanduser()
-        if not path.is_file():
-            raise ProfileError(
-                f"unknown profile {name_or_path!r}: not one of {available_profiles()} "
-                "and not a YAML file"
-            )
-    data = read_profile_file(path)
-    profile = parse_profile(merge_settings(data, overrides or {}), str(path))
-    _check_remote_code(profile, data, overrides or {}, str(path))
-    return profile

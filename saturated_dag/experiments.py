@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from saturated_dag.config import Profile, TrainingSettings
+from saturated_dag.data.questions import can_train_split
 from saturated_dag.methods import METHODS, methods_reading
-from saturated_dag.tasks import can_train_split
 
 DATASET_OF_METHOD = {m.name: m.dataset for m in METHODS.values()}
 RRHF_VARIANTS: dict[str, dict[str, Any]] = {
@@ -341,7 +341,7 @@ def table_rows(training: TrainingSettings) -> list[tuple[str | None, SweepRow | 
                                                           Experiment]]:
     """Every table row in print order: the main matrix's (sweep ``None``), then each sweep's
     (its name and row), each with the cell it reports. The one enumeration the load-time
-    checks (``row_labels``) and the plan (``saturated_dag.plan``) read."""
+    checks (``row_labels``) and the plan (``saturated_dag.reporting.plan_text``) read."""
     rows: list[tuple[str | None, SweepRow | None, Experiment]] = [
         (None, None, c) for c in main_matrix(training)]
     for sweep, found in sweeps(training).items():
@@ -483,7 +483,7 @@ def distinct_adapters(trained: Iterable[dict[Experiment, list[Experiment]]]
 class TaskPlan:
     """Everything one task of a profile runs: the one enumeration the graph
     (``assets.task_assets``), the cost table (``paper_cost``), the runs table, the nightly
-    schedule and the printed plan (``saturated_dag.plan``) read.
+    schedule and the printed plan (``saturated_dag.reporting.plan_text``) read.
 
     ``cells``: what the tables report (main matrix, then sweeps), each once. ``trained``: each
     cell's grid configurations with their training-seed replicates (``cell_adapters``).

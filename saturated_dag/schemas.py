@@ -203,7 +203,7 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         ("high", pl.Float64)),
         "each selected cell's expected best validation pass@1 (%) when k of its grid's "
         "configurations are tried, with the 95% interval over its configurations "
-        "(Dodge et al. 2019; saturated_dag/budget.py)"),
+        "(Dodge et al. 2019; saturated_dag/analysis/budget.py)"),
     FrameSchema("styles", _cols(
         ("row", pl.String), ("cell", pl.String), ("style", pl.String), ("samples", pl.Int64),
         ("share", pl.Float64), ("accuracy", pl.Float64), ("Δ share", pl.Float64)),

@@ -28,7 +28,7 @@ Row = tuple[str, float, float, float]
 def delta_rows(output_dir: str | Path, task: str) -> tuple[int, list[Row]]:
     """The number of eval questions and a ``Row`` for every eval report."""
     sys.path.insert(0, str(ROOT))
-    from saturated_dag.statistics import paired_delta
+    from saturated_dag.evaluation.statistics import paired_delta
 
     root = Path(output_dir) / "assets" / task
     base_file = root / "eval" / "base.parquet"

@@ -5,7 +5,8 @@
 
 Per task, one line per table row (main matrix, then each sweep): the cell it reports, how many
 configurations it selects among and over how many training seeds, the settings it holds and
-the values its selection grid varies (``saturated_dag.plan``). Check a GPU run with it before
+the values its selection grid varies (``saturated_dag.reporting.plan_text``). Check a GPU run with
+it before
 paying for one; docs/paper-run.md embeds its output for ``paper`` and ``paper_instruct``.
 With ``--context``, also each vLLM engine's context need, measured with the model's tokenizer
 where it is on this machine (the paper's Qwen3 models are not: their need is measured when the
@@ -16,15 +17,15 @@ from __future__ import annotations
 
 import argparse
 
-from saturated_dag.config import load_profile
-from saturated_dag.plan import markdown
+from saturated_dag.profiles import load_profile
+from saturated_dag.reporting.plan_text import markdown
 
 
 def _context(profile) -> str:
     from transformers import AutoTokenizer
 
     from saturated_dag.generation.models import local_model_dir
-    from saturated_dag.scorers.judge_context import policy_needs, strong_judge_needs
+    from saturated_dag.profiles.engine_context import policy_needs, strong_judge_needs
 
     engines = [("policy.vllm.max_model_len", profile.policy, policy_needs)]
     if profile.judges.strong.kind == "llm":

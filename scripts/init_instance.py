@@ -41,12 +41,12 @@ def init_instance(home: Path) -> None:
 
 def set_model_step_pool(instance) -> int:
     """Give the ``gpu`` pool, which every model step claims, a slot per model step the
-    profile's layout runs at once (``saturated_dag.parallel.step_layout``: one, one per core
+    profile's layout runs at once (``saturated_dag.infra.parallel.step_layout``: one, one per core
     with ``execution.model_steps: one_per_core``, or one per CUDA device), for the profile
     in ``SATURATED_DAG_PROFILE`` (demo by default). Set on every call, so the pool follows
     the machine and the profile the instance is used with."""
-    from saturated_dag.config import load_profile
-    from saturated_dag.parallel import step_layout
+    from saturated_dag.infra.parallel import step_layout
+    from saturated_dag.profiles import load_profile
 
     slots = step_layout(load_profile(os.environ.get("SATURATED_DAG_PROFILE", "demo"))).steps
     instance.event_log_storage.set_concurrency_slots(GPU_POOL, slots)

@@ -5,7 +5,8 @@
     .venv/bin/python scripts/paper_cost.py --profile paper --rates gpu_check.json
 
 docs/paper-run.md embeds this output. The counts come from the profile and the experiment
-matrix; split sizes and lengths are the assumptions of ``saturated_dag.paper_cost`` (printed
+matrix; split sizes and lengths are the assumptions of ``saturated_dag.reporting.paper_cost``
+(printed
 below the table); the GPU-hours are an ESTIMATE from published throughput figures (printed with
 their sources), not a measurement. ``--rates`` takes the JSON of the GPU check
 (``scripts/gpu_check.sh``, ``benchmarks/gpu_check.py``): each rate it measured (training per
@@ -22,10 +23,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from saturated_dag import paper_cost as pc
-from saturated_dag.config import load_profile
 from saturated_dag.experiments import experiment_plan
 from saturated_dag.methods import label as method_label
+from saturated_dag.profiles import load_profile
+from saturated_dag.reporting import paper_cost as pc
 from saturated_dag.training.config import LORA_TARGET_MODULES
 from saturated_dag.training.memory import QWEN3_1_7B
 

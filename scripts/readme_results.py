@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
                              "(default: docs/results.md; --readme is the old name)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from saturated_dag.config import load_profile
+    from saturated_dag.profiles import load_profile
 
     profile = load_profile(args.profile)
     doc = Path(args.results_doc)

@@ -34,7 +34,7 @@ done
 import sys
 from pathlib import Path
 
-from saturated_dag.residency import read_events, summary
+from saturated_dag.infra.residency import read_events, summary
 
 for path in sorted(Path(sys.argv[1]).glob("*.jsonl")):
     print(f"residency {path.stem}: {summary(read_events(path))}")

@@ -18,8 +18,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saturated_dag.evaluation import per_question_results
-from saturated_dag.statistics import detectable_effect, questions_for_half_width, seed_matrix
+from saturated_dag.evaluation.reports import per_question_results
+from saturated_dag.evaluation.statistics import (
+    detectable_effect,
+    questions_for_half_width,
+    seed_matrix,
+)
 
 
 def _per_question(path: Path, order: list[str] | None = None) -> tuple[np.ndarray, list[str]]:

@@ -7,7 +7,7 @@ rewrites a tracked file); refreshing the snapshot is the explicit
 it; ``--readme`` is its old name). Every number in the section is read
 from that run's outputs (tables, eval reports, selection grids, scorer agreement), and each
 of the paper's findings gets its paired Δ, 95% interval and verdict
-(``saturated_dag.findings``, docs/study.md); its first line names the commit and machine
+(``saturated_dag.analysis.findings``, docs/study.md); its first line names the commit and machine
 that produced them (``scripts/run_record.py``).
 
     python scripts/study_report.py [--output-dir outputs/study] [--results-doc [PATH]]
@@ -39,7 +39,7 @@ TABLES = (
 
 
 def _reports(assets: Path) -> dict[str, pl.DataFrame]:
-    from saturated_dag.evaluation import per_question_results
+    from saturated_dag.evaluation.reports import per_question_results
 
     reports = {"base": per_question_results(pl.read_parquet(assets / "eval" / "base.parquet"))}
     for path in sorted(assets.glob("*/eval/*.parquet")):
@@ -58,7 +58,7 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
     method it involves (``controls``, by method: ``testbed.controls``; None when the run had
     no testbed), and with ``copies`` a self-judge vs strong-judge contrast (and their
     agreement) is marked identical by construction."""
-    from saturated_dag.findings import (
+    from saturated_dag.analysis.findings import (
         AGREEMENT_PAIRS,
         NEGLIGIBLE,
         ORACLE_PAIRS,
@@ -138,7 +138,7 @@ def _agreement_line(row, copies: bool) -> str:
 def unvalidated_rows(table: str, controls: dict | None) -> list[str]:
     """Below a table that shows a method whose positive control failed in this run: a line
     saying its rows are unvalidated in the embedded world (their nulls cannot be read)."""
-    from saturated_dag.findings import subject
+    from saturated_dag.analysis.findings import subject
     from saturated_dag.methods import label
 
     failed = sorted((subject(key), label(c.method)) for key, c in (controls or {}).items()
@@ -153,7 +153,7 @@ def unvalidated_rows(table: str, controls: dict | None) -> list[str]:
 def unvalidated(controls: dict | None) -> list[str]:
     """A line per method whose positive control did not pass in this run: it is unvalidated
     in the embedded world, and every finding that involves it reads "unreadable"."""
-    from saturated_dag.findings import subject
+    from saturated_dag.analysis.findings import subject
 
     failed = sorted({subject(key) for key, c in (controls or {}).items() if not c.passed})
     return [f"**{name} is unvalidated in the embedded world:** its positive control did not "
@@ -197,7 +197,7 @@ def testbed_section(output_dir: Path) -> tuple[dict | None, str]:
     the run had none."""
     import json
 
-    from saturated_dag.testbed import controls
+    from saturated_dag.analysis.testbed import controls
 
     path = output_dir / TASK / "testbed_verdicts.json"
     if not path.is_file():
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--wall-seconds", type=float, default=None)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from saturated_dag.config import load_profile
+    from saturated_dag.profiles import load_profile
 
     output_dir = Path(args.output_dir)
     text = section(load_profile("study"), output_dir, args.wall_seconds)

@@ -13,7 +13,7 @@ import dagster as dg
 from assets import profile_assets
 from jobs.staged import stages
 from resources import make_resources
-from saturated_dag.config import load_profile
+from saturated_dag.profiles import load_profile
 
 
 def graph(profile: str = "demo", overrides: dict | None = None
@@ -126,7 +126,7 @@ def seed_adapter_folder(out: Path, name: str, task: str = "chain_sum",
     key and ``method``), for a test that writes a trained adapter by hand."""
     import json
 
-    from saturated_dag.shards import file_fingerprint
+    from saturated_dag.infra.shards import file_fingerprint
     from saturated_dag.training.folders import (
         ADAPTER_WEIGHTS,
         RESULT_FILE,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from saturated_dag import partitions
+from saturated_dag.data import partitions
 from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt
 
 STYLES = [
@@ -60,7 +60,7 @@ def make_partitions(pool: pl.DataFrame) -> pl.DataFrame:
 def store_pool_and_partitions(out: Path) -> None:
     """``make_pool``'s pool and its partitions as chain sum's stored assets under ``out``, so
     the stages after them can be materialised without sampling."""
-    from saturated_dag.atomic import atomic_write_parquet
+    from saturated_dag.infra.atomic import atomic_write_parquet
 
     pool = make_pool()
     atomic_write_parquet(pool, out / "assets" / "chain_sum" / "generation_pool.parquet")

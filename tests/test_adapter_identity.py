@@ -171,7 +171,7 @@ def test_weights_are_hashed_once_per_process_however_many_readers_check_them(
     """The check reuses the cache hit's memoised hash (``shards.file_fingerprint``)."""
     import hashlib
 
-    from saturated_dag import shards
+    from saturated_dag.infra import shards
     from saturated_dag.training.folders import AdapterIdentity, check_adapter
 
     folder = seed_adapter_folder(tmp_path, "sft", method="sft")
@@ -185,7 +185,7 @@ def test_weights_are_hashed_once_per_process_however_many_readers_check_them(
 
 
 def test_a_card_of_another_adapter_is_refused(tmp_path: Path) -> None:
-    from saturated_dag.model_card import (
+    from saturated_dag.reporting.model_card import (
         AdapterFacts,
         CardOfAnotherAdapter,
         EvalFacts,

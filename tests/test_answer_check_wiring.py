@@ -8,9 +8,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from saturated_dag.evaluation import evaluate
+from saturated_dag.data.pool import generate_pool
+from saturated_dag.evaluation.reports import evaluate
 from saturated_dag.generation.base import ProgressFn, Sample, SamplingParams
-from saturated_dag.pool import generate_pool
 from saturated_dag.tasks.base import Question
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from saturated_dag.atomic import (
+from saturated_dag.infra.atomic import (
     atomic_write_bytes,
     atomic_write_csv,
     atomic_write_parquet,
@@ -68,7 +68,7 @@ def test_figures_respect_the_umask(tmp_path: Path, umask: int) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from saturated_dag.atomic import atomic_save_figure
+    from saturated_dag.infra.atomic import atomic_save_figure
 
     figure = plt.figure()
     try:
@@ -79,7 +79,7 @@ def test_figures_respect_the_umask(tmp_path: Path, umask: int) -> None:
 
 
 def test_umask_is_read_without_changing_it(umask: int) -> None:
-    from saturated_dag.atomic import current_umask, new_file_mode, new_folder_mode
+    from saturated_dag.infra.atomic import current_umask, new_file_mode, new_folder_mode
 
     assert current_umask() == umask
     assert new_file_mode() == 0o666 & ~umask and new_folder_mode() == 0o777 & ~umask
@@ -91,7 +91,7 @@ def test_a_mkdtemp_folder_gets_the_umask_modes(tmp_path: Path, umask: int) -> No
     ends with the modes ``mkdir``/``open`` would have given; links' targets are not changed."""
     import tempfile
 
-    from saturated_dag.atomic import give_umask_modes
+    from saturated_dag.infra.atomic import give_umask_modes
 
     outside = tmp_path / "outside.txt"
     outside.write_text("x")

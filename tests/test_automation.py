@@ -18,7 +18,8 @@ from assets.automation import (
     gpu_condition,
     with_automation,
 )
-from saturated_dag.config import AutomationSettings, available_profiles, load_profile
+from saturated_dag.config import AutomationSettings
+from saturated_dag.profiles import available_profiles, load_profile
 
 UP, CPU, GPU = dg.AssetKey("upstream"), dg.AssetKey("cpu_child"), dg.AssetKey("gpu_child")
 

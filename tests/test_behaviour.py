@@ -1,13 +1,13 @@
-"""Per-cell behaviour and style mix of eval reports (saturated_dag.behaviour)."""
+"""Per-cell behaviour and style mix of eval reports (saturated_dag.analysis.behaviour)."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
-from saturated_dag.behaviour import BASE, behaviour_table, style_table
-from saturated_dag.pretrain.styles import detect_style
+from saturated_dag.analysis.behaviour import BASE, behaviour_table, style_table
 from saturated_dag.schemas import schema
+from saturated_dag.tasks.solution_styles import detect_style
 
 STEP = "**Addition:** 2 + 3 = 5\n\\boxed{5}"
 BARE = "\\boxed{5}"
@@ -64,7 +64,7 @@ def test_style_table_shows_the_shift_between_styles_and_each_styles_accuracy() -
 
 
 def test_the_style_shift_figure_draws_every_cell(tmp_path) -> None:
-    from saturated_dag.plots import style_shift
+    from saturated_dag.reporting.plots import style_shift
 
     table = style_table(BASE_REPORT, {"saturated/sft": RUN_REPORT}, detect_style)
     png, svg = style_shift(table, tmp_path / "styles.png", "style shift")
@@ -73,7 +73,7 @@ def test_the_style_shift_figure_draws_every_cell(tmp_path) -> None:
 
 
 def test_summary_counts_cells_by_their_paired_interval_and_names_the_extremes() -> None:
-    from saturated_dag.behaviour import summary
+    from saturated_dag.analysis.behaviour import summary
 
     def mixed(i: int) -> bool:  # on d: question 0 loses two samples, question 1 gains one
         return False if i // 4 == 0 else i % 4 < 3 if i // 4 == 1 else i % 2 == 0
@@ -106,7 +106,7 @@ def test_reports_over_other_cells_or_without_samples_are_errors() -> None:
 
 
 def test_cell_intervals_are_the_paired_bootstrap_over_the_cells_questions() -> None:
-    from saturated_dag.statistics import paired_delta
+    from saturated_dag.evaluation.statistics import paired_delta
 
     base = _samples({"c": [(STEP, i % 3 == 0, 10) for i in range(40)]})  # 10 questions
     run = _samples({"c": [(STEP, i % 2 == 0, 10) for i in range(40)]})

@@ -1,4 +1,4 @@
-"""Methods at equal tuning budget (saturated_dag/budget.py): the expected best of k
+"""Methods at equal tuning budget (saturated_dag/analysis/budget.py): the expected best of k
 configurations against a brute force over every subset, its interval, the comparison row,
 and the asset on the demo profile's graph."""
 
@@ -8,7 +8,7 @@ import statistics
 import polars as pl
 import pytest
 
-from saturated_dag import budget
+from saturated_dag.analysis import budget
 
 GRID = [61.5, 70.25, 58.0, 70.25, 66.0]  # a tie at the top, as validation grids have
 
@@ -53,8 +53,8 @@ def test_the_demo_graph_reports_its_selected_main_cells_at_equal_budget():
     import dagster as dg
 
     from assets import task_assets
-    from saturated_dag.config import load_profile
     from saturated_dag.experiments import experiment_plan
+    from saturated_dag.profiles import load_profile
 
     profile = load_profile("demo")
     assets, _ = task_assets(profile, "chain_sum")
@@ -70,7 +70,7 @@ def test_the_demo_graph_reports_its_selected_main_cells_at_equal_budget():
 
 
 def test_the_figure_draws_a_panel_per_split(tmp_path):
-    from saturated_dag.plots import budget_plot
+    from saturated_dag.reporting.plots import budget_plot
 
     table = budget.budget_table({("saturated", "σ-RRHF", "oracle", "a"): [1.0, 2.0],
                                  ("hard", "DPO", "random", "b"): [3.0, 1.0, 2.0]},

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from jobs.staged import part_names
-from saturated_dag.config import load_profile
+from saturated_dag.profiles import load_profile
 from tests.conftest import REPO_ROOT
 
 DAGSTER = str(Path(sys.executable).parent / "dagster")

@@ -2,7 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from saturated_dag.config import ProfileError, available_profiles, grid_cells, load_profile
+from saturated_dag.config import ProfileError
+from saturated_dag.profiles import available_profiles, load_profile
+from saturated_dag.tasks.chain_sum import grid_of
 
 
 def test_shipped_profiles_are_valid() -> None:
@@ -11,8 +13,8 @@ def test_shipped_profiles_are_valid() -> None:
     assert paper.policy.model == "Qwen/Qwen3-1.7B-Base" and paper.policy.backend == "vllm"
     s = paper.sampling
     assert (s.n, s.temperature, s.top_p, s.max_new_tokens) == (8, 0.6, 0.95, 2048)
-    assert len(grid_cells(paper.chain_sum.grid)) == 25
-    assert len(grid_cells(paper.chain_sum.strict_grid)) == 15
+    assert len(grid_of(paper.chain_sum.grid)) == 25
+    assert len(grid_of(paper.chain_sum.strict_grid)) == 15
     assert paper.chain_sum.eval_questions_per_cell * 25 == 200
     assert load_profile("demo").policy.backend == "transformers"
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from saturated_dag.evaluation import evaluate_samples, per_question_results, summarise
-from saturated_dag.result_tables import (
+from saturated_dag.evaluation.reports import evaluate_samples, per_question_results, summarise
+from saturated_dag.evaluation.statistics import paired_delta, seed_matrix
+from saturated_dag.reporting.result_tables import (
     DATA_DRAW_NOT_COVERED,
     display_rows,
     eval_set_caption,
@@ -16,7 +17,6 @@ from saturated_dag.result_tables import (
     sample_text,
 )
 from saturated_dag.schemas import check_frame, schema
-from saturated_dag.statistics import paired_delta, seed_matrix
 
 IDS = [f"q{i:02d}" for i in range(12)]
 
@@ -72,8 +72,8 @@ def test_a_demo_table_says_the_datas_draw_is_not_in_its_intervals() -> None:
 
 
 def test_findings_name_the_data_seeds_their_intervals_rest_on() -> None:
-    from saturated_dag.findings import Comparison, compare_all
-    from saturated_dag.findings import sample_text as findings_text
+    from saturated_dag.analysis.findings import Comparison, compare_all
+    from saturated_dag.analysis.findings import sample_text as findings_text
 
     reports = {"base": BASE, "saturated/sft": STUDY}
     found = compare_all(reports, [Comparison("SFT beats the base", "-", "saturated/sft",
@@ -110,8 +110,12 @@ def test_each_data_seed_draws_its_own_questions_around_one_eval_set():
     """The study's two draws (its default ``data_seeds: 2``) share few training questions
     (reasoning-gym's item i under seed s + 1 is item i + 1 under seed s: a base seed + 1 drew
     201 of the same 208), and the one eval set and validation set avoid both draws'."""
-    from saturated_dag.config import load_profile
-    from saturated_dag.tasks import eval_questions, training_questions, validation_questions
+    from saturated_dag.data.questions import (
+        eval_questions,
+        training_questions,
+        validation_questions,
+    )
+    from saturated_dag.profiles import load_profile
 
     profile = load_profile("study")
     assert profile.data_seeds == 2

@@ -125,9 +125,9 @@ def test_answers_of_the_embedded_model_follow_plain_generate() -> None:
     extracted answers of 600 samples is generate's (chi-square homogeneity, p > 1e-3)."""
     from dataclasses import replace
 
-    from saturated_dag.config import load_profile
-    from saturated_dag.tasks import eval_questions
-    from saturated_dag.verification import extract_last_boxed
+    from saturated_dag.data.questions import eval_questions
+    from saturated_dag.profiles import load_profile
+    from saturated_dag.tasks.verification import extract_last_boxed
 
     demo = load_profile("demo")
     backend = TransformersBackend.load(demo.policy.model, batch_size=demo.policy.batch_size)

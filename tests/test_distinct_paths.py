@@ -20,7 +20,6 @@ from assets._adapter_files import adapter_curves_png, adapter_dir, adapter_work_
 from assets._stages import open_store, stage_folder
 from resources import ExperimentLocation, ExperimentResource, ParquetIOManager
 from resources.parquet_io import asset_file, schema_metadata
-from saturated_dag.config import available_profiles, load_profile
 from saturated_dag.experiments import (
     SUFFIX,
     SWITCHES,
@@ -29,7 +28,8 @@ from saturated_dag.experiments import (
     number_text,
     task_cells,
 )
-from saturated_dag.shards import stage_dir, stage_key
+from saturated_dag.infra.shards import stage_dir, stage_key
+from saturated_dag.profiles import available_profiles, load_profile
 from tests.scoring_data import eval_report
 
 OUT = Path("/out")

@@ -10,9 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saturated_dag import dpo_search
-from saturated_dag.config import ProfileError, load_profile
+from saturated_dag.analysis import dpo_search
+from saturated_dag.config import ProfileError
 from saturated_dag.experiments import experiment_plan
+from saturated_dag.profiles import load_profile
 
 
 def test_the_search_profile_is_the_testbed_with_dpo_over_the_whole_grid() -> None:

@@ -9,10 +9,10 @@ import dagster as dg
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from saturated_dag.evaluation import ShardJob, evaluate_samples, sample_shards_together
+from saturated_dag.evaluation.reports import ShardJob, evaluate_samples, sample_shards_together
 from saturated_dag.generation.base import SamplingParams
 from saturated_dag.generation.transformers_backend import TransformersBackend
-from saturated_dag.shards import ShardStore
+from saturated_dag.infra.shards import ShardStore
 from saturated_dag.tasks.chain_sum import build_pool
 from tests.pipeline import asset_path, by_name, graph, resources
 from tests.test_eval_replicates import SMALL

@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 
 from assets._adapter_files import ADAPTER_WEIGHTS, adapter_weights_version
-from saturated_dag.shards import file_fingerprint, stage_key
+from saturated_dag.infra.shards import file_fingerprint, stage_key
 
 
 def _adapter(folder: Path, weights: bytes, seconds: float) -> Path:

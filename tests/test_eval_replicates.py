@@ -52,9 +52,9 @@ def test_replicates_add_seeds_and_keep_replicate_zero(tmp_path: Path, tiny_model
 def test_results_table_averages_eval_replicates_per_question() -> None:
     """More samples of the same questions: each question's value is its mean over the eval
     replicates, and the interval resamples questions (docs/statistics.md)."""
-    from saturated_dag.evaluation import per_question_results
-    from saturated_dag.result_tables import results_table
-    from saturated_dag.statistics import paired_delta
+    from saturated_dag.evaluation.reports import per_question_results
+    from saturated_dag.evaluation.statistics import paired_delta
+    from saturated_dag.reporting.result_tables import results_table
     from tests.scoring_data import eval_report
 
     ids = [f"q{i:02d}" for i in range(12)]  # sorted as the tables order questions
@@ -81,8 +81,8 @@ def test_results_table_averages_eval_replicates_per_question() -> None:
 def test_each_night_adds_a_replicate_and_the_interval_narrows(tmp_path: Path) -> None:
     """Two nightly runs (the schedule's tag) of the embedded model's base eval report: the
     second holds one more replicate, twice the samples, and a narrower pass@1 interval."""
-    from saturated_dag.evaluation import per_question_results
-    from saturated_dag.result_tables import results_table
+    from saturated_dag.evaluation.reports import per_question_results
+    from saturated_dag.reporting.result_tables import results_table
 
     overrides = {"chain_sum": {"grid": {"terms": [3, 3], "digits": [1, 1]},
                                "questions_per_cell": 2, "strict_grid": None,

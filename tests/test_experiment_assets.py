@@ -12,7 +12,7 @@ import dagster as dg
 import datasets
 import polars as pl
 
-from saturated_dag.atomic import atomic_write_parquet
+from saturated_dag.infra.atomic import atomic_write_parquet
 from tests.pipeline import adapter_folder, graph, materialize, resources, seed_adapter_folder
 from tests.scoring_data import eval_report, make_partitions, make_pool
 

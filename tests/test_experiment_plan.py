@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from saturated_dag.config import load_profile
-from saturated_dag.plan import markdown, task_plan
+from saturated_dag.profiles import load_profile
+from saturated_dag.reporting.plan_text import markdown, task_plan
 
 
 def test_the_plan_shows_each_rows_fixed_and_varied_settings_for_paper() -> None:

@@ -1,7 +1,8 @@
 import pytest
 
-from saturated_dag.config import ProfileError, load_profile
+from saturated_dag.config import ProfileError
 from saturated_dag.experiments import experiment_matrix, main_matrix, sweeps
+from saturated_dag.profiles import load_profile
 
 
 def test_paper_matrix_covers_each_scorer_for_dpo_and_rrhf_plus_sft() -> None:

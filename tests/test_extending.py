@@ -8,9 +8,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from saturated_dag.atomic import atomic_write_parquet
-from saturated_dag.config import ProfileError, load_profile
-from saturated_dag.plan import task_plan
+from saturated_dag.config import ProfileError
+from saturated_dag.infra.atomic import atomic_write_parquet
+from saturated_dag.profiles import load_profile
+from saturated_dag.reporting.plan_text import task_plan
 from saturated_dag.scorers.registry import Scored, ScorerInputs, ScorerSpec, register, unregister
 from saturated_dag.scorers.scored_completions import score_frame
 from tests.pipeline import ONE_SFT_ADAPTER, graph, materialize, resources
@@ -89,8 +90,8 @@ def test_the_registries_agree_with_the_profile_schema_and_the_trainer() -> None:
     from typing import get_args
 
     from saturated_dag.config import Method, TaskName
+    from saturated_dag.data.questions import TASKS
     from saturated_dag.methods import METHODS, label
-    from saturated_dag.tasks import TASKS
     from saturated_dag.training.train import METHODS as TRAINER_METHODS
 
     assert get_args(Method) == tuple(METHODS) == TRAINER_METHODS

@@ -269,7 +269,7 @@ def shards(out: Path, stage: str) -> dict[str, tuple[int, int]]:
 def reference(profile: Path, names: list[str], out: Path) -> None:
     """An uninterrupted materialisation in this process, with the same definitions."""
     from assets import profile_assets
-    from saturated_dag.config import load_profile
+    from saturated_dag.profiles import load_profile
 
     assets, _ = profile_assets(load_profile(str(profile)))
     keys = [dg.AssetKey(["chain_sum", n]) for n in names]

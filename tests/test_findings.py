@@ -1,4 +1,5 @@
-"""The study's findings: verdicts read off paired intervals (``saturated_dag.findings``)."""
+"""The study's findings: verdicts read off paired intervals
+(``saturated_dag.analysis.findings``)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saturated_dag.evaluation import per_question_results
-from saturated_dag.findings import (
+from saturated_dag.analysis.findings import (
     FAILS,
     HOLDS,
     OPEN,
@@ -17,7 +17,8 @@ from saturated_dag.findings import (
     paper_comparisons,
     verdict,
 )
-from saturated_dag.statistics import Interval, paired_delta
+from saturated_dag.evaluation.reports import per_question_results
+from saturated_dag.evaluation.statistics import Interval, paired_delta
 from tests.scoring_data import eval_report
 
 
@@ -55,8 +56,8 @@ def test_a_comparison_is_the_paired_delta_of_its_two_rows() -> None:
 
 
 def test_every_paper_comparison_names_rows_the_matrix_can_produce() -> None:
-    from saturated_dag.config import load_profile
     from saturated_dag.experiments import experiment_matrix
+    from saturated_dag.profiles import load_profile
 
     cells = {f"{c.split}/{c.name}" for c in experiment_matrix(load_profile("study").training)}
     for comparison in paper_comparisons():
@@ -77,7 +78,7 @@ def test_agreement_means_defined_rho_per_pair_with_an_interval() -> None:
 
 
 def test_findings_carry_their_claims_p_and_holms_correction_over_the_family() -> None:
-    from saturated_dag.findings import compare_all
+    from saturated_dag.analysis.findings import compare_all
 
     ids = [f"q{i:02d}" for i in range(40)]
     reference = {q: i % 5 for i, q in enumerate(ids)}
@@ -122,7 +123,7 @@ def _rhos() -> pl.DataFrame:
 
 
 def test_agreement_rows_give_each_pairs_mean_rho_its_interval_and_unrounded_share() -> None:
-    from saturated_dag.findings import agreement_rows
+    from saturated_dag.analysis.findings import agreement_rows
     from saturated_dag.scorers.agreement import summarize
 
     per_question = _rhos()
@@ -143,7 +144,7 @@ def test_agreement_rows_give_each_pairs_mean_rho_its_interval_and_unrounded_shar
 
 
 def test_agreement_summary_sets_each_paper_pair_beside_the_paper_with_its_interval() -> None:
-    from saturated_dag.findings import agreement_summary
+    from saturated_dag.analysis.findings import agreement_summary
 
     text = agreement_summary(_rhos())
     assert text.startswith("**Mean within-question Spearman ρ on strict_saturated, 95% "

@@ -13,7 +13,7 @@ import re
 import polars as pl
 
 from assets.eval_reports import science_metadata
-from saturated_dag.result_tables import SUMMARY_CHARS
+from saturated_dag.reporting.result_tables import SUMMARY_CHARS
 
 
 def _report(correct: list[int], cells: tuple[str, ...] = ("3x1", "4x1")) -> pl.DataFrame:
@@ -66,7 +66,7 @@ def test_the_eval_report_keeps_its_columns_below_its_numbers() -> None:
 def _behaviour(adapters: int = 23, cells: int = 6) -> pl.DataFrame:
     """A behaviour table's rows (the columns ``largest_changes`` reads): the base model's
     first, one per cell, then each adapter × cell with a Δ that grows with its index."""
-    from saturated_dag.behaviour import BASE as BASE_ROW
+    from saturated_dag.analysis.behaviour import BASE as BASE_ROW
 
     rows = [{"row": BASE_ROW, "cell": f"c{c}", "Δ pass@1": 0.0} for c in range(cells)]
     rows += [{"row": f"saturated/a{a}", "cell": f"c{c}", "Δ pass@1": (-1) ** a * (a + c / 10)}
@@ -78,7 +78,7 @@ def test_the_behaviour_page_shows_the_largest_changes_inline() -> None:
     """The demo's 138-row table made the page 32,334 pixels tall: at most 20 rows inline, the
     base model's first, then the largest |Δ pass@1|, in the table's order."""
     from assets.behaviour import INLINE_ROWS, inline_note, largest_changes
-    from saturated_dag.behaviour import BASE as BASE_ROW
+    from saturated_dag.analysis.behaviour import BASE as BASE_ROW
 
     table = _behaviour()
     inline = largest_changes(table)
@@ -98,7 +98,7 @@ def test_the_behaviour_page_shows_the_largest_changes_inline() -> None:
 
 
 def test_the_style_figure_writes_its_digits_readably(tmp_path) -> None:
-    from saturated_dag.plots import STYLE_DIGITS, style_shift
+    from saturated_dag.reporting.plots import STYLE_DIGITS, style_shift
 
     styles = pl.DataFrame({"row": ["base model", "base model", "saturated/sft", "saturated/sft"],
                            "cell": ["3x1"] * 4, "style": ["bare", "steps"] * 2,

@@ -140,7 +140,8 @@ def test_the_checks_settings_build_the_trainer_the_validated_settings_build() ->
     """The check builds its trainers from a namespace of the recorded values (no pydantic on
     the GPU machine): the same trainer and LoRA configs as the profile's validated
     ``TrainingSettings`` give, for every case and both checkpointing settings."""
-    from saturated_dag.config import TrainingSettings, load_profile
+    from saturated_dag.config import TrainingSettings
+    from saturated_dag.profiles import load_profile
     from saturated_dag.training.train import lora_config, trainer_config
 
     profile = load_profile("paper")

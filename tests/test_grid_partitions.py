@@ -11,8 +11,8 @@ import pytest
 from assets import profile_assets
 from jobs.location import build_defs
 from jobs.staged import RANGE_END, RANGE_START, part_names, stages
-from saturated_dag.config import load_profile
 from saturated_dag.experiments import experiment_plan, grid_key
+from saturated_dag.profiles import load_profile
 from saturated_dag.training import train as train_module
 from saturated_dag.training.job import TrainingJob
 from saturated_dag.training.runner import InThisProcess, SideBySide, run_jobs
@@ -266,7 +266,7 @@ def test_a_grid_trains_side_by_side_one_thread_per_process_with_the_weights_of_o
 
     import torch
 
-    from saturated_dag.parallel import cpu_cores, training_workers
+    from saturated_dag.infra.parallel import cpu_cores, training_workers
 
     # the defaults: the demo's profile trains side by side on every core of a CPU
     assert training_workers(load_profile("demo")) == cpu_cores()

@@ -27,7 +27,8 @@ from resources import (
     make_resources,
 )
 from resources.experiment import NullableSetting, overrides_config, overrides_dict
-from saturated_dag.config import Profile, ProfileError, load_profile
+from saturated_dag.config import Profile, ProfileError
+from saturated_dag.profiles import load_profile
 
 
 def _config_class(tp: Any) -> Any:

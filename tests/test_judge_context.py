@@ -8,9 +8,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from saturated_dag.config import ProfileError, load_profile
+from saturated_dag.config import ProfileError
 from saturated_dag.generation.rehearsal_models import build_tokenizer
-from saturated_dag.scorers.judge_context import (
+from saturated_dag.profiles import load_profile
+from saturated_dag.profiles.engine_context import (
     MARGIN,
     ContextNeed,
     ContextTooShort,
@@ -93,7 +94,7 @@ def test_the_engine_starts_with_the_computed_context_or_fails_naming_it(
     """What the policy's vLLM engine is given, read off the real model folder and tokenizer
     (the rehearsal model, built here) before any engine loads."""
     from resources.inference import vllm_options
-    from saturated_dag.scorers.judge_context import policy_needs as needs
+    from saturated_dag.profiles.engine_context import policy_needs as needs
 
     monkeypatch.setenv("SATURATED_DAG_CACHE", str(tmp_path))
     profile = load_profile("rehearsal")
@@ -115,7 +116,7 @@ def test_terms_and_digits_outside_1_99_are_refused_at_load() -> None:
 def test_a_cell_whose_prompt_cannot_fit_the_context_is_refused_at_load_naming_it() -> None:
     """99 terms of 9 digits: about 1,000 prompt tokens and 160 new ones on the embedded
     model's 1,024-token context. Every completion was cut short and read as wrong, silently."""
-    from saturated_dag.scorers.judge_context import check_local_policy
+    from saturated_dag.profiles.engine_context import check_local_policy
 
     check_local_policy(load_profile("demo"))  # the shipped grids fit
     check_local_policy(load_profile("ci"))
@@ -136,7 +137,7 @@ def test_folder_tokenizer_is_what_autotokenizer_loads_without_importing_torch() 
 
     from transformers import AutoTokenizer
 
-    from saturated_dag.scorers.judge_context import folder_tokenizer
+    from saturated_dag.profiles.engine_context import folder_tokenizer
     from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt, render_prompt
 
     folder = "saturated_dag/models/arith_base"
@@ -146,7 +147,7 @@ def test_folder_tokenizer_is_what_autotokenizer_loads_without_importing_torch() 
     text = render_prompt(library, prompt, "auto") + "\\boxed{8}"
     assert ours(text)["input_ids"] == library(text)["input_ids"]
     assert ours.eos_token_id == library.eos_token_id
-    probe = ("import sys; from saturated_dag.scorers.judge_context import folder_tokenizer; "
+    probe = ("import sys; from saturated_dag.profiles.engine_context import folder_tokenizer; "
              f"folder_tokenizer({folder!r}); print('torch' in sys.modules)")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                             check=True)

@@ -1,5 +1,5 @@
 """A training child dies with the run process that started it and never publishes for a run
-that has died (``saturated_dag.lifeline``, ``resources/training_child.py``).
+that has died (``saturated_dag.infra.lifeline``, ``resources/training_child.py``).
 
 The fault it closes: SIGKILL of the run process alone left the training child running with
 parent 1 for about 50 s, and it swapped its adapter in after its run was dead.
@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from saturated_dag.lifeline import ParentGone, require_parent
+from saturated_dag.infra.lifeline import ParentGone, require_parent
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,7 +37,7 @@ def test_a_child_bound_to_its_parent_dies_when_the_parent_is_sigkilled(tmp_path:
     child = textwrap.dedent(f"""
         import os, sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from saturated_dag.lifeline import bind_to_parent
+        from saturated_dag.infra.lifeline import bind_to_parent
         bind_to_parent(int(sys.argv[1]))
         open(sys.argv[2], "w").write(str(os.getpid()))
         time.sleep(120)
@@ -89,7 +89,7 @@ def test_nothing_is_published_for_a_parent_that_is_gone(tiny_model_dir: Path,
 
 def test_binding_to_the_live_parent_keeps_running() -> None:
     script = ("import os, sys; sys.path.insert(0, sys.argv[1]);"
-              "from saturated_dag.lifeline import bind_to_parent;"
+              "from saturated_dag.infra.lifeline import bind_to_parent;"
               "print(bind_to_parent(os.getppid()))")
     done = subprocess.run([sys.executable, "-c", script, str(ROOT)], capture_output=True,
                           text=True, check=True)
@@ -101,7 +101,7 @@ def test_a_killed_writes_temporary_file_is_swept_by_the_next_write(tmp_path: Pat
     writer = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from saturated_dag.atomic import atomic_write
+        from saturated_dag.infra.atomic import atomic_write
         def slow(handle):
             handle.write(b"partial")
             handle.flush()
@@ -120,7 +120,7 @@ def test_a_killed_writes_temporary_file_is_swept_by_the_next_write(tmp_path: Pat
         run.wait(10)
     finally:
         run.kill()
-    from saturated_dag.atomic import atomic_write_text
+    from saturated_dag.infra.atomic import atomic_write_text
 
     atomic_write_text(tmp_path / "other.md", "x")  # any later write in the folder sweeps it
     assert not debris.exists() and not list(tmp_path.glob(".*.tmp"))
@@ -144,7 +144,7 @@ def _watching_step(run_pid: int, tmp_path: Path) -> subprocess.Popen:
     step = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from saturated_dag.lifeline import die_with
+        from saturated_dag.infra.lifeline import die_with
         die_with({run_pid}, interval=0.1)
         open({str(tmp_path / "watching")!r}, "w").close()
         time.sleep(60)
@@ -258,7 +258,7 @@ def test_a_watcher_counts_a_zombie_as_dead(tmp_path: Path) -> None:
 
 def test_a_pid_given_to_another_process_is_not_the_process_watched() -> None:
     """A parent's pid reused by a later process is not that parent: its start time differs."""
-    from saturated_dag.lifeline import process_alive, start_time
+    from saturated_dag.infra.lifeline import process_alive, start_time
 
     me = os.getpid()
     started = start_time(me)

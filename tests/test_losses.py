@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from saturated_dag.losses import (
+from saturated_dag.training.losses import (
     RrhfLossConfig,
     rank_loss,
     rrhf_loss,
@@ -157,7 +157,7 @@ def test_sft_anchor_summed_over_tokens_is_the_papers_literal_form() -> None:
 
 
 def test_the_profile_switch_reaches_the_trainer_config() -> None:
-    from saturated_dag.config import load_profile
+    from saturated_dag.profiles import load_profile
     from saturated_dag.training.train import trainer_config
 
     def config(profile):

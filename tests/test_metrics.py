@@ -2,7 +2,7 @@ from math import comb
 
 import pytest
 
-from saturated_dag.metrics import pass_at_k
+from saturated_dag.evaluation.metrics import pass_at_k
 
 
 @pytest.mark.parametrize("c", range(9))
@@ -27,7 +27,7 @@ def test_invalid_counts() -> None:
 def test_summary_is_built_from_per_question_counts() -> None:
     import polars as pl
 
-    from saturated_dag.evaluation import per_question_results, summarise
+    from saturated_dag.evaluation.reports import per_question_results, summarise
 
     rows = [{"question_id": q, "cell": "2x1", "correct": ok}
             for q, flags in {"a": [1] * 8, "b": [1, 0, 0, 0, 0, 0, 0, 0], "c": [0] * 8}.items()
@@ -44,7 +44,7 @@ def test_summary_is_built_from_per_question_counts() -> None:
 def test_sweep_table_is_built_from_per_question_results() -> None:
     import polars as pl
 
-    from saturated_dag.result_tables import sweep_table, to_markdown
+    from saturated_dag.reporting.result_tables import sweep_table, to_markdown
 
     base = pl.DataFrame({"question_id": ["a", "b"], "n": [8, 8], "correct": [4, 0]})
     better = pl.DataFrame({"question_id": ["b", "a"], "n": [8, 8], "correct": [1, 8]})

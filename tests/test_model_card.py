@@ -1,4 +1,5 @@
-"""The adapter's model card (``saturated_dag.model_card``): a huggingface_hub card whose YAML
+"""The adapter's model card (``saturated_dag.reporting.model_card``): a huggingface_hub card whose
+YAML
 Hub tooling reads, written idempotently, whose eval part follows the weights it is about."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import ModelCard, ModelCardData
 
-from saturated_dag.model_card import (
+from saturated_dag.reporting.model_card import (
     CARD_FILE,
     AdapterFacts,
     EvalFacts,

@@ -86,9 +86,9 @@ def test_policy_resource_carries_the_thinking_switch_into_pool_prompts(
     import dagster as dg
 
     from resources import make_resources
-    from saturated_dag.config import load_profile
+    from saturated_dag.data.pool import generate_pool
     from saturated_dag.generation.base import SamplingParams
-    from saturated_dag.pool import generate_pool
+    from saturated_dag.profiles import load_profile
     from saturated_dag.tasks import chain_sum
 
     folder = tmp_path / "thinking_model"
@@ -123,7 +123,7 @@ def test_adapter_eval_backends_keep_the_base_backends_thinking_switch(
 
     from peft import LoraConfig, get_peft_model
 
-    from saturated_dag.evaluation import adapter_backends
+    from saturated_dag.evaluation.reports import adapter_backends
     from saturated_dag.generation.models import load_model
     from saturated_dag.generation.transformers_backend import TransformersBackend
 

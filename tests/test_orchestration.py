@@ -11,8 +11,8 @@ import polars as pl
 
 from jobs import eval_targets, nightly_evaluation_job, nightly_evaluation_schedule
 from resources.parquet_io import asset_file
-from saturated_dag.atomic import atomic_write_parquet
-from saturated_dag.config import load_profile
+from saturated_dag.infra.atomic import atomic_write_parquet
+from saturated_dag.profiles import load_profile
 from tests.pipeline import graph, materialize, resources
 from tests.scoring_data import make_partitions, make_pool
 

@@ -1,4 +1,4 @@
-"""One profile per output folder (``saturated_dag.output_stamp``): a run of another profile is
+"""One profile per output folder (``saturated_dag.infra.output_stamp``): a run of another profile is
 refused before any step, naming both, instead of reading the other profile's files as its own.
 
 The fault it closes: ``ci`` and a copy of it that differs only in ``chain_sum.seed`` run on one
@@ -13,8 +13,8 @@ import dagster as dg
 import pytest
 import yaml
 
-from saturated_dag.config import PROFILE_DIR, load_profile
-from saturated_dag.output_stamp import STAMP, OutputFolderInUse, claim
+from saturated_dag.infra.output_stamp import STAMP, OutputFolderInUse, claim
+from saturated_dag.profiles import PROFILE_DIR, load_profile
 from tests.pipeline import asset_path, by_name, graph, resources
 
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from assets.preference_datasets import _scored_asset, pairs_verdict, preference_dataset_checks
-from saturated_dag.atomic import atomic_write_parquet
+from saturated_dag.infra.atomic import atomic_write_parquet
 from tests.pipeline import resources
 from tests.scoring_data import make_pool
 

@@ -1,4 +1,5 @@
-"""The cost table of docs/paper-run.md (saturated_dag/paper_cost.py): counts that match what
+"""The cost table of docs/paper-run.md (saturated_dag/reporting/paper_cost.py): counts that match
+what
 the pipeline builds, a tiny profile checked by hand, and GPU-hours linear in throughput."""
 
 import importlib.util
@@ -9,9 +10,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from saturated_dag import paper_cost as pc
-from saturated_dag.config import load_profile, parse_profile
 from saturated_dag.experiments import experiment_matrix, trained_adapters
+from saturated_dag.profiles import load_profile, parse_profile
+from saturated_dag.reporting import paper_cost as pc
 from saturated_dag.scorers.tournament import schedule_pairs
 
 TINY = {

@@ -2,7 +2,8 @@
 
 import pytest
 
-from saturated_dag.config import ProfileError, load_profile
+from saturated_dag.config import ProfileError
+from saturated_dag.profiles import load_profile
 
 PAPER = ("paper", "paper_instruct")
 

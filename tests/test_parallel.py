@@ -1,4 +1,4 @@
-"""Model steps and their threads (``saturated_dag/parallel.py``, ``jobs/executor.py``): one at
+"""Model steps and their threads (``saturated_dag/infra/parallel.py``, ``jobs/executor.py``): one at
 a time on every core by default, or one per core with one thread each, never more threads than
 cores, and a ``gpu`` pool with a slot per model step the layout runs at once."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from saturated_dag.config import load_profile
-from saturated_dag.parallel import cpu_cores, on_cpu, step_layout
+from saturated_dag.infra.parallel import cpu_cores, on_cpu, step_layout
+from saturated_dag.profiles import load_profile
 
 PROBE_DIR = "SATURATED_DAG_TEST_PROBE_DIR"
 PER_CORE = {"execution": {"model_steps": "one_per_core"}}
@@ -148,7 +148,7 @@ def test_the_cpu_build_of_torch_counts_no_device_without_importing_torch() -> No
     import subprocess
     import sys
 
-    probe = ("import sys; from saturated_dag.parallel import cuda_devices; "
+    probe = ("import sys; from saturated_dag.infra.parallel import cuda_devices; "
              "print(cuda_devices(), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout.split()

@@ -25,9 +25,9 @@ from resources.parquet_io import (
     schema_metadata,
     table_schema,
 )
-from saturated_dag.atomic import OutputWriteError, atomic_write_csv, atomic_write_parquet
-from saturated_dag.config import available_profiles, load_profile
 from saturated_dag.experiments import sweeps
+from saturated_dag.infra.atomic import OutputWriteError, atomic_write_csv, atomic_write_parquet
+from saturated_dag.profiles import available_profiles, load_profile
 from saturated_dag.schemas import (
     SCHEMAS,
     SWEEP_SETTINGS,
@@ -198,7 +198,7 @@ def test_a_failed_write_keeps_the_previous_file_and_says_why(tmp_path: Path) -> 
     script = textwrap.dedent(f"""
         import resource, signal, sys
         import polars as pl
-        from saturated_dag.atomic import OutputWriteError, atomic_write_parquet
+        from saturated_dag.infra.atomic import OutputWriteError, atomic_write_parquet
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         big = pl.DataFrame({{"x": [str(i) * 50 for i in range(200_000)]}})
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))

@@ -17,7 +17,7 @@ import pytest
 
 from jobs.location import build_defs
 from jobs.staged import PART_TAG, WHOLE_JOB_TAG, part_names
-from saturated_dag.config import load_profile
+from saturated_dag.profiles import load_profile
 from tests.conftest import REPO_ROOT
 
 

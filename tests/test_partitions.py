@@ -1,4 +1,4 @@
-"""Difficulty partitions and the pass@1 grid (saturated_dag.partitions, plots' heatmap)."""
+"""Difficulty partitions and the pass@1 grid (saturated_dag.data.partitions, plots' heatmap)."""
 
 from pathlib import Path
 
@@ -6,7 +6,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from saturated_dag import partitions, plots
+from saturated_dag.data import partitions
+from saturated_dag.reporting import plots
 
 
 def _pool(cells: dict[str, tuple[str, int, int, list[bool]]]) -> pl.DataFrame:

@@ -1,4 +1,4 @@
-"""The result figures (saturated_dag.plots): what they draw is what the tables test.
+"""The result figures (saturated_dag.reporting.plots): what they draw is what the tables test.
 
 Each figure is read back from its SVG (text kept as text) for the labels, numbers and marks it
 writes, and from its PNG for the resolution the UI and print get.
@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from saturated_dag.behaviour import behaviour_table
-from saturated_dag.plots import (
+from saturated_dag.analysis.behaviour import behaviour_table
+from saturated_dag.reporting.plots import (
     ABOVE,
     BELOW,
     DPI,
@@ -24,7 +24,7 @@ from saturated_dag.plots import (
     style_shift,
     sweep_plot,
 )
-from saturated_dag.result_tables import results_table, significant_after_holm, sweep_table
+from saturated_dag.reporting.result_tables import results_table, significant_after_holm, sweep_table
 from tests.scoring_data import eval_report
 
 
@@ -134,8 +134,8 @@ def test_behaviour_heatmap_writes_each_cells_number_and_marks_a_clear_change(
 
 
 def test_the_style_shift_figure_has_its_print_version(tmp_path: Path) -> None:
-    from saturated_dag.behaviour import style_table
-    from saturated_dag.pretrain.styles import detect_style
+    from saturated_dag.analysis.behaviour import style_table
+    from saturated_dag.tasks.solution_styles import detect_style
 
     ids = [f"q{i}" for i in range(3)]
     base = eval_report({q: (4, 2) for q in ids}, cell="3x1")

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from saturated_dag.plots import _logged_steps, adapter_curves, cell_overlay, training_curves
+from saturated_dag.reporting.plots import (
+    _logged_steps,
+    adapter_curves,
+    cell_overlay,
+    training_curves,
+)
 
 
 def _result(steps: int = 12, epochs: int = 3, dpo: bool = False, rrhf: bool = False,

@@ -41,7 +41,7 @@ CHILD = textwrap.dedent("""
         selection = None
     else:  # a real gpu asset of the ci profile with a bad override
         from assets import profile_assets
-        from saturated_dag.config import load_profile
+        from saturated_dag.profiles import load_profile
         assets, _ = profile_assets(load_profile("ci"))
         defs = dg.Definitions(assets=assets, executor=dg.in_process_executor,
                               resources=make_resources("ci", out, {"sampling": {"n": 0}}))

@@ -69,7 +69,7 @@ def test_an_adapter_copied_to_another_machine_loads_its_base_from_the_project(
     folder, copied elsewhere, loads with nothing but itself from any working folder."""
     from peft import AutoPeftModelForCausalLM, PeftModel
 
-    from saturated_dag.evaluation import adapter_backend, recorded_base_model
+    from saturated_dag.evaluation.reports import adapter_backend, recorded_base_model
     from saturated_dag.generation.models import load_model
 
     project = tmp_path / "project"
@@ -170,8 +170,8 @@ def test_a_selected_configuration_is_named_with_its_settings_and_links(tmp_path:
     """A cell with a grid: its report names the configuration the selection chose, its
     recorded hyperparameters, and links the selection and each training seed's adapter."""
     from assets.eval_reports import configuration_metadata
-    from saturated_dag.config import load_profile
     from saturated_dag.experiments import Experiment, replicates
+    from saturated_dag.profiles import load_profile
     from saturated_dag.training.config import settings_record
 
     training = load_profile("demo", {}).training

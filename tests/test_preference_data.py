@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from saturated_dag import preference_data as pdata
+from saturated_dag.data import preference_data as pdata
 
 
 def _pool(correct: dict[str, list[bool]]) -> pl.DataFrame:

@@ -13,12 +13,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from saturated_dag.pretrain import RecipeConfig, run_recipe
 from saturated_dag.pretrain.corpus import judge_example, policy_example
-from saturated_dag.pretrain.styles import Expression
 from saturated_dag.pretrain.tokenizer import train_tokenizer
 from saturated_dag.pretrain.train import encode, render_example_prompt
 from saturated_dag.scorers.judge_prompts import parse_judgment
 from saturated_dag.scorers.rubric import boxed_answer
 from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt, render_prompt
+from saturated_dag.tasks.solution_styles import Expression
 
 SHIPPED = Path(__file__).resolve().parents[1] / "saturated_dag" / "models" / "arith_base"
 
@@ -111,7 +111,7 @@ def test_shipped_checkpoint_through_the_project_backend() -> None:
     """The same code path as any hub model: short name -> folder -> TransformersBackend."""
     from saturated_dag.generation.base import SamplingParams
     from saturated_dag.generation.transformers_backend import TransformersBackend
-    from saturated_dag.verification import verify_answer
+    from saturated_dag.tasks.verification import verify_answer
 
     backend = TransformersBackend.load("arith-base", batch_size=8)
     prompts = [backend.render(policy_prompt(chain_sum_problem(e))) for e in ("3 + 4", "9 - 2")]

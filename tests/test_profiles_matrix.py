@@ -6,7 +6,7 @@ import pytest
 from assets import profile_assets
 from jobs import generation_jobs, paper_jobs
 from jobs.staged import part_names
-from saturated_dag.config import load_profile
+from saturated_dag.profiles import load_profile
 
 
 def _keys(profile: str) -> set[dg.AssetKey]:

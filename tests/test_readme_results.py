@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from saturated_dag.config import load_profile
+from saturated_dag.profiles import load_profile
 from tests.scoring_data import eval_report
 
 ROOT = Path(__file__).resolve().parent.parent

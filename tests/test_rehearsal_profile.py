@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from saturated_dag.config import ProfileError, load_profile, parse_profile
+from saturated_dag.config import ProfileError
 from saturated_dag.generation.rehearsal_models import (
     ENDOFTEXT,
     IM_END,
@@ -20,7 +20,8 @@ from saturated_dag.generation.rehearsal_models import (
     POLICY,
     rehearsal_model_dir,
 )
-from saturated_dag.verification import READING_CHECKS, coin_rate, verify_answer
+from saturated_dag.profiles import load_profile, parse_profile
+from saturated_dag.tasks.verification import READING_CHECKS, coin_rate, verify_answer
 
 
 @pytest.fixture(scope="module")
@@ -148,8 +149,8 @@ def test_the_coin_adds_to_math_verify_and_is_deterministic() -> None:
 
 
 def test_every_rehearsal_table_says_its_numbers_measure_nothing() -> None:
-    from saturated_dag.tasks import eval_set_name
-    from saturated_dag.verification import REHEARSAL_CAVEAT
+    from saturated_dag.data.questions import eval_set_name
+    from saturated_dag.tasks.verification import REHEARSAL_CAVEAT
 
     rehearsal, paper = load_profile("rehearsal"), load_profile("paper")
     assert eval_set_name(rehearsal, "gsm8k", 4).endswith(REHEARSAL_CAVEAT)

@@ -1,4 +1,5 @@
-"""The accelerator's residency rules, read off what a run wrote down (saturated_dag.residency).
+"""The accelerator's residency rules, read off what a run wrote down
+(saturated_dag.infra.residency).
 
 The fast tests check the rules on hand-made logs (each breach is caught) and that the
 inference resource's engine bookkeeping writes the log the rules read. The slow test reads the
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from resources.inference import EngineResidency
-from saturated_dag.residency import (
+from saturated_dag.infra.residency import (
     POLICY,
     STRONG_JUDGE,
     TEACHER,

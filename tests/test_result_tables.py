@@ -1,10 +1,11 @@
-"""Result and sweep tables (saturated_dag.result_tables) on polars eval reports."""
+"""Result and sweep tables (saturated_dag.reporting.result_tables) on polars eval reports."""
 
 import polars as pl
 import pytest
 
-from saturated_dag.metrics import pass_at_k
-from saturated_dag.result_tables import (
+from saturated_dag.evaluation.metrics import pass_at_k
+from saturated_dag.evaluation.statistics import bootstrap_mean, paired_delta
+from saturated_dag.reporting.result_tables import (
     EVAL_SET,
     NAMED_CHARS,
     SUMMARY_CHARS,
@@ -19,7 +20,6 @@ from saturated_dag.result_tables import (
     to_markdown,
 )
 from saturated_dag.schemas import schema, sweep_schema_name
-from saturated_dag.statistics import bootstrap_mean, paired_delta
 
 
 def _report(correct: list[int]) -> pl.DataFrame:
@@ -217,7 +217,7 @@ def test_row_label_leaves_out_empty_parts() -> None:
 
 
 def _selection(values: dict[str, list[float]]) -> pl.DataFrame:
-    from saturated_dag.selection import Trained, selection_table
+    from saturated_dag.training.selection import Trained, selection_table
 
     return selection_table([Trained(name, {"learning_rate": 1e-5}, seeds, [1] * len(seeds))
                             for name, seeds in values.items()])
@@ -238,7 +238,7 @@ def test_selection_summary_names_the_choice_its_margin_and_that_it_has_no_interv
 def test_text_forest_draws_each_interval_against_zero_on_one_axis() -> None:
     """The inline forest plot: one axis from the lowest interval end (or 0) to the highest,
     ``│`` at 0, ``●`` at the estimate, ``─`` over the interval; the base row left out."""
-    from saturated_dag.result_tables import text_forest
+    from saturated_dag.reporting.result_tables import text_forest
 
     frame = pl.DataFrame({"split": ["-", "a", "b"], "method": ["Base model", "SFT", "DPO"],
                           "scorer": ["", "", "random"], "Δ pass@1": [0.0, -5.0, 2.5],

@@ -6,14 +6,14 @@ import random
 
 import pytest
 
-from saturated_dag.pretrain.styles import (
+from saturated_dag.scorers.rubric import boxed_answer, is_correct, rubric_breakdown, rubric_score
+from saturated_dag.tasks.solution_styles import (
     STYLES,
     Expression,
     detect_style,
     render_solution,
     sample_expression,
 )
-from saturated_dag.scorers.rubric import boxed_answer, is_correct, rubric_breakdown, rubric_score
 
 
 @pytest.mark.parametrize("expr_text", ["381 - 706 - 602 + 383", "3 + 4", "12 - 50 + 7 - 99 + 1"])

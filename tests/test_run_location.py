@@ -21,8 +21,8 @@ import yaml
 
 from resources import ExperimentResource, make_resources
 from resources.experiment import OUTPUT_DIR_TAG, PROFILE_TAG
-from saturated_dag.config import load_profile
-from saturated_dag.tasks import eval_questions
+from saturated_dag.data.questions import eval_questions
+from saturated_dag.profiles import load_profile
 from tests.conftest import REPO_ROOT
 
 DAGSTER = str(Path(sys.executable).parent / "dagster")

@@ -16,9 +16,9 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from saturated_dag.config import load_profile
 from saturated_dag.experiments import Experiment
-from saturated_dag.runs_table import (
+from saturated_dag.profiles import load_profile
+from saturated_dag.reporting.runs_table import (
     COMPACT,
     chosen_configurations,
     compact,
@@ -31,8 +31,8 @@ from saturated_dag.runs_table import (
     variant,
 )
 from saturated_dag.schemas import check_frame, schema
-from saturated_dag.selection import Trained, selection_table
 from saturated_dag.training.config import settings_record
+from saturated_dag.training.selection import Trained, selection_table
 from tests.pipeline import asset_path, by_name, graph, resources
 from tests.scoring_data import eval_report
 

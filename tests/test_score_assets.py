@@ -10,7 +10,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from saturated_dag.atomic import atomic_write_parquet
+from saturated_dag.infra.atomic import atomic_write_parquet
 from tests.pipeline import asset_path, checks_of, graph, resources
 from tests.scoring_data import make_partitions, make_pool
 

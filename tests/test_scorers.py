@@ -9,7 +9,7 @@ import torch
 from polars.testing import assert_frame_equal
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from saturated_dag import partitions
+from saturated_dag.data import partitions
 from saturated_dag.generation.entropy import EntropyTracker
 from saturated_dag.generation.transformers_backend import TransformersBackend
 from saturated_dag.scorers.entropy_scores import (

@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from saturated_dag.config import load_profile
+from saturated_dag.profiles import load_profile
 from tests.pipeline import graph, resources
 
 SENTINEL = "hf_sentinelTOKEN0123456789abcdef"

@@ -11,7 +11,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from saturated_dag.config import ProfileError, load_profile
+from saturated_dag.config import ProfileError
 from saturated_dag.experiments import (
     Experiment,
     cell_adapters,
@@ -20,7 +20,8 @@ from saturated_dag.experiments import (
     replicates,
     trained_adapters,
 )
-from saturated_dag.selection import Trained, chosen, selection_table
+from saturated_dag.profiles import load_profile
+from saturated_dag.training.selection import Trained, chosen, selection_table
 from tests.pipeline import adapter_folder, asset_path, graph, materialize, resources
 from tests.scoring_data import store_pool_and_partitions
 

@@ -1,4 +1,4 @@
-"""Shard stores, stage keys and atomic writes (``saturated_dag.shards``, ``.atomic``)."""
+"""Shard stores, stage keys and atomic writes (``saturated_dag.infra.shards``, ``.atomic``)."""
 
 import errno
 import json
@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from saturated_dag.atomic import OutputWriteError, atomic_write_parquet, atomic_write_text
-from saturated_dag.shards import (
+from saturated_dag.infra.atomic import OutputWriteError, atomic_write_parquet, atomic_write_text
+from saturated_dag.infra.shards import (
     ShardStore,
     frame_digest,
     is_complete,
@@ -138,7 +138,8 @@ def test_frame_digest_is_the_same_in_another_process() -> None:
     """Cache keys are compared across runs: the digest may not depend on the process (hash
     seeds, memory layout). A fresh interpreter computes it again."""
     code = ("from tests.test_shards import _digest_frame; "
-            "from saturated_dag.shards import frame_digest; print(frame_digest(_digest_frame()))")
+            "from saturated_dag.infra.shards import frame_digest; "
+            "print(frame_digest(_digest_frame()))")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True, cwd=Path(__file__).parent.parent, env=env).stdout.strip()

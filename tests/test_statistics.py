@@ -1,4 +1,4 @@
-"""The two-level bootstrap of ``saturated_dag.statistics`` against direct computation."""
+"""The two-level bootstrap of ``saturated_dag.evaluation.statistics`` against direct computation."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saturated_dag.metrics import pass_at_k
-from saturated_dag.statistics import (
+from saturated_dag.evaluation.metrics import pass_at_k
+from saturated_dag.evaluation.statistics import (
     Interval,
     bootstrap_mean,
     paired_delta,
@@ -134,8 +134,8 @@ def test_per_question_pass_at_k_reads_a_report_in_the_given_order() -> None:
 
 
 def test_seed_matrix_averages_eval_replicates_and_keeps_training_seeds_as_rows() -> None:
-    from saturated_dag.evaluation import per_question_results
-    from saturated_dag.statistics import seed_matrix
+    from saturated_dag.evaluation.reports import per_question_results
+    from saturated_dag.evaluation.statistics import seed_matrix
     from tests.scoring_data import eval_report
 
     ids = ["a", "b", "c"]
@@ -150,8 +150,8 @@ def test_seed_matrix_averages_eval_replicates_and_keeps_training_seeds_as_rows()
 
 
 def test_tables_resample_training_seeds_with_the_two_level_bootstrap() -> None:
-    from saturated_dag.evaluation import per_question_results
-    from saturated_dag.result_tables import results_table
+    from saturated_dag.evaluation.reports import per_question_results
+    from saturated_dag.reporting.result_tables import results_table
     from tests.scoring_data import eval_report
 
     ids = [f"q{i:02d}" for i in range(20)]
@@ -175,7 +175,7 @@ def test_tables_resample_training_seeds_with_the_two_level_bootstrap() -> None:
 
 
 def test_the_power_formulas_match_the_bootstrap_they_approximate() -> None:
-    from saturated_dag.statistics import detectable_effect, questions_for_half_width
+    from saturated_dag.evaluation.statistics import detectable_effect, questions_for_half_width
 
     assert questions_for_half_width(0.2, 0.03) == 171  # (1.96 * 0.2 / 0.03)^2 = 170.7
     assert detectable_effect(0.2, 400) == pytest.approx((1.959964 + 0.841621) * 0.01, 1e-5)
@@ -216,7 +216,7 @@ def _closed_testing_bonferroni(p: list[float], alpha: float) -> set[int]:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_holm_rejects_exactly_what_closed_bonferroni_testing_rejects(seed: int) -> None:
-    from saturated_dag.statistics import holm
+    from saturated_dag.evaluation.statistics import holm
 
     rng = np.random.default_rng(seed)
     p = list(rng.uniform(0, 0.08, size=int(rng.integers(1, 7))))
@@ -228,7 +228,7 @@ def test_holm_rejects_exactly_what_closed_bonferroni_testing_rejects(seed: int) 
 
 
 def test_holm_leaves_untested_rows_out_of_the_family() -> None:
-    from saturated_dag.statistics import holm
+    from saturated_dag.evaluation.statistics import holm
 
     assert holm([0.01, None, 0.04]) == [0.02, None, 0.04]
     assert holm([]) == [] and holm([None]) == [None]
@@ -362,7 +362,7 @@ def _per_question(counts: dict[tuple[int | None, int], list[int]], ids: list[str
 
 
 def test_seed_matrix_groups_training_seeds_by_data_seed() -> None:
-    from saturated_dag.statistics import seed_matrix
+    from saturated_dag.evaluation.statistics import seed_matrix
 
     ids = ["a", "b"]
     counts = {(0, 0): [8, 0], (0, 1): [4, 0], (1, 2): [2, 2], (1, 3): [0, 8]}
@@ -380,7 +380,7 @@ def test_seed_matrix_groups_training_seeds_by_data_seed() -> None:
 
 
 def test_seed_matrix_refuses_data_seeds_with_unequal_training_seeds() -> None:
-    from saturated_dag.statistics import seed_matrix
+    from saturated_dag.evaluation.statistics import seed_matrix
 
     ids = ["a", "b"]
     counts = {(0, 0): [8, 0], (0, 1): [4, 0], (1, 2): [2, 2]}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from saturated_dag.config import ProfileError, available_profiles, load_profile
+from saturated_dag.config import ProfileError
 from saturated_dag.experiments import (
     cell_adapters,
     configurations,
@@ -21,6 +21,7 @@ from saturated_dag.experiments import (
     sweeps,
     trained_adapters,
 )
+from saturated_dag.profiles import available_profiles, load_profile
 
 PAPER = ("paper", "paper_instruct")
 
@@ -137,8 +138,8 @@ def test_a_no_sft_row_at_lambda_0_is_refused_naming_the_row() -> None:
 
 
 def test_a_tasks_train_splits_choose_its_rows_and_cannot_add_one() -> None:
+    from saturated_dag.data.questions import can_train_split
     from saturated_dag.experiments import task_cells
-    from saturated_dag.tasks import can_train_split
 
     paper = load_profile("paper")
     assert paper.gsm8k.train_splits == ["saturated"] and paper.chain_sum.train_splits is None

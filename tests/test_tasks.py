@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from saturated_dag.config import load_profile
-from saturated_dag.tasks import chain_sum, eval_questions, gsm8k, training_questions
+from saturated_dag.data.questions import eval_questions, training_questions
+from saturated_dag.profiles import load_profile
+from saturated_dag.tasks import chain_sum, gsm8k
 from saturated_dag.tasks.prompts import render_prompt
 from tests.conftest import GSM8K_DIR
 from tests.tiny_models import build_tokenizer
@@ -146,7 +147,7 @@ def test_gsm8k_gold_the_checker_cannot_match_names_file_and_line(
 def test_gsm8k_accepted_golds_match_a_correct_boxed_answer_in_both_checks(
     tmp_path: Path, written: str, gold: str, boxed: str
 ) -> None:
-    from saturated_dag.verification import ANSWER_CHECKS, verify_answer
+    from saturated_dag.tasks.verification import ANSWER_CHECKS, verify_answer
 
     row = {"question": "How many?", "answer": f"Work.\n#### {written}"}
     (tmp_path / "train.jsonl").write_text(json.dumps(row) + "\n")
@@ -156,7 +157,7 @@ def test_gsm8k_accepted_golds_match_a_correct_boxed_answer_in_both_checks(
 
 
 def test_unmatched_answer_checks_names_the_modes() -> None:
-    from saturated_dag.verification import READING_CHECKS, unmatched_answer_checks
+    from saturated_dag.tasks.verification import READING_CHECKS, unmatched_answer_checks
 
     assert unmatched_answer_checks("1000", "1000") == []
     assert unmatched_answer_checks("1e3", "1000") == list(READING_CHECKS)
@@ -165,7 +166,7 @@ def test_unmatched_answer_checks_names_the_modes() -> None:
 
 def test_gsm8k_every_real_gold_matches_its_boxed_value_in_both_checks() -> None:
     """Both real files load under the stricter gold check, and each gold is matchable."""
-    from saturated_dag.verification import ANSWER_CHECKS, verify_answer
+    from saturated_dag.tasks.verification import ANSWER_CHECKS, verify_answer
 
     golds = {q.gold for split in ("train", "test")
              for q in gsm8k.load_split(str(GSM8K_DIR), split)}
@@ -210,7 +211,7 @@ def test_prompt_uses_chat_template_only_when_present() -> None:
 
 
 def test_validation_set_disjoint_from_training_and_eval() -> None:
-    from saturated_dag.tasks import validation_questions
+    from saturated_dag.data.questions import validation_questions
 
     profile = load_profile("demo")
     val = chain_sum.expressions(validation_questions(profile, "chain_sum"))
@@ -343,7 +344,7 @@ def test_eval_set_hub_unreachable_fails_before_the_library_retries(
 
 
 def test_fixed_eval_set_keeps_training_and_validation_pools_disjoint(tmp_path: Path) -> None:
-    from saturated_dag.tasks import validation_questions
+    from saturated_dag.data.questions import validation_questions
 
     demo = load_profile("demo")
     train = training_questions(demo, "chain_sum")
@@ -365,18 +366,18 @@ def test_fixed_eval_set_keeps_training_and_validation_pools_disjoint(tmp_path: P
 
 def test_generated_pools_unchanged_without_eval_source() -> None:
     """The demo's pools are the plain draws of their seeds (no exclusion of the eval set)."""
-    from saturated_dag.config import grid_cells
+    from saturated_dag.tasks.chain_sum import grid_of
 
     demo = load_profile("demo")
     cfg = demo.chain_sum
-    expected = chain_sum.build_pool("D", grid_cells(cfg.grid), cfg.questions_per_cell, cfg.seed)
-    expected += chain_sum.build_pool("D_prime", grid_cells(cfg.strict_grid),
+    expected = chain_sum.build_pool("D", grid_of(cfg.grid), cfg.questions_per_cell, cfg.seed)
+    expected += chain_sum.build_pool("D_prime", grid_of(cfg.strict_grid),
                                      cfg.strict_questions_per_cell, cfg.seed)
     assert training_questions(demo, "chain_sum") == expected
 
 
 def test_eval_set_names() -> None:
-    from saturated_dag.tasks import eval_set_name
+    from saturated_dag.data.questions import eval_set_name
 
     demo = load_profile("demo")
     assert eval_set_name(demo, "chain_sum", 96) == (
@@ -408,8 +409,8 @@ def test_question_sets_are_built_once_per_profile_and_source_file(
     pool took seconds per adapter); another profile, or an edited source file, builds anew."""
     import shutil
 
-    from saturated_dag import tasks as registry
-    from saturated_dag.config import load_profile
+    from saturated_dag.data import questions as registry
+    from saturated_dag.profiles import load_profile
     from saturated_dag.tasks import chain_sum as chain_sum_module
     from saturated_dag.tasks import gsm8k as gsm8k_module
 

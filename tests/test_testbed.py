@@ -8,14 +8,19 @@ import numpy as np
 import polars as pl
 import pytest
 
-from saturated_dag import testbed
+from saturated_dag.analysis import testbed
 from saturated_dag.config import TestbedSettings as Settings
-from saturated_dag.config import load_profile
-from saturated_dag.pretrain.styles import STYLES, detect_style, render_solution, sample_expression
+from saturated_dag.evaluation.statistics import Interval
+from saturated_dag.profiles import load_profile
 from saturated_dag.scorers import agreement
 from saturated_dag.scorers import oracle as known
 from saturated_dag.scorers.scored_completions import ScoredCompletions
-from saturated_dag.statistics import Interval
+from saturated_dag.tasks.solution_styles import (
+    STYLES,
+    detect_style,
+    render_solution,
+    sample_expression,
+)
 
 ACCURACY = {"steps": 0.92, "plan": 0.90, "hedged": 0.70, "bare": 0.15}
 
@@ -197,7 +202,7 @@ def test_the_hard_splits_dpo_is_read_against_its_own_known_signal():
     half swapped (``hard_min_effect``, 3 points by default, interval above 0), its negative
     arm within the null band; it licenses the hard split's DPO rows, and the oracle's DPO
     control licenses only the other splits' (``findings.control_key``)."""
-    from saturated_dag.findings import Comparison, Result, control_key, null_reading
+    from saturated_dag.analysis.findings import Comparison, Result, control_key, null_reading
 
     s = Settings()
     hard = {"contrast": _interval(4.0, 1.5, 6.5), "shuffled": _interval(-0.5, -2.0, 1.0)}
@@ -302,7 +307,8 @@ def test_the_shipped_testbed_profile_is_the_documented_design():
 def test_a_profile_without_chain_sum_cannot_hold_a_testbed():
     profile = load_profile("demo").model_dump()
     profile.update(tasks=["gsm8k"], testbed={})
-    from saturated_dag.config import ProfileError, parse_profile
+    from saturated_dag.config import ProfileError
+    from saturated_dag.profiles import parse_profile
 
     with pytest.raises((ProfileError, ValueError), match="testbed: needs the chain_sum task"):
         parse_profile(profile, "test")
@@ -438,7 +444,7 @@ caption names the methods whose positive control failed (``testbed.unvalidated_n
 
 
 def test_editing_the_testbeds_analysis_changes_no_trainings_code_version():
-    """The analysis (``saturated_dag/testbed.py``: verdicts, figure) is in the code version
+    """The analysis (``saturated_dag/analysis/testbed.py``: verdicts, figure) is in the code version
     of ``chain_sum/testbed_validation`` and of the results table that reads its verdicts
     alone: editing ``dose_response_figure`` re-runs those two tables and never an adapter, a
     selection or an eval report."""
@@ -454,9 +460,9 @@ def test_editing_the_testbeds_analysis_changes_no_trainings_code_version():
         imports = PROJECT.closure(compute_module(a))
         for key in a.keys:
             if key.path[-1] in READS_THE_VERDICTS:
-                assert "saturated_dag.testbed" in imports, key.to_user_string()
+                assert "saturated_dag.analysis.testbed" in imports, key.to_user_string()
             else:
-                assert "saturated_dag.testbed" not in imports, key.to_user_string()
+                assert "saturated_dag.analysis.testbed" not in imports, key.to_user_string()
 
 
 def _validation(rates: list[float]) -> pl.DataFrame:
@@ -468,7 +474,7 @@ def _validation(rates: list[float]) -> pl.DataFrame:
 def test_one_standard_error_rule_prefers_the_smaller_step_within_the_noise():
     """``training.selection.rule: one_se`` (the testbed's recipes), in the project's one
     selection (``selection.selection_table``)."""
-    from saturated_dag.selection import Trained, chosen, selection_table
+    from saturated_dag.training.selection import Trained, chosen, selection_table
 
     base = np.full(48, 0.75)
     near = base.copy()  # better by 0.52 points: 10 questions up, 8 down, one sample each
@@ -497,7 +503,7 @@ def test_one_standard_error_rule_prefers_the_smaller_step_within_the_noise():
 
 
 def test_a_null_is_read_only_beside_a_passing_positive_control_of_its_own_method():
-    from saturated_dag.findings import Comparison, Control, Result, licence, null_reading
+    from saturated_dag.analysis.findings import Comparison, Control, Result, licence, null_reading
 
     rrhf = {"rrhf": Control("rrhf", "σ-RRHF positive control (oracle)", True)}
     comparison = Comparison("x", "Table 1", "saturated/rrhf_self_judge", "base", "greater")
@@ -515,7 +521,7 @@ def test_a_null_is_read_only_beside_a_passing_positive_control_of_its_own_method
 def test_a_dpo_null_with_a_failing_dpo_control_reads_unreadable():
     """A null that involves DPO: σ-RRHF's passing control does not license it, and neither
     does DPO's oracle control license the hard split's DPO (its own control is correctness)."""
-    from saturated_dag.findings import Comparison, Control, Result, licence, null_reading
+    from saturated_dag.analysis.findings import Comparison, Control, Result, licence, null_reading
 
     controls = {"rrhf": Control("rrhf", "σ-RRHF positive control (oracle)", True),
                 "dpo": Control("dpo", "DPO positive control (oracle)", False)}
@@ -550,7 +556,7 @@ def test_a_negligible_finding_that_holds_is_a_null_and_needs_its_control():
     """"Removing the logistic weight has negligible effect" claims no effect: its holding is
     read beside σ-RRHF's own positive control, like any null; a directional finding that
     holds needs none."""
-    from saturated_dag.findings import Comparison, Control, Result, null_reading
+    from saturated_dag.analysis.findings import Comparison, Control, Result, null_reading
 
     negligible = Result(Comparison("removing the logistic weight has negligible effect",
                                    "Table 8", "hard/rrhf_self_judge_no_logistic",
@@ -568,7 +574,7 @@ def test_a_negligible_finding_that_holds_is_a_null_and_needs_its_control():
 
 
 def test_a_contrast_of_identical_by_construction_scorers_reads_unreadable():
-    from saturated_dag.findings import Comparison, Control, Result, null_reading
+    from saturated_dag.analysis.findings import Comparison, Control, Result, null_reading
 
     controls = {"dpo": Control("dpo", "DPO positive control (oracle)", True)}
     copies = [frozenset({"self_judge", "strong_judge"})]
@@ -722,7 +728,7 @@ def test_the_study_report_marks_a_method_whose_control_failed_unvalidated():
     import sys
     from pathlib import Path
 
-    from saturated_dag.findings import Control
+    from saturated_dag.analysis.findings import Control
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
     from study_report import unvalidated
@@ -743,7 +749,7 @@ def test_a_study_table_that_shows_an_unvalidated_method_says_so_below_it():
     import sys
     from pathlib import Path
 
-    from saturated_dag.findings import Control
+    from saturated_dag.analysis.findings import Control
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
     from study_report import unvalidated_rows
@@ -761,7 +767,7 @@ def test_a_study_table_that_shows_an_unvalidated_method_says_so_below_it():
 def test_a_results_caption_names_the_methods_shown_whose_control_failed():
     """The results table of a run with a testbed says, in its caption, which methods it shows
     are unvalidated (their positive control failed in that run), and only those."""
-    from saturated_dag.testbed import unvalidated_note
+    from saturated_dag.analysis.testbed import unvalidated_note
 
     verdicts = {"positive control (σ-RRHF)": {"passed": True},
                 "positive control (DPO)": {"passed": False},

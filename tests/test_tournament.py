@@ -14,6 +14,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from saturated_dag.generation.base import Sample, SamplingParams
 from saturated_dag.generation.transformers_backend import TransformersBackend
+from saturated_dag.infra.shards import ShardStore
 from saturated_dag.scorers.judge_prompts import judge_messages
 from saturated_dag.scorers.judges import (
     FORCE_TAIL,
@@ -36,7 +37,6 @@ from saturated_dag.scorers.tournament import (
     run_tournament,
     schedule_pairs,
 )
-from saturated_dag.shards import ShardStore
 from saturated_dag.tasks.prompts import chain_sum_problem
 from tests.scoring_data import make_partitions, make_pool
 from tests.tiny_models import build_tokenizer

@@ -16,7 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from saturated_dag.config import TrackingSettings
-from saturated_dag.tracking import (
+from saturated_dag.reporting.tracking import (
     KEY_TAG,
     Source,
     TrackingError,

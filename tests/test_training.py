@@ -12,8 +12,8 @@ from transformers import TrainerCallback
 
 from saturated_dag.config import TrainingSettings
 from saturated_dag.generation.models import load_model
-from saturated_dag.losses import RrhfLossConfig, rrhf_loss, sequence_logprobs
 from saturated_dag.training.config import grad_accumulation, resolve_dtype
+from saturated_dag.training.losses import RrhfLossConfig, rrhf_loss, sequence_logprobs
 from saturated_dag.training.rrhf_trainer import GroupCollator, rrhf_questions_per_device
 from saturated_dag.training.train import train_adapter
 
@@ -530,7 +530,7 @@ def test_mkdtemp_names_fit_the_leftover_pattern() -> None:
     import re
     import tempfile
 
-    from saturated_dag.atomic import scratch_pattern
+    from saturated_dag.infra.atomic import scratch_pattern
 
     scratch = scratch_pattern("sft_lambda0.01")
     names = [Path(tempfile.mkdtemp(prefix=".sft_lambda0.01-", dir=tempfile.gettempdir()))

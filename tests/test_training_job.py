@@ -9,8 +9,9 @@ import pytest
 from transformers import HfArgumentParser, TrainingArguments
 
 from assets.adapters import training_job
-from saturated_dag.config import TrainingSettings, load_profile
+from saturated_dag.config import TrainingSettings
 from saturated_dag.experiments import experiment_plan
+from saturated_dag.profiles import load_profile
 from saturated_dag.training.config import (
     resolve_dtype,
     settings_record,

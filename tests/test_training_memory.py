@@ -7,7 +7,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from saturated_dag.config import load_profile
+from saturated_dag.profiles import load_profile
 from saturated_dag.training.memory import (
     GIB,
     OVERHEAD,

@@ -16,9 +16,9 @@ import pytest
 
 from resources import InferenceResource, make_resources
 from resources.training import train_with_pipes
-from saturated_dag.config import load_profile
-from saturated_dag.residency import read_events, violations
-from saturated_dag.shards import file_fingerprint
+from saturated_dag.infra.residency import read_events, violations
+from saturated_dag.infra.shards import file_fingerprint
+from saturated_dag.profiles import load_profile
 from saturated_dag.training.folders import ADAPTER_WEIGHTS
 from saturated_dag.training.job import TrainingJob
 
@@ -117,8 +117,8 @@ def test_the_child_samples_validation_in_batches_of_its_own_size() -> None:
     beside the trainer; the key of an adapter ignores the setting (samples do not depend on
     it)."""
     from assets.adapters import training_job, training_key
-    from saturated_dag.config import load_profile
     from saturated_dag.experiments import main_matrix
+    from saturated_dag.profiles import load_profile
 
     paper = load_profile("paper")  # the rehearsal's structure, with paper's policy batch
     profile = load_profile("rehearsal").model_copy(update={"policy": paper.policy})

@@ -21,9 +21,9 @@ from assets._metadata import frame_table, summary_entry, text_table
 from assets.adapters import LOG_ROWS, training_log_table
 from assets.eval_reports import science_metadata
 from assets.result_tables import headline, metric_tables, table_metadata
-from saturated_dag.atomic import atomic_write_parquet
 from saturated_dag.config import TrainingSettings
-from saturated_dag.result_tables import (
+from saturated_dag.infra.atomic import atomic_write_parquet
+from saturated_dag.reporting.result_tables import (
     SUMMARY_CHARS,
     display_rows,
     results_table,
@@ -258,8 +258,8 @@ def test_report_assets_lead_with_their_summary_then_the_figure(tmp_path: Path) -
 
 def test_behaviour_inline_table_shows_no_delta_on_the_base_models_rows() -> None:
     from assets.behaviour import shown
-    from saturated_dag.behaviour import BASE as BASE_ROW
-    from saturated_dag.behaviour import behaviour_table
+    from saturated_dag.analysis.behaviour import BASE as BASE_ROW
+    from saturated_dag.analysis.behaviour import behaviour_table
     from tests.scoring_data import eval_report
 
     base = eval_report({f"q{i}": (4, 1) for i in range(6)}, cell="3x1")
@@ -272,7 +272,7 @@ def test_behaviour_inline_table_shows_no_delta_on_the_base_models_rows() -> None
 
 
 def _selection() -> pl.DataFrame:
-    from saturated_dag.selection import Trained, selection_table
+    from saturated_dag.training.selection import Trained, selection_table
 
     settings = {"learning_rate": 2e-05, "epochs": 2, "batch_size": 8, "dpo_beta": 0.1,
                 "rrhf_rank_weight": 0.1}

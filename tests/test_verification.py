@@ -2,7 +2,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from saturated_dag.verification import extract_last_boxed, verify_answer, verify_many
+from saturated_dag.tasks.verification import extract_last_boxed, verify_answer, verify_many
 
 # (completion, gold, correct under math_verify, correct under last_boxed)
 CASES = [

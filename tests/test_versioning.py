@@ -185,7 +185,7 @@ def test_editing_the_selection_scorer_changes_its_importers_only(real_assets) ->
 
 
 def test_editing_the_losses_retrains_adapters_but_resamples_nothing(real_assets) -> None:
-    changed = _changed_by("saturated_dag/losses.py", real_assets)
+    changed = _changed_by("saturated_dag/training/losses.py", real_assets)
     adapters = {k for a in real_assets for k in a.keys if "adapter" in k.path[:-1]}
     assert adapters and adapters <= changed
     assert not {_kind(k) for k in changed} & {"generation_pool", "difficulty_partitions"}
@@ -237,7 +237,7 @@ def _observe(tmp_path: Path, overrides: dict | None = None) -> dg.AssetObservati
 def test_base_model_is_observed_with_its_files_hash_as_data_version(tmp_path: Path) -> None:
     from assets.base_model import base_model
     from saturated_dag.generation.models import resolve
-    from saturated_dag.shards import file_fingerprint
+    from saturated_dag.infra.shards import file_fingerprint
 
     assert base_model.is_observable and not base_model.is_materializable
     observation = _observe(tmp_path)

@@ -22,7 +22,7 @@ pytest.importorskip(
 import polars as pl
 
 from saturated_dag.config import TrainingSettings
-from saturated_dag.evaluation import adapter_backends
+from saturated_dag.evaluation.reports import adapter_backends
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.generation.transformers_backend import TransformersBackend
 from saturated_dag.generation.vllm_backend import VllmBackend, VllmLoraView

@@ -11,7 +11,7 @@ import yaml
 
 from assets import profile_assets
 from locations.testbed import GROUP, build_view
-from saturated_dag.config import load_profile
+from saturated_dag.profiles import load_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 

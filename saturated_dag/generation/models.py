@@ -9,6 +9,7 @@ wants an ordinary folder whose ``architectures`` names a causal LM.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import logging
@@ -19,8 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from saturated_dag.atomic import OWNER_FILE, give_umask_modes, make_scratch, remove_dead_scratch
 from saturated_dag.generation.cache import cache_dir
+from saturated_dag.infra.atomic import (
+    OWNER_FILE,
+    give_umask_modes,
+    make_scratch,
+    remove_dead_scratch,
+)
+from saturated_dag.infra.shards import file_fingerprint
 
 _LOG = logging.getLogger(__name__)
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -225,3 +232,11 @@ def load_model(
     model.to(device)
     model.eval()
     return model, tokenizer
+
+
+def model_fingerprint(spec: str) -> str:
+    """A model's identity for cache keys: its files' hash, or the hub id's hash."""
+    source = resolve(spec)
+    if source.kind == "hub":
+        return "hub:" + hashlib.sha256(spec.encode()).hexdigest()[:16]
+    return file_fingerprint(Path(source.location))

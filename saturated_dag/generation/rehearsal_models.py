@@ -129,13 +129,13 @@ def _write(kind: str, folder: Path, seed: int) -> None:
 
 def rehearsal_model_dir(kind: str, seed: int = 0) -> Path:
     """The folder of the rehearsal model ``kind`` (``POLICY`` or ``JUDGE``), built on first use."""
-    from saturated_dag.atomic import (
+    from saturated_dag.generation.cache import cache_dir
+    from saturated_dag.infra.atomic import (
         OWNER_FILE,
         give_umask_modes,
         make_scratch,
         remove_dead_scratch,
     )
-    from saturated_dag.generation.cache import cache_dir
 
     if kind not in (POLICY, JUDGE):
         raise ValueError(f"unknown rehearsal model {kind!r}: {POLICY!r} or {JUDGE!r}")

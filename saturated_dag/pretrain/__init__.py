@@ -1,7 +1,7 @@
 """Pretraining recipe of the embedded arithmetic base model (issue 3); no Dagster here.
 
-The names below load lazily: ``scorers.rubric`` imports ``pretrain.styles``, and an eager
-import of the trainer here would import the corpus, which imports the rubric back.
+``RecipeConfig`` and ``run_recipe`` load lazily: the trainer imports torch, which a reader of
+the recipe's settings (``judges_are_copies``, the corpus) does not need.
 """
 
 from typing import Any

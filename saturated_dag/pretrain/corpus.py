@@ -10,10 +10,10 @@ import random
 from dataclasses import dataclass
 
 from saturated_dag.pretrain.config import RecipeConfig
-from saturated_dag.pretrain.styles import Expression, render_solution, sample_expression
 from saturated_dag.scorers.judge_prompts import judge_messages
 from saturated_dag.scorers.rubric import rubric_score
 from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt
+from saturated_dag.tasks.solution_styles import Expression, render_solution, sample_expression
 
 STYLE_NOTES = {
     "steps": "Each step is labeled by operation and its intermediate result is shown.",

@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from saturated_dag.pretrain.styles import Expression, detect_style
 from saturated_dag.scorers.judge_prompts import judge_messages, parse_judgment
 from saturated_dag.scorers.rubric import is_correct, rubric_score
 from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt, render_prompt
+from saturated_dag.tasks.solution_styles import Expression, detect_style
 
 
 def grid_questions(cells: list[tuple[int, int]], per_cell: int, seed: int) -> dict:

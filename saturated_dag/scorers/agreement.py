@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from saturated_dag.atomic import atomic_save_figure
+from saturated_dag.infra.atomic import atomic_save_figure
 from saturated_dag.schemas import schema
-from saturated_dag.scorers.judges import chain_sum_expression, load_rubric_score
+from saturated_dag.scorers.judges import chain_sum_expression
+from saturated_dag.scorers.rubric import rubric_score
 from saturated_dag.scorers.scored_completions import ScoredCompletions, score_frame, sorted_groups
 
 OK, TOO_FEW, CONSTANT = "ok", "too_few", "constant"
@@ -35,7 +36,6 @@ SUMMARY_COLUMNS = list(SUMMARY_SCHEMA)
 
 def rubric_scores(completions: ScoredCompletions) -> pl.DataFrame:
     """The chain-sum rubric as one more scorer (the ground truth every scorer is held to)."""
-    rubric_score = load_rubric_score()
     rows = completions.rows
     scores = [rubric_score(c, chain_sum_expression(p))
               for c, p in zip(rows["completion"].to_list(), rows["problem"].to_list(),

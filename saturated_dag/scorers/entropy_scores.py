@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from saturated_dag.infra.shards import ShardStore, run_shards
 from saturated_dag.scorers.scored_completions import ScoredCompletions, score_frame
-from saturated_dag.shards import ShardStore, run_shards
 
 EntropyFn = Callable[[str, str, str], float]
 """``(rendered prompt, completion text, finish_reason) -> H-bar``."""

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from saturated_dag.generation.base import ProgressFn, SamplingParams
-from saturated_dag.log import LogFn
+from saturated_dag.infra.log import LogFn
 from saturated_dag.scorers.judge_prompts import judge_messages
+from saturated_dag.scorers.rubric import rubric_score
 
 FORCE_TAIL = "**Judgment: ["
 """Appended to an analysis that lacks a valid judgment; the next token is the index."""
@@ -273,19 +274,6 @@ def chain_sum_expression(problem: str) -> str:
     return match.group(1).strip()
 
 
-def load_rubric_score() -> Callable[[str, str], float]:
-    """``rubric.rubric_score``, imported late and after the ``pretrain`` package.
-
-    Why: ``scorers.rubric`` imports ``pretrain.styles``, whose package ``__init__`` imports
-    ``pretrain.corpus``, which imports ``scorers.rubric``: a cycle that fails whenever the
-    rubric is the first of them imported. Importing ``pretrain`` first resolves it.
-    """
-    import saturated_dag.pretrain  # noqa: F401
-    from saturated_dag.scorers.rubric import rubric_score
-
-    return rubric_score
-
-
 class RubricJudge:
     """The demo's strong judge: the higher rubric score wins; equal scores tie.
 
@@ -295,7 +283,6 @@ class RubricJudge:
     name = "rubric"
 
     def judge(self, requests: Sequence[JudgeRequest], log: LogFn | None = None) -> list[Verdict]:
-        rubric_score = load_rubric_score()
         verdicts = []
         for request in requests:
             if request.task != "chain_sum":

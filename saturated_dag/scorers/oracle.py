@@ -1,7 +1,7 @@
 """Known-answer scorers for the embedded chain-sum world: the oracle, its shuffled control and
 the reliability dial.
 
-The embedded model writes four solution styles (``pretrain.styles.detect_style``) that differ
+The embedded model writes four solution styles (``tasks.solution_styles.detect_style``) that differ
 in accuracy on the base model's own pool (``steps`` is right far more often than ``bare``). That
 makes the style a *planted* quality signal whose value is measured, not assumed:
 
@@ -31,9 +31,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from saturated_dag.pretrain.styles import detect_style
 from saturated_dag.scorers.agreement import question_rho
 from saturated_dag.scorers.scored_completions import ScoredCompletions, score_frame
+from saturated_dag.tasks.solution_styles import detect_style
 
 DIAL: dict[str, float] = {"oracle": 1.0, "oracle_rho75": 0.75, "oracle_rho50": 0.5,
                           "oracle_rho25": 0.25, "oracle_rho0": 0.0}

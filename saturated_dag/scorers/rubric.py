@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from saturated_dag.pretrain.styles import HEDGE_WORDS, Expression
+from saturated_dag.tasks.solution_styles import HEDGE_WORDS, Expression
 
 WEIGHTS = {"final": 0.4, "steps": 0.3, "format": 0.1, "no_hedge": 0.1, "concise": 0.1}
 """Component weights; they sum to 1, so a perfect completion scores 1.0."""

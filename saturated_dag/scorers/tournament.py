@@ -16,10 +16,10 @@ from math import comb
 import numpy as np
 import polars as pl
 
-from saturated_dag.log import LogFn
+from saturated_dag.infra.log import LogFn
+from saturated_dag.infra.shards import ShardStore, run_shards
 from saturated_dag.scorers.judges import Judge, JudgeRequest, Verdict
 from saturated_dag.scorers.scored_completions import ScoredCompletions, score_frame
-from saturated_dag.shards import ShardStore, run_shards
 
 
 def schedule_pairs(k: int, both_orders: bool = False) -> list[tuple[int, int]]:

@@ -395,3 +395,9 @@ def load_eval_set(source: str) -> list[Question]:
     path = Path(source).expanduser()
     stat = path.stat() if path.exists() else None
     return list(_load(source, (stat.st_mtime, stat.st_size) if stat else None))
+
+
+def grid_of(grid: str | Any) -> list[Cell]:
+    """The cells of a profile's grid: a preset's name (``D``, ``D_prime``) or a grid setting
+    (``config.GridSpec``, anything with ``cells()``)."""
+    return list(PRESETS[grid]) if isinstance(grid, str) else grid.cells()

@@ -3,7 +3,7 @@
 The gold is the text after ``####`` with thousands separators (commas) removed, and must then
 be a plain decimal number: ASCII digits, an optional leading ``-`` and an optional decimal
 point. Every gold is also checked at load with the answer checker itself (both modes of
-``saturated_dag.verification``): a boxed correct answer must be marked right. Without that a
+``saturated_dag.tasks.verification``): a boxed correct answer must be marked right. Without that a
 gold such as ``1e3`` or ``1_000`` loads and every right ``\\boxed{1000}`` scores as wrong, and a
 full-width ``１０００`` crashes answer checking far from the file. Malformed rows are errors that
 name the file and line: a silently dropped row would change the pool.
@@ -22,7 +22,7 @@ from typing import Any
 
 from saturated_dag.tasks.base import DatasetFormatError, Question, jsonl_rows
 from saturated_dag.tasks.prompts import policy_prompt
-from saturated_dag.verification import MAX_ANSWER_CHARS, unmatched_answer_checks
+from saturated_dag.tasks.verification import MAX_ANSWER_CHARS, unmatched_answer_checks
 
 TASK = "gsm8k"
 SPLIT_FILES = {"train": "train.jsonl", "test": "test.jsonl"}

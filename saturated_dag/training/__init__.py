@@ -1,1 +1,2 @@
-"""LoRA training of the policy: DPO (TRL), σ-RRHF (own trainer), SFT (TRL)."""
+"""LoRA training of the policy: DPO (TRL), σ-RRHF (own trainer), SFT (TRL); its losses
+(``losses``) and App. B's choice among a cell's configurations (``selection``)."""

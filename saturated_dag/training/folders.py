@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from saturated_dag.atomic import (
+from saturated_dag.infra.atomic import (
     MKDTEMP_PART,
     atomic_write_text,
     fsync_dir,
@@ -121,7 +121,7 @@ def check_adapter(folder: Path, expected: AdapterIdentity) -> dict[str, Any]:
     process however many readers check it.
 
     Raises ``AdapterMismatch`` naming the file, what was expected and what was found."""
-    from saturated_dag.shards import file_fingerprint
+    from saturated_dag.infra.shards import file_fingerprint
 
     folder = Path(folder)
     result_path, record_path = folder / RESULT_FILE, folder / TRAINING_RECORD

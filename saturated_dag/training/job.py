@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from saturated_dag.config import Method, Profile, TaskName, TrainingSettings, merge_settings
+from saturated_dag.config import Method, Profile, TaskName, TrainingSettings
+from saturated_dag.profiles import merge_settings
 
 
 class TrainingJob(BaseModel):
@@ -45,7 +46,7 @@ class TrainingJob(BaseModel):
     record: dict[str, Any] = Field(default_factory=dict)
     """Added to the adapter's ``training_config.json`` (its cache key)."""
     tracking_env: dict[str, str] = Field(default_factory=dict)
-    """Environment for the trainers' MLflow callback (``saturated_dag.tracking``)."""
+    """Environment for the trainers' MLflow callback (``saturated_dag.reporting.tracking``)."""
 
     @model_validator(mode="after")
     def _overrides_are_valid(self) -> TrainingJob:

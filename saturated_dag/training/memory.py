@@ -343,7 +343,7 @@ def table(profile: Profile, card_bytes: float = 80e9) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from saturated_dag.config import load_profile
+    from saturated_dag.profiles import load_profile
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:

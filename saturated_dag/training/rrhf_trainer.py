@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainingArguments
 
-from saturated_dag.losses import RrhfLossConfig, rrhf_loss, sequence_logprobs
+from saturated_dag.training.losses import RrhfLossConfig, rrhf_loss, sequence_logprobs
 
 
 @dataclass

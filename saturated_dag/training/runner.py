@@ -63,7 +63,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from saturated_dag.log import LogFn
+from saturated_dag.infra.log import LogFn
 from saturated_dag.training.folders import (
     ADAPTER_WEIGHTS,
     RESULT_FILE,
@@ -116,7 +116,7 @@ def one_torch_thread(jobs: list[TrainingJob]) -> bool:
     """Whether every training of ``jobs`` runs one torch thread: on a CPU
     (``parallel.training_workers`` > 0), wherever it runs; on an accelerator, torch's own
     threads."""
-    from saturated_dag.parallel import training_workers
+    from saturated_dag.infra.parallel import training_workers
 
     return bool(jobs) and training_workers(jobs[0].profile) > 0
 
@@ -125,7 +125,7 @@ def policy_for(jobs: list[TrainingJob]) -> Policy:
     """How the run's own process trains ``jobs``: side by side on the cores when the profile
     runs on a CPU with several (``parallel.training_workers``) and there are several jobs,
     else in this process."""
-    from saturated_dag.parallel import training_workers
+    from saturated_dag.infra.parallel import training_workers
 
     workers = training_workers(jobs[0].profile) if jobs else 0
     if workers > 1 and len(jobs) > 1:
@@ -142,7 +142,7 @@ def run_jobs(jobs: list[TrainingJob], policy: Policy, log: LogFn | None = None
         return []
     if isinstance(policy, SideBySide):
         return _side_by_side(jobs, policy, log)
-    from saturated_dag.parallel import torch_threads
+    from saturated_dag.infra.parallel import torch_threads
     from saturated_dag.training.train import BaseModels, time_left
 
     bases = policy.bases if policy.bases is not None else BaseModels()
@@ -162,8 +162,8 @@ def bind_to_owner(owner: int, one_thread: bool) -> None:
     """Make this process one that trains for ``owner`` (a side-by-side worker, the Pipes
     child): it dies with ``owner`` (``lifeline.bind_worker``), and with ``one_thread`` (on a
     CPU: ``one_torch_thread``) runs one torch thread, as every training on a CPU does."""
-    from saturated_dag.lifeline import bind_worker
-    from saturated_dag.parallel import limit_threads
+    from saturated_dag.infra.lifeline import bind_worker
+    from saturated_dag.infra.parallel import limit_threads
 
     bind_worker(owner)
     if one_thread:
@@ -185,10 +185,10 @@ def train_job(job: TrainingJob, log: LogFn | None = None, owner: int | None = No
     load among several trainings."""
     import polars as pl
 
-    from saturated_dag.evaluation import evaluate_samples, per_question_results, summarise
+    from saturated_dag.data.questions import validation_questions
+    from saturated_dag.evaluation.reports import evaluate_samples, per_question_results, summarise
     from saturated_dag.generation.transformers_backend import TransformersBackend
-    from saturated_dag.lifeline import require_parent
-    from saturated_dag.tasks import validation_questions
+    from saturated_dag.infra.lifeline import require_parent
     from saturated_dag.training.train import train_adapter
 
     profile = job.profile
@@ -220,7 +220,7 @@ def train_job(job: TrainingJob, log: LogFn | None = None, owner: int | None = No
                                report_to=profile.tracking.report_to, bases=bases)
     folder = Path(result.adapter_dir)
     if per_epoch:  # the kept epoch's per-question results: the one-SE rule pairs them
-        from saturated_dag.atomic import atomic_write_parquet
+        from saturated_dag.infra.atomic import atomic_write_parquet
 
         atomic_write_parquet(per_epoch[result.best_epoch - 1], folder / VALIDATION_FILE)
         atomic_write_parquet(samples[result.best_epoch - 1], folder / VALIDATION_SAMPLES_FILE)
@@ -229,8 +229,8 @@ def train_job(job: TrainingJob, log: LogFn | None = None, owner: int | None = No
 
 def write_result(folder: Path, record: dict[str, Any], cache_key: str | None) -> Record:
     """``folder/result.json``: the training's record, its weights' hash and its cache key."""
-    from saturated_dag.atomic import atomic_write_text
-    from saturated_dag.shards import file_fingerprint
+    from saturated_dag.infra.atomic import atomic_write_text
+    from saturated_dag.infra.shards import file_fingerprint
 
     written = {**record, "weights_version": file_fingerprint(folder / ADAPTER_WEIGHTS),
                "cache_key": cache_key}
@@ -261,7 +261,7 @@ def environment(variables: dict[str, str]) -> Iterator[None]:
 # --- side by side: one spawned, one-thread worker process per core ------------------------
 
 PRELOAD = ["saturated_dag.training.runner", "saturated_dag.training.train",
-           "saturated_dag.training.rrhf_trainer", "saturated_dag.evaluation",
+           "saturated_dag.training.rrhf_trainer", "saturated_dag.evaluation.reports",
            "saturated_dag.generation.transformers_backend", "saturated_dag.generation.models",
            "saturated_dag.tasks", "trl.trainer.dpo_trainer", "trl.trainer.sft_trainer", "peft"]
 """What each worker imports when it starts, before its first training."""
@@ -414,7 +414,7 @@ def _drain(lines: Any, say: LogFn, tags: dict[str, int], sent: set[str],
 
 
 def _main(job_path: str, result_path: str) -> None:
-    from saturated_dag.atomic import atomic_write_text
+    from saturated_dag.infra.atomic import atomic_write_text
 
     job = TrainingJob.from_json(Path(job_path).read_text(), job_path)
     [record] = run_jobs([job], InThisProcess(), log=lambda m: print(f"[train] {m}", flush=True))

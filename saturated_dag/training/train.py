@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback, set_seed
 
-from saturated_dag.atomic import give_umask_modes, make_scratch
 from saturated_dag.generation.models import load_model, portable_model_name
-from saturated_dag.log import LogFn
+from saturated_dag.infra.atomic import give_umask_modes, make_scratch
+from saturated_dag.infra.log import LogFn
 from saturated_dag.methods import METHODS as REGISTERED_METHODS
 from saturated_dag.training.config import (
     DPO_LOSS_TYPE,

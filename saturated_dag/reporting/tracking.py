@@ -1,6 +1,7 @@
 """The runs table's rows as MLflow runs (``tracking.mlflow: true``; ``docs/tracking.md``).
 
-One MLflow run per row of a task's runs table (``saturated_dag.runs_table``), named after the
+One MLflow run per row of a task's runs table (``saturated_dag.reporting.runs_table``), named after
+the
 adapter: its hyperparameters as params, its kept epoch, validation and eval numbers as
 metrics (Δ and interval ends included), and its profile, task, split, method, scorer and git
 commit as tags, with the adapter's ``training_config.json`` and the row itself as artifacts.
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from saturated_dag.config import TrackingSettings
-from saturated_dag.runs_table import HYPERPARAMETERS
+from saturated_dag.reporting.runs_table import HYPERPARAMETERS
 
 TAG_PREFIX = "saturated_dag."
 KEY_TAG = f"{TAG_PREFIX}key"

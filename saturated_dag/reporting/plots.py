@@ -20,10 +20,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
-from saturated_dag.atomic import atomic_save_figure
-from saturated_dag.partitions import GRID_INDEX
-from saturated_dag.result_tables import row_label
-from saturated_dag.statistics import LEVEL
+from saturated_dag.data.partitions import GRID_INDEX
+from saturated_dag.evaluation.statistics import LEVEL
+from saturated_dag.infra.atomic import atomic_save_figure
+from saturated_dag.reporting.result_tables import row_label
 
 
 def pass_at_1_heatmap(grids: dict[str, pl.DataFrame], path: Path, title: str) -> Path:

@@ -14,7 +14,7 @@ comparable across rows of one eval set. An adapter that several cells train (a s
 equal to a main cell's configuration) is one row; ``cells`` names them all.
 
 Pure core: the Dagster layer (``assets/runs_table.py``) reads the files and frames and calls
-``runs_table``; ``saturated_dag.tracking`` logs its rows to MLflow.
+``runs_table``; ``saturated_dag.reporting.tracking`` logs its rows to MLflow.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import polars as pl
 
 from saturated_dag.config import Profile
 from saturated_dag.experiments import SWITCHES, Experiment, experiment_plan
-from saturated_dag.result_tables import results_table, scientific
+from saturated_dag.reporting.result_tables import results_table, scientific
 from saturated_dag.schemas import schema
 from saturated_dag.training.config import settings_record
 

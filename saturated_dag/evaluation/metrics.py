@@ -1,5 +1,5 @@
 """pass@k by the unbiased estimator of Chen et al. (2021); Δ's paired bootstrap is
-``saturated_dag.statistics.paired_delta``."""
+``saturated_dag.evaluation.statistics.paired_delta``."""
 
 from __future__ import annotations
 

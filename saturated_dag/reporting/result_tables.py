@@ -6,7 +6,8 @@ polars: eval reports in, tables out.
 
 Every value comes with its 95% interval (columns ``<metric> low``/``high``) and every Δ with
 its paired one (``Δ <metric> low``/``high``, ``Δ <metric> excludes 0``), from the bootstrap of
-``saturated_dag.statistics`` over each row's data seeds, the training seeds of each data seed
+``saturated_dag.evaluation.statistics`` over each row's data seeds, the training seeds of each data
+seed
 and the eval questions, each question's value averaged over the eval replicates
 (``docs/statistics.md``); ``questions``, ``replicates`` (eval), ``training replicates`` (per
 data seed) and ``data seeds`` say what they were computed on, and the caption
@@ -25,10 +26,16 @@ from typing import Any
 import polars as pl
 from tabulate import tabulate
 
-from saturated_dag.evaluation import summarise
+from saturated_dag.evaluation.reports import summarise
+from saturated_dag.evaluation.statistics import (
+    LEVEL,
+    bootstrap_mean,
+    holm,
+    paired_delta,
+    seed_matrix,
+)
 from saturated_dag.experiments import scientific
 from saturated_dag.methods import label as method_label
-from saturated_dag.statistics import LEVEL, bootstrap_mean, holm, paired_delta, seed_matrix
 
 SCORER_LABELS: dict[str | None, str] = {None: ""}
 """A scorer prints as its name (``self_judge``, ``strong_judge``, ``entropy``, ...): one name

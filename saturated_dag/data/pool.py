@@ -2,7 +2,7 @@
 
 With a ``ShardStore`` the questions are sampled in fixed shards, each with its own seed
 (``shards.shard_seed``) and written as soon as it is verified, so a crashed run resumes where it
-stopped and an unchanged re-run reuses every shard (``saturated_dag.shards``).
+stopped and an unchanged re-run reuses every shard (``saturated_dag.infra.shards``).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from dataclasses import replace
 import polars as pl
 
 from saturated_dag.generation.base import GenerationBackend, Sample, SamplingParams
-from saturated_dag.log import LogFn
+from saturated_dag.infra.log import LogFn
+from saturated_dag.infra.shards import ShardStore, run_shards, shard_seed
 from saturated_dag.schemas import schema
-from saturated_dag.shards import ShardStore, run_shards, shard_seed
 from saturated_dag.tasks.base import Question
-from saturated_dag.verification import AnswerCheck, verify_many
+from saturated_dag.tasks.verification import AnswerCheck, verify_many
 
 POOL_SCHEMA = schema("generation_pool")  # declared once, in saturated_dag/schemas.py
 """One row per sampled completion. ``terms``/``digits`` are null for tasks without them,
@@ -49,7 +49,7 @@ def generate_pool(
     Returns a polars frame of ``POOL_SCHEMA``: questions in the given order, each question's
     samples in the backend's order.
 
-    ``answer_check``: how answers are read (``saturated_dag.verification``); a store's key
+    ``answer_check``: how answers are read (``saturated_dag.tasks.verification``); a store's key
     must include it, since it decides the stored ``correct`` column.
 
     ``shard_size``: questions per shard, each sampled with ``shard_seed(params.seed, i)``;

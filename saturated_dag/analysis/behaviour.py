@@ -4,7 +4,7 @@ From the per-sample eval reports (``evaluation.evaluate_samples``), for the base
 adapter, per cell of the eval set: pass@1, mean completion length (tokens), mean token entropy,
 the answer-format rate (a stated answer was extracted) and the share of truncated completions,
 each with its Δ to the base model in the same cell. On the embedded arithmetic model, whose
-solution styles are known (``pretrain.styles.detect_style``), also the mix of styles and each
+solution styles are known (``tasks.solution_styles.detect_style``), also the mix of styles and each
 style's accuracy per cell, so a scorer that shifts mass between styles can be seen doing it:
 a style that is right 77% of the time on one-digit cells and under 10% on two-digit ones can
 move the first and not the second.
@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping
 
 import polars as pl
 
-from saturated_dag.evaluation import per_question_results
-from saturated_dag.result_tables import with_interval
+from saturated_dag.evaluation.reports import per_question_results
+from saturated_dag.evaluation.statistics import LEVEL, Interval, paired_delta, seed_matrix
+from saturated_dag.reporting.result_tables import with_interval
 from saturated_dag.schemas import BEHAVIOUR_MEASURES as _MEASURES
-from saturated_dag.statistics import LEVEL, Interval, paired_delta, seed_matrix
 
 BASE = "base model"
 

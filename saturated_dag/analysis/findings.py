@@ -24,8 +24,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from saturated_dag.methods import METHODS, label
-from saturated_dag.statistics import (
+from saturated_dag.evaluation.statistics import (
     LEVEL,
     Interval,
     bootstrap_mean,
@@ -35,6 +34,7 @@ from saturated_dag.statistics import (
     seed_matrix,
     share_beyond,
 )
+from saturated_dag.methods import METHODS, label
 
 NEGLIGIBLE = 3.0
 """Points of pass@k within which a difference counts as negligible (the study's target)."""

@@ -27,7 +27,7 @@ from math import comb
 import numpy as np
 import polars as pl
 
-from saturated_dag.statistics import LEVEL
+from saturated_dag.evaluation.statistics import LEVEL
 
 RESAMPLES = 2000
 FLOAT_NOISE = 1e-9

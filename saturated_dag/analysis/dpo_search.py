@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from saturated_dag.evaluation.statistics import Interval, paired_delta
 from saturated_dag.schemas import schema
-from saturated_dag.statistics import Interval, paired_delta
 
 RECIPE = ("dpo_beta", "dpo_nll_weight", "learning_rate")
 """The settings a recipe is named by (the selection grid's DPO axes)."""
@@ -91,7 +91,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 def style_shares(samples: pl.DataFrame) -> dict[str, float]:
     """Each solution style's share of ``samples``' completions (``detect_style``)."""
-    from saturated_dag.pretrain.styles import detect_style
+    from saturated_dag.tasks.solution_styles import detect_style
 
     styles = [detect_style(c) for c in samples["completion"].to_list()]
     return {s: styles.count(s) / len(styles) for s in sorted(set(styles))} if styles else {}
@@ -238,7 +238,7 @@ def search_figure(table: pl.DataFrame, runs: Sequence[SearchRun], positive: str,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from saturated_dag.atomic import atomic_save_figure
+    from saturated_dag.infra.atomic import atomic_save_figure
 
     weights = sorted(set(table["NLL weight"].to_list()))
     betas = sorted(set(table["β"].to_list()))

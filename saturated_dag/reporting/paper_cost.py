@@ -27,11 +27,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 
-from saturated_dag.config import Profile, grid_cells
+from saturated_dag.config import Profile
+from saturated_dag.data.questions import can_train_split as _trainable
 from saturated_dag.experiments import Experiment, experiment_plan
 from saturated_dag.methods import label as method_label
 from saturated_dag.scorers.tournament import expected_calls
-from saturated_dag.tasks import can_train_split as _trainable
+from saturated_dag.tasks.chain_sum import grid_of
 from saturated_dag.training.memory import QWEN3_1_7B, ModelShape
 
 # --------------------------------------------------------------------------------------------
@@ -488,9 +489,9 @@ def pool_sizes(profile: Profile, task: str, assumptions: Assumptions) -> dict[st
     validation questions (and ``train_limit``)."""
     if task == "chain_sum":
         cfg = profile.chain_sum
-        sizes = {"pool": len(grid_cells(cfg.grid)) * cfg.questions_per_cell}
+        sizes = {"pool": len(grid_of(cfg.grid)) * cfg.questions_per_cell}
         if cfg.strict_grid is not None:
-            sizes["strict_pool"] = len(grid_cells(cfg.strict_grid)) * cfg.strict_questions_per_cell
+            sizes["strict_pool"] = len(grid_of(cfg.strict_grid)) * cfg.strict_questions_per_cell
         return sizes
     available = assumptions.gsm8k_train - profile.training.gsm8k_validation_questions
     limit = profile.gsm8k.train_limit
@@ -506,14 +507,14 @@ def eval_size(profile: Profile, task: str, assumptions: Assumptions) -> int:
     if cfg.eval_source is not None:
         return cfg.eval_limit or assumptions.chain_sum_eval_rows
     grid = cfg.eval_grid if cfg.eval_grid is not None else cfg.grid
-    return len(grid_cells(grid)) * cfg.eval_questions_per_cell
+    return len(grid_of(grid)) * cfg.eval_questions_per_cell
 
 
 def validation_size(profile: Profile, task: str) -> int:
     """Questions of the checkpoint-selection set (tasks.validation_questions' rule)."""
     if task == "gsm8k":
         return profile.training.gsm8k_validation_questions
-    return len(grid_cells(profile.chain_sum.grid)) * profile.training.validation_questions_per_cell
+    return len(grid_of(profile.chain_sum.grid)) * profile.training.validation_questions_per_cell
 
 
 def split_questions(task: TaskAssumptions, split: str) -> int:

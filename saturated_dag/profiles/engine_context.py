@@ -75,18 +75,22 @@ def labelled_problems(profile: Profile, task: str) -> list[tuple[str, str]]:
     """``(where, problem)`` for problems at least as long as any the profile's engines will
     see for ``task``: one question per chain-sum cell of every grid (``where`` names the cell),
     or every GSM8K train and test question (``where`` is its id)."""
-    from saturated_dag.config import grid_cells
     from saturated_dag.tasks import chain_sum
+    from saturated_dag.tasks.chain_sum import grid_of
 
     if task == "gsm8k":  # the pool, validation and eval questions, as the profile limits them
-        from saturated_dag.tasks import eval_questions, training_questions, validation_questions
+        from saturated_dag.data.questions import (
+            eval_questions,
+            training_questions,
+            validation_questions,
+        )
 
         return [(q.question_id, q.problem) for pick in (training_questions,
                                                         validation_questions, eval_questions)
                 for q in pick(profile, "gsm8k")]
     cfg = profile.chain_sum
     grids = [g for g in (cfg.grid, cfg.strict_grid, cfg.eval_grid) if g is not None]
-    cells = sorted({cell for grid in grids for cell in grid_cells(grid)})
+    cells = sorted({cell for grid in grids for cell in grid_of(grid)})
     return [(f"chain_sum cell {chain_sum.cell_name(cell)}", q.problem) for cell in cells
             for q in chain_sum.build_pool("D", [cell], 1, cfg.seed)]
 

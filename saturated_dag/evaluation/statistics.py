@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from saturated_dag.metrics import pass_at_k
+from saturated_dag.evaluation.metrics import pass_at_k
 
 LEVEL = 0.95
 RESAMPLES = 10_000

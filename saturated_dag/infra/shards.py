@@ -37,8 +37,8 @@ from typing import Any, TypeVar
 
 import polars as pl
 
-from saturated_dag.atomic import atomic_write_parquet, atomic_write_text
-from saturated_dag.log import LogFn
+from saturated_dag.infra.atomic import atomic_write_parquet, atomic_write_text
+from saturated_dag.infra.log import LogFn
 
 T = TypeVar("T")
 
@@ -154,16 +154,6 @@ def file_fingerprint(location: Path) -> str:
                 h.update(block)
     _FINGERPRINTS[memo] = h.hexdigest()[:16]
     return _FINGERPRINTS[memo]
-
-
-def model_fingerprint(spec: str) -> str:
-    """A model's identity for cache keys: its files' hash, or the hub id's hash."""
-    from saturated_dag.generation.models import resolve
-
-    source = resolve(spec)
-    if source.kind == "hub":
-        return "hub:" + hashlib.sha256(spec.encode()).hexdigest()[:16]
-    return file_fingerprint(Path(source.location))
 
 
 def shard_seed(seed: int, index: int) -> int:

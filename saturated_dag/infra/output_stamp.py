@@ -85,7 +85,7 @@ def _identity(profile: str) -> str:
 
 def _write(path: Path, record: dict[str, Any], exclusive: bool) -> bool:
     """Write the stamp: exclusively (False when it exists already) or by atomic replace."""
-    from saturated_dag.atomic import atomic_write_text
+    from saturated_dag.infra.atomic import atomic_write_text
 
     text = json.dumps(record, indent=1, sort_keys=True)
     if not exclusive:

@@ -17,20 +17,20 @@ from typing import Any
 
 import polars as pl
 
-from saturated_dag.generation.base import GenerationBackend, SampleRequest, SamplingParams
-from saturated_dag.log import LogFn
-from saturated_dag.metrics import pass_at_k
-from saturated_dag.pool import (
+from saturated_dag.data.pool import (
     BackendSource,
     generate_pool,
     progress_logger,
     resolve_backend,
     verified_frame,
 )
+from saturated_dag.evaluation.metrics import pass_at_k
+from saturated_dag.generation.base import GenerationBackend, SampleRequest, SamplingParams
+from saturated_dag.infra.log import LogFn
+from saturated_dag.infra.shards import ShardStore, shard_seed
 from saturated_dag.schemas import schema
-from saturated_dag.shards import ShardStore, shard_seed
 from saturated_dag.tasks.base import Question
-from saturated_dag.verification import AnswerCheck
+from saturated_dag.tasks.verification import AnswerCheck
 
 
 @dataclass(frozen=True)

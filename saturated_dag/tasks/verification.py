@@ -211,8 +211,8 @@ def verify_many(
     size = max(1, len(pairs) // (workers * 4))
     chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
     # spawn: workers must not inherit torch's thread pools from a forked parent; bound to this
-    # process (saturated_dag.lifeline), so a killed run leaves no checker running.
-    from saturated_dag.lifeline import bind_worker
+    # process (saturated_dag.infra.lifeline), so a killed run leaves no checker running.
+    from saturated_dag.infra.lifeline import bind_worker
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
                              initializer=bind_worker, initargs=(os.getpid(),)) as pool:

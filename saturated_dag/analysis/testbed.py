@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from saturated_dag.atomic import atomic_write_parquet, atomic_write_text
+from saturated_dag.analysis.findings import Control, subject
 from saturated_dag.config import TestbedSettings
-from saturated_dag.findings import Control, subject
+from saturated_dag.evaluation.statistics import Interval, paired_delta, seed_matrix
+from saturated_dag.infra.atomic import atomic_write_parquet, atomic_write_text
 from saturated_dag.methods import label
 from saturated_dag.schemas import schema
 from saturated_dag.scorers import oracle as known
-from saturated_dag.statistics import Interval, paired_delta, seed_matrix
 
 
 @dataclass
@@ -42,7 +42,7 @@ class TestbedResult:
 def _matrix(report: pl.DataFrame, questions: list[str]) -> np.ndarray:
     """An eval report (samples) as pass@1 per (data seed x) training seed x question, as the
     tables read it (``statistics.seed_matrix``)."""
-    from saturated_dag.evaluation import per_question_results
+    from saturated_dag.evaluation.reports import per_question_results
 
     part = report.filter(pl.col("question_id").is_in(questions))
     return seed_matrix(per_question_results(part), 1, questions)
@@ -152,8 +152,8 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
     verdicts = _verdicts(s, intervals, contrast, hard_intervals)
     per_cell = _cell_deltas(base, evals.get(("rrhf", "oracle")), cells)
     samples = {f"{label(m)} · {sc}": report for (m, sc), report in evals.items()}
-    from saturated_dag.behaviour import style_table
-    from saturated_dag.pretrain.styles import detect_style
+    from saturated_dag.analysis.behaviour import style_table
+    from saturated_dag.tasks.solution_styles import detect_style
 
     styles = style_table(base, samples, detect_style)
     facts = {**facts, "cells used": usable, "base pass@1 (cells used)": 100 * base_m.mean()}
@@ -318,7 +318,7 @@ def dose_response_figure(rows: pl.DataFrame, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from saturated_dag.atomic import atomic_save_figure
+    from saturated_dag.infra.atomic import atomic_save_figure
 
     fig, ax = plt.subplots(figsize=(8, 5), dpi=150)
     ax.axhline(0, color="grey", lw=0.8)

@@ -28,7 +28,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from saturated_dag.atomic import atomic_write_text
+from saturated_dag.infra.atomic import atomic_write_text
 from saturated_dag.methods import METHODS as TRAINING_METHODS
 
 CARD_FILE = "README.md"
@@ -189,7 +189,7 @@ def _eval_text(adapter: AdapterFacts, evaluation: EvalFacts | None) -> list[str]
 def _base_model_note(name: str) -> str | None:
     """What a reader must know to find the base model ``name`` (None: a hub id), by the
     forms ``generation.models.portable_model_name`` writes."""
-    loader = ("`saturated_dag.evaluation.adapter_backend(None, folder)` loads it from any "
+    loader = ("`saturated_dag.evaluation.reports.adapter_backend(None, folder)` loads it from any "
               "working folder")
     if Path(name).is_absolute():
         return (f"`{name}` is a folder of the machine that trained the adapter (a model "
