@@ -23,6 +23,7 @@ import polars as pl
 from saturated_dag.analysis.findings import Control, subject
 from saturated_dag.config import TestbedSettings
 from saturated_dag.evaluation.statistics import Interval, paired_delta, seed_matrix
+from saturated_dag.experiments import HARD_PAIRS_SHUFFLED
 from saturated_dag.infra.atomic import atomic_write_parquet, atomic_write_text
 from saturated_dag.methods import label
 from saturated_dag.schemas import schema
@@ -77,7 +78,7 @@ ROW_SCHEMA = schema("testbed_validation")
 
 
 HARD_ROLES = {"random": "hard-split positive control (random correct-vs-incorrect pairs)",
-              "shuffled": "hard-split negative control (the same pairs, half swapped)"}
+              HARD_PAIRS_SHUFFLED: "hard-split negative control (the same pairs, half swapped)"}
 """The hard split's known-signal control (``training.hard_pair_control``): DPO on its
 correct-vs-incorrect pairs drawn at random, against the same pairs with chosen and rejected
 swapped on half the questions. Read on every eval question, as the findings it licenses are."""
@@ -230,9 +231,9 @@ def _verdicts(s: TestbedSettings, intervals: dict[tuple[str, str], Interval],
             hard["contrast"], s.hard_min_effect,
             "DPO on the hard split's random correct-vs-incorrect pairs against the same "
             "pairs with half of them swapped")
-    if "shuffled" in hard:
+    if HARD_PAIRS_SHUFFLED in hard:
         out[f"{NEGATIVE} ({HARD})"] = _null_verdict(
-            hard["shuffled"], s.null_band,
+            hard[HARD_PAIRS_SHUFFLED], s.null_band,
             "DPO on the hard split's pairs with half of them swapped, against the base model")
     found = controls(out)
     passed = [key for key, c in found.items() if c.passed]
