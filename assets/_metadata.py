@@ -92,6 +92,19 @@ def markdown_table(frame: pl.DataFrame, max_rows: int = 20) -> dg.MetadataValue:
     return dg.MetadataValue.md(tabulate(head.rows(), headers=head.columns, tablefmt="pipe"))
 
 
+def output_file(path: str | Path, output_dir: str | Path) -> dg.MetadataValue:
+    """A file the run wrote, as its path relative to the output folder (the ``output folder``
+    entry of every stored frame; the Parquet IO manager's ``path`` is relative to it too).
+
+    Why relative: the UI's metadata panel is about 530 px wide at 1440 px for values, and a
+    browser breaks no line inside a path, so an absolute one makes the whole panel scroll
+    sideways (issue 47). A file outside the folder keeps its absolute path."""
+    folder = Path(output_dir).expanduser().resolve()
+    file = Path(path).expanduser().resolve()
+    shown = file.relative_to(folder) if file.is_relative_to(folder) else file
+    return dg.MetadataValue.path(str(shown))
+
+
 def image(path: Path, caption: str) -> dg.MetadataValue:
     """A PNG in the UI (a data URI inside Markdown): one click away, behind the entry's "[Show
     Markdown]" link, since the UI shows Markdown inline only under 1,000 characters and no PNG

@@ -16,7 +16,7 @@ from resources import ExperimentResource
 from saturated_dag.config import PolicySettings
 from saturated_dag.generation.models import model_fingerprint
 from saturated_dag.infra.atomic import OutputWriteError
-from saturated_dag.infra.shards import ShardStats, ShardStore, stage_key
+from saturated_dag.infra.shards import ShardStats, ShardStore, readable_digest, stage_key
 
 
 def policy_identity(settings: PolicySettings) -> dict[str, Any]:
@@ -54,18 +54,25 @@ def open_store(context: dg.AssetExecutionContext, experiment: ExperimentResource
     return ShardStore.for_stage(experiment.output_dir, stage_folder(stage), key), key
 
 
+STAGE_FOLDER_KEY = "stage folder (in stages/)"
+"""Metadata: the stage's folder in the output folder's ``stages/`` (the asset key joined by
+``__``); its shards are in ``<cache_key>/`` there."""
+
+
 def cache_metadata(context: dg.AssetExecutionContext, key: str,
                    store: ShardStore | None) -> dict[str, Any]:
     """Log how the stage used its shards and return the matching metadata."""
     stage = "/".join(context.asset_key.path)
     if store is None or store.last_stats is None:
         context.log.info(f"cache off: {stage} {key[:12]} computed in memory")
-        return {"cache": "off", "cache_key": key}
+        return {"cache": "off", "cache_key": readable_digest(key)}
     stats: ShardStats = store.last_stats
     context.log.info(stats.message(stage))
-    # the shards are in <stage folder>/<cache_key>: two short entries rather than one long
-    # path, which would widen the UI's metadata table past its panel
-    return {**stats.metadata(), "stage folder": dg.MetadataValue.path(str(store.root.parent))}
+    # the shards are in <output folder>/stages/<stage folder>/<cache_key>: short entries
+    # rather than one long path, which would widen the UI's metadata table past its panel;
+    # the key in groups of 16 digits (``readable_digest``)
+    return {**stats.metadata(), "cache_key": readable_digest(key),
+            STAGE_FOLDER_KEY: dg.MetadataValue.path(store.root.parent.name)}
 
 
 @contextmanager

@@ -43,7 +43,7 @@ from assets._adapter_files import (
     adapter_work_dir,
 )
 from assets._draws import FRAMES_BY_DRAW, by_data_seed, dataset_mapping
-from assets._metadata import frame_table, image, summary_entry
+from assets._metadata import frame_table, image, output_file, summary_entry
 from assets._priority import AFTER_TRAINING, TRAINING, priority
 from assets._stages import policy_identity
 from assets.versioning import code_version_of
@@ -53,7 +53,13 @@ from saturated_dag.config import PolicySettings, Profile, TrainingSettings
 from saturated_dag.data.questions import validation_questions
 from saturated_dag.evaluation.reports import recorded_base_model
 from saturated_dag.experiments import Experiment
-from saturated_dag.infra.shards import file_fingerprint, frame_digest, questions_digest, stage_key
+from saturated_dag.infra.shards import (
+    file_fingerprint,
+    frame_digest,
+    questions_digest,
+    readable_digest,
+    stage_key,
+)
 from saturated_dag.reporting.model_card import CARD_FILE, AdapterFacts, write_training_card
 from saturated_dag.reporting.plots import adapter_curves
 from saturated_dag.reporting.tracking import trainer_environment
@@ -331,11 +337,11 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
     metadata["training curves"] = image(png, "loss per logged step, validation pass@1 per "
                                         "epoch (the kept epoch starred), DPO's reward margin")
     metadata.update({  # where it is and how it was made: below the science
-        "adapter_dir": dg.MetadataValue.path(str(out)),
+        "adapter_dir": output_file(out, experiment.output_dir),
         "overrides of the profile": dg.MetadataValue.json({**dict(exp.overrides),
                                                            **dict(exp.recipe)}),
         "isolated_process": profile.training.isolate,
-        "cache": "hit" if a.hit else "miss", "cache_key": a.key})
+        "cache": "hit" if a.hit else "miss", "cache_key": readable_digest(a.key)})
     # the weights' hash, as the training recorded it (a cache hit has just checked it
     # against the file: ``_cached_result``), not read and hashed once more
     version = result["weights_version"]
@@ -344,8 +350,8 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
                          inference.policy_settings().model)
     if write_training_card(out, card):
         context.log.info(f"wrote the model card {out / CARD_FILE}")
-    metadata["model card"] = dg.MetadataValue.path(str(out / CARD_FILE))
-    metadata["weights hash (data version)"] = version
+    metadata["model card"] = output_file(out / CARD_FILE, experiment.output_dir)
+    metadata["weights hash (data version)"] = readable_digest(version)
     metadata["base model (adapter_config.json)"] = card.base_model
     return metadata, version
 
@@ -486,8 +492,8 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
         if source is not None:
             summary["recipe"] = dg.MetadataValue.json(
                 {"chosen on": source.cell.name, **recipe})
-        summary["adapter folders"] = dg.MetadataValue.path(
-            str(adapter_home(experiment.output_dir, task, cell).parent))
+        summary["adapter folders"] = output_file(
+            adapter_home(experiment.output_dir, task, cell).parent, experiment.output_dir)
         summary.update(reported)  # the training child's: seconds, base-model loads
         checks = ([loads_and_generates(experiment, inference, task,
                                        [grid[partition] for partition in keys])]

@@ -16,7 +16,14 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets._metadata import eval_report_ins, frame_output, frame_table, image, summary_entry
+from assets._metadata import (
+    eval_report_ins,
+    frame_output,
+    frame_table,
+    image,
+    output_file,
+    summary_entry,
+)
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.analysis.behaviour import BASE, behaviour_table, style_table, summary
@@ -24,6 +31,7 @@ from saturated_dag.experiments import Experiment
 from saturated_dag.infra.atomic import atomic_write_csv
 from saturated_dag.reporting.plots import behaviour_heatmaps, style_shift
 from saturated_dag.reporting.result_tables import NOT_APPLICABLE, with_interval
+from saturated_dag.reporting.runs_table import INLINE_ROWS
 from saturated_dag.tasks.solution_styles import detect_style
 
 EMBEDDED_MODEL = "arith-base"
@@ -46,24 +54,33 @@ def _delta_text(value: float | None, low: float | None, high: float | None, base
 
 def shown(table: pl.DataFrame) -> pl.DataFrame:
     """The behaviour table as the UI shows it inline: narrow (the UI gives a metadata value
-    about 500 pixels), every number with two decimals, Δ pass@1 with its interval in one cell,
-    ``—`` for the base model's Δ (0 by construction, not a measurement), names that can wrap;
-    every column is in the CSV."""
+    about 500 pixels at 1440 and wraps no header), Δ pass@1 with its interval in one cell and
+    the change in mean length, ``—`` for the base model's Δ (0 by construction, not a
+    measurement), names that can wrap; pass@1, Δ answer rate and every other column are in
+    the CSV."""
     base = [r == BASE for r in table["row"]]
     columns = {
         "Δ pass@1": [_delta_text(v, lo, hi, b) for (v, lo, hi), b in zip(
             table.select("Δ pass@1", "Δ pass@1 low", "Δ pass@1 high").iter_rows(), base,
             strict=True)],
-        **{f"Δ {m}": [_delta_text(v, None, None, b) for v, b in zip(
-            table[f"Δ {m}"], base, strict=True)] for m in ("mean_tokens", "answer_rate")}}
+        "Δ tokens": [_delta_text(v, None, None, b) for v, b in zip(
+            table["Δ mean_tokens"], base, strict=True)]}
     return table.select(
-        pl.col("row").str.replace_all("/", " / ", literal=True).alias("adapter"), "cell",
-        "pass@1", *(pl.Series(name, values, pl.String) for name, values in columns.items()))
+        _wrappable("row").alias("adapter"), "cell",
+        *(pl.Series(name, values, pl.String) for name, values in columns.items()))
 
 
-INLINE_ROWS = 20
-"""At most this many rows of a table inline (the behaviour table has a row per adapter × eval
-cell: 138 on the demo, a page 32,000 pixels tall); the whole table is in the CSV."""
+def _wrappable(column: str) -> pl.Expr:
+    """An ``<split>/<adapter>`` name with spaces around its ``/``, so the UI can wrap it."""
+    return pl.col(column).str.replace_all("/", " / ", literal=True)
+
+
+def shown_styles(styles: pl.DataFrame) -> pl.DataFrame:
+    """The style rows inline: which row, cell and style, and its Δ share (headers the UI does
+    not wrap, kept short); the samples, shares and accuracies are in ``styles.csv``."""
+    return styles.select(_wrappable("row"), "cell", "style", "Δ share")
+
+
 
 
 def largest_changes(table: pl.DataFrame, rows: int = INLINE_ROWS) -> pl.DataFrame:
@@ -121,19 +138,19 @@ def behaviour_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefini
             "figure": image(png, "Δ pass@1 and Δ length per adapter and cell"),
             "table": frame_table(shown(inline), max_rows=INLINE_ROWS),
             "about the figure": dg.MetadataValue.md(FIGURE_NOTE),
-            "csv": dg.MetadataValue.path(str(out / "behaviour.csv")),
-            "figure (SVG)": dg.MetadataValue.path(str(svg)),
+            "csv": output_file(out / "behaviour.csv", experiment.output_dir),
+            "figure (SVG)": output_file(svg, experiment.output_dir),
         }
         if styles is not None:
             atomic_write_csv(styles, out / "styles.csv")
-            metadata["styles"] = frame_table(largest_shifts(styles), max_rows=INLINE_ROWS,
-                                             formats={"Δ share": "+.2f"})
-            metadata["styles csv"] = dg.MetadataValue.path(str(out / "styles.csv"))
+            metadata["styles"] = frame_table(shown_styles(largest_shifts(styles)),
+                                             max_rows=INLINE_ROWS, formats={"Δ share": "+.2f"})
+            metadata["styles csv"] = output_file(out / "styles.csv", experiment.output_dir)
             figure, vector = style_shift(styles, out / "styles.png",
                                          f"{task}: change in solution-style share from the "
                                          "base model (number: the style's accuracy %)")
             metadata["styles figure"] = image(figure, "style shift per adapter and cell")
-            metadata["styles figure (SVG)"] = dg.MetadataValue.path(str(vector))
+            metadata["styles figure (SVG)"] = output_file(vector, experiment.output_dir)
             context.log.info(f"solution styles per cell written to {out / 'styles.csv'}")
         return frame_output(table, metadata)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets._metadata import frame_output, frame_table, image, summary_entry
+from assets._metadata import frame_output, frame_table, image, output_file, summary_entry
 from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
@@ -69,7 +69,7 @@ def budget_asset(task: str, cells: list[Experiment]) -> dg.AssetsDefinition:
             "figure": image(png, "expected best validation pass@1 by configurations tried"),
             "σ-RRHF vs DPO at equal budget": frame_table(findings, max_rows=20),
             "table": frame_table(table, max_rows=20),
-            "table (file)": dg.MetadataValue.path(str(out / f"{BUDGET_KEY}.csv")),
+            "table (file)": output_file(out / f"{BUDGET_KEY}.csv", experiment.output_dir),
         })
 
     return expected_best_by_budget

@@ -6,7 +6,7 @@ import dagster as dg
 import polars as pl
 
 from assets._draws import draw_file
-from assets._metadata import frame_output, frame_table, image, markdown_table
+from assets._metadata import frame_output, frame_table, image, markdown_table, output_file
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.data import partitions
@@ -53,7 +53,7 @@ def difficulty_partitions_asset(task: str) -> dg.AssetsDefinition:
             pass_at_1_heatmap({POOL_TITLES[p]: g for p, g in grids.items()}, png,
                               f"{task}: pass@1 of {experiment.settings.policy.model}")
             metadata["pass@1 heatmap"] = image(png, "pass@1 heatmap")
-            metadata["pass@1 heatmap (file)"] = dg.MetadataValue.path(str(png))
+            metadata["pass@1 heatmap (file)"] = output_file(png, experiment.output_dir)
         metadata["questions"] = markdown_table(
             table.sort("p_hat", descending=True, maintain_order=True), max_rows=15)
         return frame_output(table, metadata)

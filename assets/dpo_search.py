@@ -19,7 +19,7 @@ import dagster as dg
 import polars as pl
 
 from assets._adapter_files import adapter_dir
-from assets._metadata import frame_output, frame_table, image, summary_entry
+from assets._metadata import frame_output, frame_table, image, output_file, summary_entry
 from assets._priority import POLICY_STAGE, priority
 from assets.selection import selection_key
 from resources import ExperimentResource, InferenceResource
@@ -155,8 +155,8 @@ def dpo_search_asset(plan: TaskPlan, split: str) -> dg.AssetsDefinition:
                 "shuffled Δ", "passes", "reward margin (last)", "chosen log-prob moved",
                 "rejected log-prob moved", "style shift (TV, points)"), max_rows=20),
             "passed": bool(found["passed"]),
-            "verdicts (file)": dg.MetadataValue.path(str(verdicts)),
-            "figure (file)": dg.MetadataValue.path(str(figure)),
+            "verdicts (file)": output_file(verdicts, experiment.output_dir),
+            "figure (file)": output_file(figure, experiment.output_dir),
         })
 
     return dpo_recipe_search

@@ -174,13 +174,13 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
         **(evaluated or {}),
         "temperature": profile.sampling.temperature,
         "top_p": profile.sampling.top_p,
-        "max_new_tokens": profile.sampling.max_new_tokens,
-        "samples_per_question": profile.sampling.n,
+        "max new tokens": profile.sampling.max_new_tokens,
+        "samples per question": profile.sampling.n,
         "sampling seed": profile.sampling.seed,
         "answer_check": profile.answer_check,
         "samples": samples.height,
         "eval_replicates": replicates,
-        "training_replicates": len(targets),
+        "training replicates": len(targets),
         **({"data_seeds": len(set(data_seeds))} if data_seeds else {}),
         "mean_tokens": round(float(samples["num_tokens"].mean() or 0.0), 2),
         # where the samples came from: below the science
@@ -393,15 +393,16 @@ def configuration_metadata(task: str, cell: Experiment, name: str, seeds: list[E
                            ) -> dict[str, object]:
     """What a cell's report evaluated: the configuration (the selection's choice when the
     cell has a grid), its hyperparameters as training recorded them, and links to its
-    adapters (assets and folders), the selection and the base model's report."""
-    folders = [adapter_dir(output_dir, task, seeded) for seeded in seeds]
+    adapters' asset, the selection and the base model's report. The adapters' folders and
+    model cards are on the adapter's page (each partition's, for a grid): a folder's path is
+    one word wider than the UI's metadata panel at 1440 px (issue 47)."""
     out: dict[str, object] = {
         "configuration": name,
         "chosen by": ("the selection (validation pass@1, App. B)" if selected
                       else "the cell's only configuration"),
         "base_model": base_model,
     }
-    record = folders[0] / "training_config.json"
+    record = adapter_dir(output_dir, task, seeds[0]) / "training_config.json"
     if record.is_file():
         settings = json.loads(record.read_text()).get("settings")
         if settings:
@@ -411,9 +412,8 @@ def configuration_metadata(task: str, cell: Experiment, name: str, seeds: list[E
         out["selection"] = dg.MetadataValue.asset(selection_key(task, cell))
     out["base eval report"] = dg.MetadataValue.asset(dg.AssetKey([task, "eval", "base"]))
     out["adapters (asset)"] = dg.MetadataValue.asset(adapter_key(task, cell))
-    for index, (seeded, folder) in enumerate(zip(seeds, folders, strict=True)):
+    for index, seeded in enumerate(seeds):
         out[_link("adapter", index, len(seeds))] = seeded.name
-        out[_link("adapter_dir", index, len(seeds))] = dg.MetadataValue.path(str(folder))
     return out
 
 
@@ -453,10 +453,11 @@ def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
                        key: list[str], k: int, eval_set: str,
                        partitions: tuple[dg.AssetKey, list[str]] | None = None
                        ) -> dict[str, object]:
-    """Fill each evaluated adapter's model card with its eval part; the cards' paths as
-    metadata. A card that cannot be written (not the adapter's own yet, or about other
-    weights) is a warning, not a failure: the report is the product. A card that names
-    another adapter fails the step: its folder was copied, and the report may be too.
+    """Fill each evaluated adapter's model card with its eval part, and say so in the
+    metadata (the card's path is on the adapter's page). A card that cannot be written (not
+    the adapter's own yet, or about other weights) is a warning, not a failure: the report
+    is the product. A card that names another adapter fails the step: its folder was
+    copied, and the report may be too.
     ``partitions``: the cell's adapter asset and each seed's partition key there, which get
     the adapter's eval result as an observation (``eval_observation``)."""
     out: dict[str, object] = {}
@@ -473,7 +474,7 @@ def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
             # the folder was checked to be this adapter (adapter_dir); its card must be too
             if write_eval_card(folder, facts, (key[0], seeds[index].split, seeds[index].name)):
                 context.log.info(f"model card {folder / CARD_FILE}: eval results written")
-            out[label] = dg.MetadataValue.path(str(folder / CARD_FILE))
+            out[label] = f"eval results written to {CARD_FILE} ({seeds[index].name})"
         except CardOfAnotherAdapter as err:  # not a stale card: another adapter's
             raise dg.Failure(str(err)) from None
         except (StaleCard, OSError) as err:

@@ -17,7 +17,7 @@ import dagster as dg
 import polars as pl
 
 from assets._draws import draw_file, draw_profile
-from assets._metadata import frame_output, markdown_table
+from assets._metadata import frame_output, markdown_table, output_file
 from assets._priority import JUDGE_STAGE, POLICY_STAGE, TEACHER_STAGE, priority
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from resources import ExperimentResource, InferenceResource
@@ -146,11 +146,11 @@ def entropy_scores_asset(task: str) -> dg.AssetsDefinition:
 
 
 def _tournament_metadata(result: TournamentResult, completions: ScoredCompletions, path: Path,
-                         judge_name: str) -> dict[str, object]:
+                         judge_name: str, output_dir: str) -> dict[str, object]:
     meta = _common_metadata(completions, result.scores)
     meta.update({k: v for k, v in result.summary.items() if v is not None})
     meta["judge"] = judge_name
-    meta["comparisons (file)"] = dg.MetadataValue.path(str(path))
+    meta["comparisons (file)"] = output_file(path, output_dir)
     if result.comparisons.height:
         meta["comparisons preview"] = markdown_table(result.comparisons, max_rows=5)
     return meta
@@ -180,7 +180,8 @@ def _tournament(context: dg.AssetExecutionContext, experiment: ExperimentResourc
                                 shard_size=experiment.settings.stages.shard_questions)
         path = _save_comparisons(result, draw_file(
             context, Path(experiment.output_dir) / task / f"{scorer}_comparisons.parquet"))
-    metadata = {**_tournament_metadata(result, completions, path, label),
+    metadata = {**_tournament_metadata(result, completions, path, label,
+                                         experiment.output_dir),
                 **cache_metadata(context, key, store), **(extra or {})}
     return frame_output(result.scores, metadata)
 

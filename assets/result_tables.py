@@ -18,7 +18,14 @@ import dagster as dg
 import polars as pl
 
 from assets._adapter_files import adapter_dir
-from assets._metadata import eval_report_ins, frame_output, image, summary_entry, text_table
+from assets._metadata import (
+    eval_report_ins,
+    frame_output,
+    image,
+    output_file,
+    summary_entry,
+    text_table,
+)
 from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
@@ -167,9 +174,9 @@ def results_table_asset(task: str, experiments: list[Experiment],
             **headline(frame),
             "eval_set": eval_set,
             "policy": profile.policy.model, "profile": profile.name,
-            "csv": dg.MetadataValue.path(str(out / "results_table.csv")),
-            "markdown": dg.MetadataValue.path(str(out / "results_table.md")),
-            "figure (SVG)": dg.MetadataValue.path(str(svg)),
+            "csv": output_file(out / "results_table.csv", experiment.output_dir),
+            "markdown": output_file(out / "results_table.md", experiment.output_dir),
+            "figure (SVG)": output_file(svg, experiment.output_dir),
         })
 
     return results
@@ -259,9 +266,9 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
             "about the figure": dg.MetadataValue.md(note),
             **headline(frame),
             "eval_set": eval_set,
-            "csv": dg.MetadataValue.path(str(out / f"{name}.csv")),
-            "markdown": dg.MetadataValue.path(str(out / f"{name}.md")),
-            "figure (SVG)": dg.MetadataValue.path(str(svg)),
+            "csv": output_file(out / f"{name}.csv", experiment.output_dir),
+            "markdown": output_file(out / f"{name}.md", experiment.output_dir),
+            "figure (SVG)": output_file(svg, experiment.output_dir),
         }
         return frame_output(frame, metadata)
 

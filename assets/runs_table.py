@@ -21,7 +21,7 @@ import dagster as dg
 import polars as pl
 
 from assets._adapter_files import adapter_dir
-from assets._metadata import frame_output, frame_table
+from assets._metadata import frame_output, frame_table, output_file
 from assets.selection import same_adapters, selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
@@ -133,7 +133,7 @@ def runs_table_asset(task: str, cells: list[Experiment],
             "adapters": frame.height,
             "chosen": int(frame["chosen"].sum()),
             "evaluated": int(frame["pass@1"].is_not_null().sum()),
-            "csv": dg.MetadataValue.path(str(csv)),
+            "csv": output_file(csv, experiment.output_dir),
         }
         if logged is not None:
             metadata.update({"mlflow_uri": logged.uri,

@@ -15,25 +15,33 @@ import dagster as dg
 import polars as pl
 
 from assets._draws import draw_file, draw_profile
-from assets._metadata import frame_output, frame_table, image, markdown_table, summary_entry
+from assets._metadata import (
+    frame_output,
+    frame_table,
+    image,
+    markdown_table,
+    output_file,
+    summary_entry,
+)
 from assets.quality_scores import scored_completions_for
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.analysis.findings import agreement_rows, agreement_summary
 from saturated_dag.infra.atomic import atomic_write_csv
+from saturated_dag.reporting.runs_table import INLINE_ROWS
 from saturated_dag.scorers import agreement
 from saturated_dag.scorers.judges import JUDGES_ARE_COPIES, judges_are_copies
 
 
 def display(rows: pl.DataFrame) -> dg.TableMetadataValue:
     """``findings.agreement_rows`` as the UI shows it inline: the mean ρ with its interval in
-    one cell, ρ with two decimals and the % with two, ``n/a`` where no question had a defined
-    ρ."""
+    one cell, ``n/a`` where no question had a defined ρ. Four columns, to fit the metadata
+    panel at 1440 px; the median and the % with ρ > 0 are in the CSV and the Markdown entry."""
     mean = [("n/a" if m is None else f"{m:.2f} [{lo:.2f}, {hi:.2f}]") for m, lo, hi in
             rows.select("mean ρ", "mean ρ low", "mean ρ high").iter_rows()]
     shown = rows.select("split", "scorers", "questions").with_columns(
-        pl.Series("mean ρ", mean, pl.String), rows["median ρ"], rows["% ρ > 0"])
-    return frame_table(shown, max_rows=200)  # floats: two decimals
+        pl.Series("mean ρ", mean, pl.String))
+    return frame_table(shown, max_rows=INLINE_ROWS)
 
 
 def scorer_agreement_asset(task: str, score_assets: dict[str, str]) -> dg.AssetsDefinition:
@@ -90,8 +98,8 @@ def scorer_agreement_asset(task: str, score_assets: dict[str, str]) -> dg.Assets
                if judges_are_copies(profile.policy.model, profile.judges.strong.kind) else {}),
             "scorer_pairs": summary.select("scorer_a", "scorer_b").unique().height,
             "questions with a defined ρ": int((per_question["status"] == agreement.OK).sum()),
-            "agreement table (file)": dg.MetadataValue.path(str(csv_path)),
-            "rho distributions (file)": dg.MetadataValue.path(str(png)),
+            "agreement table (file)": output_file(csv_path, experiment.output_dir),
+            "rho distributions (file)": output_file(png, experiment.output_dir),
             "agreement table (Markdown)": dg.MetadataValue.md(
                 agreement.summary_markdown(summary, title)),
             "per-question preview": markdown_table(per_question, max_rows=10),

@@ -23,11 +23,11 @@ from saturated_dag.config import Profile
 from saturated_dag.experiments import Experiment, cell_adapters
 from saturated_dag.reporting.plots import cell_overlay
 from saturated_dag.reporting.result_tables import selection_summary
-from saturated_dag.reporting.runs_table import scientific
+from saturated_dag.reporting.runs_table import INLINE_ROWS, scientific
 from saturated_dag.training.folders import RESULT_FILE, VALIDATION_FILE
 from saturated_dag.training.selection import SETTINGS, Trained, chosen, selection_table
 
-SETTING_NAMES = {"learning_rate": "learning rate", "epochs": "max epochs",
+SETTING_NAMES = {"learning_rate": "η", "epochs": "max epochs",
                  "batch_size": "batch size", "dpo_beta": "β", "dpo_nll_weight": "NLL weight",
                  "rrhf_rank_weight": "λ"}
 """The grid's settings as the inline table heads them."""
@@ -47,10 +47,11 @@ def short_name(configuration: str, cell: str) -> str:
 
 
 def shown(table: pl.DataFrame, cell: str) -> dg.TableMetadataValue:
-    """The selection grid inline, narrow enough that every column shows at 1920 px: short
-    configuration names, the learning rate always (``2e-05``: two decimals would show 0),
-    other settings only where they differ between configurations, the validation pass@1 with
-    two decimals, the winner ticked. The full table is the asset's Parquet."""
+    """The selection grid inline, narrow enough for the UI's metadata panel at 1440 px (the UI
+    wraps no header, so headers are short): short configuration names, the learning rate
+    always (``2e-05``: two decimals would show 0), other settings only where they differ
+    between configurations, the validation pass@1 with two decimals, the winner ticked. The
+    seeds, kept epochs and the selection rule's margins are in the asset's Parquet."""
     varying = [s for s in SETTINGS if s != "learning_rate"
                and table[s].drop_nulls().n_unique() > 1]
     frame = table.select(
@@ -58,13 +59,10 @@ def shown(table: pl.DataFrame, cell: str) -> dg.TableMetadataValue:
                                              return_dtype=pl.String),
         pl.col("learning_rate").alias(SETTING_NAMES["learning_rate"]),
         *(pl.col(s).alias(SETTING_NAMES[s]) for s in varying),
-        "seeds", pl.col("best epochs").alias("kept epochs"),
-        pl.col("validation pass@1").alias("validation pass@1 (%)"),
-        *(pl.col(c) for c in ("behind the best", "one standard error")
-          if c in table.columns and table[c].drop_nulls().len()),
+        pl.col("validation pass@1").alias("val. pass@1"),
         pl.when(pl.col("chosen")).then(pl.lit("✓")).otherwise(pl.lit("")).alias("chosen"))
-    return frame_table(frame, max_rows=500,
-                       formats={"learning rate": scientific, "β": "g", "λ": "g"})
+    return frame_table(frame, max_rows=INLINE_ROWS,
+                       formats={"η": scientific, "β": "g", "λ": "g"})
 
 
 def same_adapters(profile: Profile, cell: Experiment,

@@ -16,7 +16,7 @@ import dagster as dg
 import polars as pl
 
 from assets._draws import FRAMES_BY_DRAW, by_data_seed
-from assets._metadata import frame_output, frame_table, image, summary_entry
+from assets._metadata import frame_output, frame_table, image, output_file, summary_entry
 from assets.adapters import chosen_recipe
 from assets.selection import selection_key
 from resources import ExperimentResource
@@ -150,9 +150,9 @@ def testbed_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.Asset
                if name.startswith((testbed.POSITIVE, testbed.NEGATIVE))},
             "facts": dg.MetadataValue.json(json.loads(json.dumps(result.facts,
                                                                  default=float))),
-            "verdicts (file)": dg.MetadataValue.path(str(paths["verdicts"])),
-            "figure (file)": dg.MetadataValue.path(str(paths["figure"])),
-            "styles (file)": dg.MetadataValue.path(str(paths["styles"])),
+            "verdicts (file)": output_file(paths["verdicts"], experiment.output_dir),
+            "figure (file)": output_file(paths["figure"], experiment.output_dir),
+            "styles (file)": output_file(paths["styles"], experiment.output_dir),
         })
 
     return testbed_validation

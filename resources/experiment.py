@@ -289,6 +289,10 @@ def _lookup(data: Any, path: list[str]) -> Any:
 
 PROFILE_TAG = "saturated_dag/profile"
 OUTPUT_DIR_TAG = "saturated_dag/output_dir"
+PROFILE_LABEL = "profile"
+OUTPUT_DIR_LABEL = "output folder"
+"""The same two as a stored frame's metadata: plain words, which the UI's key column can wrap
+(a tag name cannot hold a space)."""
 
 
 class ExperimentLocation(dg.ConfigurableResource):
@@ -299,7 +303,8 @@ class ExperimentLocation(dg.ConfigurableResource):
     configured, in ``ExperimentResource`` and the Parquet IO manager, so Dagster keeps it out
     of run config: no launchpad, run.yaml or sensor can point one resource at another profile
     or folder than the rest. Every run records both as tags (``saturated_dag/profile``,
-    ``saturated_dag/output_dir``) and every stored frame as metadata.
+    ``saturated_dag/output_dir``) and every stored frame as metadata (``profile``,
+    ``output folder``).
     """
 
     profile: str = Field(description="demo, paper, paper_instruct, ci or a YAML path")
@@ -315,6 +320,9 @@ class ExperimentLocation(dg.ConfigurableResource):
 
     def tags(self) -> dict[str, str]:
         return {PROFILE_TAG: self.profile, OUTPUT_DIR_TAG: self.output_path}
+
+    def metadata(self) -> dict[str, str]:
+        return {PROFILE_LABEL: self.profile, OUTPUT_DIR_LABEL: self.output_path}
 
 
 class ExperimentResource(dg.ConfigurableResource):

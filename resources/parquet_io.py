@@ -22,8 +22,9 @@ Writes: ``saturated_dag.infra.atomic.atomic_write_parquet`` (beside the final na
 renamed), so a crash or a full disk never leaves a truncated file where the previous
 materialisation was. Before writing, the frame is checked against the schema the asset
 declares with ``metadata=schema_metadata("<kind>")`` (``saturated_dag.schemas``); an asset
-that declares none is refused. Each materialisation records ``path``, ``dagster/row_count``
-and ``dagster/column_schema`` (the written frame's columns).
+that declares none is refused. Each materialisation records where the file is (``parquet
+folder``, relative to the output folder, and ``parquet file``), ``dagster/row_count`` and
+``dagster/column_schema`` (the written frame's columns).
 
 Partitions: a partitioned asset writes one file per partition. A downstream asset that maps
 to several partitions of it (fan-in) receives ``dict[partition key, pl.DataFrame]`` in
@@ -35,19 +36,21 @@ Data versions: ``frame_data_version`` is the content hash an asset reports with
 ``dg.Output(frame, data_version=...)``, so an unchanged frame leaves downstream fresh.
 
 Reads are verified: each write records the frame's row count and content hash
-(``saturated_dag/content_hash``), and a read compares the file with what its latest
-materialisation recorded. A file edited behind Dagster's back (rows removed, values changed)
-fails the reading step naming the file, instead of feeding a downstream asset data no run
-produced. Materialisations without a recorded hash (older runs, files seeded by hand with no
-materialisation) are read as they are.
+(``content hash``, in groups of 16 digits so the page can wrap it), and a read compares the
+file with what its latest materialisation recorded. A file edited behind Dagster's back
+(rows removed, values changed) fails the reading step naming the file, instead of feeding a
+downstream asset data no run produced. Materialisations without a recorded hash (older runs,
+files seeded by hand with no materialisation) are read as they are.
 
 Location: the folder is ``<output_dir>/assets`` of the code location's ``ExperimentLocation``
-(not run config); every materialisation also records ``saturated_dag/profile`` and
-``saturated_dag/output_dir``.
+(not run config); every materialisation also records its ``profile`` and ``output folder``,
+and where the file is in it (``parquet folder``, ``parquet file``): an absolute path is one
+unbreakable word wider than the UI's metadata panel (issue 47).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, get_origin
@@ -59,20 +62,27 @@ from upath import UPath
 
 from resources.experiment import ExperimentLocation
 from saturated_dag.infra.atomic import atomic_write_parquet
-from saturated_dag.infra.shards import frame_digest
+from saturated_dag.infra.shards import digest_of, frame_digest, readable_digest
 from saturated_dag.schemas import check_frame, get_schema
 
-__all__ = ["REPORT_KEY", "SCHEMA_KEY", "SUFFIX", "ParquetIOManager",
+__all__ = ["FILE_KEY", "FOLDER_KEY", "REPORT_KEY", "SCHEMA_KEY", "SUFFIX", "ParquetIOManager",
            "asset_file", "atomic_write_parquet",
            "frame_data_version", "latest_metadata", "schema_metadata", "table_schema"]
 
 SUFFIX = ".parquet"
-SCHEMA_KEY = "saturated_dag/schema"
+SCHEMA_KEY = "frame schema"
 """Definition metadata key naming an asset's frame schema (``saturated_dag.schemas``)."""
-REPORT_KEY = "saturated_dag/report"
+REPORT_KEY = "report page"
 """Definition metadata of a report asset: its columns are not drawn above its answer."""
-CONTENT_KEY = "saturated_dag/content_hash"
-"""Materialisation metadata: the written frame's content hash, checked on every read."""
+FOLDER_KEY = "parquet folder"
+FILE_KEY = "parquet file"
+"""Materialisation metadata: where the frame is, ``<output folder>/<parquet folder>/<parquet
+file>``."""
+CONTENT_KEY = "content hash"
+"""Materialisation metadata: the written frame's content hash, checked on every read.
+Definition and materialisation keys are plain words, not ``saturated_dag/...``: the UI's key
+column is as wide as the longest unbroken word of any key, and that width is taken from the
+values beside it."""
 
 
 def _plain_name(part: str, what: str) -> str:
@@ -189,10 +199,11 @@ def _verify_recorded(context: dg.InputContext, file: Path, frame: pl.DataFrame) 
     if rows is not None and rows != frame.height:
         raise ValueError(f"{file} has {frame.height} rows but the materialisation of {name} "
                          f"that wrote it recorded {rows}: {fix}")
-    if recorded[CONTENT_KEY].value != frame_digest(frame):
+    wrote = digest_of(recorded[CONTENT_KEY].value)
+    if wrote != frame_digest(frame):
         raise ValueError(f"{file} differs from what the materialisation of {name} wrote "
                          f"(content hash {frame_digest(frame)[:12]}, recorded "
-                         f"{recorded[CONTENT_KEY].value[:12]}): {fix}")
+                         f"{wrote[:12]}): {fix}")
 
 
 def _declared_schema(context: dg.OutputContext, name: str) -> str:
@@ -247,9 +258,30 @@ class PolarsParquetStore(dg.UPathIOManager):
         report = bool(context.definition_metadata.get(REPORT_KEY))
         return {"dagster/row_count": dg.MetadataValue.int(obj.height),
                 **({} if report else {"dagster/column_schema": columns}),
-                CONTENT_KEY: dg.MetadataValue.text(frame_digest(obj)),
+                CONTENT_KEY: dg.MetadataValue.text(readable_digest(frame_digest(obj))),
                 **{k: dg.MetadataValue.text(v) for k, v in self.run_metadata.items()},
                 **({"columns": columns} if report else {})}  # a report's answer comes first
+
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        """UPathIOManager's write (one file per asset or partition, at ``asset_file``), with the
+        file recorded as two short entries, its folder relative to the output folder and its
+        name, instead of one absolute ``path``. Why not ``get_metadata``: ``path`` is set before
+        it and cannot be taken back, and a browser breaks no line inside a path, so one like
+        ``.../assets/chain_sum/hard/selection/dpo_correctness_random.parquet`` is wider than
+        the UI's metadata panel at 1440 px and makes the page scroll sideways (issue 47)."""
+        partitions = context.asset_partition_keys if context.has_asset_partitions else [None]
+        if len(partitions) != 1:
+            raise ValueError(f"{context.asset_key.to_user_string()}: one run writes one "
+                             f"partition, not {len(partitions)}: launch the backfill with a "
+                             "multi-run policy")
+        file = asset_file(self.base_dir, context.asset_key.path, partitions[0])
+        file.parent.mkdir(parents=True, exist_ok=True)
+        context.log.debug(f"writing {file}")
+        self.dump_to_path(context=context, obj=obj, path=UPath(file))
+        folder = os.path.relpath(file.parent, Path(self.base_dir).expanduser().parent)
+        context.add_output_metadata({FOLDER_KEY: dg.MetadataValue.path(folder),
+                                     FILE_KEY: dg.MetadataValue.path(file.name),
+                                     **self.get_metadata(context, obj)})
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> pl.DataFrame:
         file = Path(path)
@@ -301,7 +333,7 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         return str(Path(self.location.output_dir) / "assets")
 
     def _store(self) -> PolarsParquetStore:
-        return PolarsParquetStore(self.base_dir, self.location.tags())
+        return PolarsParquetStore(self.base_dir, self.location.metadata())
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
         self._store().handle_output(context, obj)

@@ -19,7 +19,7 @@ from assets import profile_assets
 from assets._adapter_files import adapter_curves_png, adapter_dir, adapter_work_dir
 from assets._stages import open_store, stage_folder
 from resources import ExperimentLocation, ExperimentResource, ParquetIOManager
-from resources.parquet_io import asset_file, schema_metadata
+from resources.parquet_io import FILE_KEY, FOLDER_KEY, asset_file, schema_metadata
 from saturated_dag.experiments import (
     SUFFIX,
     SWITCHES,
@@ -174,11 +174,12 @@ def test_dotted_keys_are_stored_and_read_back_separately(tmp_path: Path) -> None
     assert result.success
     table_file = tmp_path / "assets" / "t" / "table.parquet"
     assert pl.read_parquet(table_file)["correct"].sum() == 3
-    paths = {tuple(m.asset_key.path): m.materialization.metadata["path"].value
+    paths = {tuple(m.asset_key.path): tmp_path / m.materialization.metadata[FOLDER_KEY].value
+             / m.materialization.metadata[FILE_KEY].value
              for m in result.get_asset_materialization_events()}
     for name, value in values.items():
         key = ("t", "eval", name)
-        assert paths[key] == str(asset_file(tmp_path / "assets", key))
+        assert paths[key] == asset_file(tmp_path / "assets", key)
         stored = pl.read_parquet(tmp_path / "assets" / "t" / "eval" / f"{name}.parquet")
         assert stored["correct"].sum() == value
 

@@ -19,6 +19,8 @@ from polars.testing import assert_frame_equal
 
 from resources import ExperimentLocation, ParquetIOManager
 from resources.parquet_io import (
+    FILE_KEY,
+    FOLDER_KEY,
     SCHEMA_KEY,
     asset_file,
     frame_data_version,
@@ -105,7 +107,11 @@ def test_the_io_manager_writes_where_asset_file_says_with_row_count_and_schema(
     assert path == tmp_path / "assets" / "t" / "eval" / "x_lambda0.01.parquet" and path.is_file()
     assert_frame_equal(pl.read_parquet(path), report)
     meta = _metadata(result, key)
-    assert meta["path"] == dg.MetadataValue.path(str(path))
+    # two short entries, the folder relative to the output folder (a path is too wide a word)
+    assert meta[FOLDER_KEY] == dg.MetadataValue.path("assets/t/eval")
+    assert meta[FILE_KEY] == dg.MetadataValue.path("x_lambda0.01.parquet")
+    assert tmp_path / meta[FOLDER_KEY].value / meta[FILE_KEY].value == path
+    assert "path" not in meta  # UPathIOManager's absolute one is not recorded
     assert meta["dagster/row_count"] == dg.MetadataValue.int(24)
     columns = meta["dagster/column_schema"].schema.columns
     assert [(c.name, c.type) for c in columns] == [
@@ -126,7 +132,8 @@ def test_a_partitioned_asset_writes_one_file_per_partition_at_asset_files_path(
         result = _materialize([scores], tmp_path, partition_key=partition)
         assert result.success
         path = asset_file(tmp_path / "assets", ["t", "scores"], partition)
-        assert _metadata(result, ["t", "scores"])["path"] == dg.MetadataValue.path(str(path))
+        recorded = _metadata(result, ["t", "scores"])
+        assert tmp_path / recorded[FOLDER_KEY].value / recorded[FILE_KEY].value == path
         assert pl.read_parquet(path)["question_id"].unique().to_list() == [partition]
     assert sorted(p.name for p in (tmp_path / "assets" / "t" / "scores").iterdir()) == [
         "0.5.parquet", "1e-05.parquet", "b.parquet"]

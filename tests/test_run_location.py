@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 from resources import ExperimentResource, make_resources
-from resources.experiment import OUTPUT_DIR_TAG, PROFILE_TAG
+from resources.experiment import OUTPUT_DIR_LABEL, OUTPUT_DIR_TAG, PROFILE_LABEL, PROFILE_TAG
+from resources.parquet_io import FILE_KEY, FOLDER_KEY
 from saturated_dag.data.questions import eval_questions
 from saturated_dag.profiles import load_profile
 from tests.conftest import REPO_ROOT
@@ -113,8 +114,10 @@ def test_cli_run_config_with_overrides_keeps_the_locations_profile_and_folder(
         event = instance.get_latest_materialization_event(
             dg.AssetKey(["chain_sum", "eval", "base"]))
         metadata = event.asset_materialization.metadata  # type: ignore[union-attr]
-        assert metadata[PROFILE_TAG].value == "ci"
-        assert metadata[OUTPUT_DIR_TAG].value == str(out.resolve())
+        assert metadata[PROFILE_LABEL].value == "ci"
+        assert metadata[OUTPUT_DIR_LABEL].value == str(out.resolve())
+        assert metadata[FOLDER_KEY].value == "assets/chain_sum/eval"  # in that folder
+        assert metadata[FILE_KEY].value == "base.parquet"
 
     # naming the profile in run config is a config error, before anything runs
     run_yaml.write_text(yaml.safe_dump(

@@ -176,21 +176,23 @@ def test_compact_view_and_summary(tmp_path: Path) -> None:
     frame = _frame(tmp_path)
     view = compact(frame)
     assert view.columns == list(COMPACT)
-    assert view.columns[:6] == ["split", "method", "scorer", "β", "λ", "η"]
-    assert "Δ pass@1 [95% CI]" in view.columns and "pass@1 low" not in view.columns
+    assert view.columns[1:6] == ["method", "scorer", "β", "λ", "η"]
+    assert "Δ pass@1" in view.columns and "pass@1 low" not in view.columns
     assert set(view["η"]) == {"1e-3", "3e-4"}
     assert [scientific(v) for v in (1.5e-5, 5e-6, 2e-3, 1e-4, None)] == [
         "1.5e-5", "5e-6", "2e-3", "1e-4", None]
     top = view.row(0, named=True)  # dpo_entropy_lr0.0003: Δ +50, the largest
     assert (top["method"], top["scorer"], top["β"], top["λ"], top["η"]) == (
         "dpo", "entropy", "0.1", None, "3e-4")
-    assert top["chosen"] == "✓" and top["Δ pass@1 [95% CI]"].startswith("+50.00 [")
+    assert top["Δ pass@1"].startswith("+50.00 [")  # Δ with its interval in one cell
+    assert top["split · seed"] == "saturated · 0"
+    assert frame.filter(pl.col("Δ pass@1").is_not_null())["chosen"].all()  # Δ: chosen only
     sft = view.filter(pl.col("method") == "sft")
     assert set(sft["scorer"]) == {"—"} and sft["β"].is_null().all()
-    deltas = [float(d.split()[0]) for d in view["Δ pass@1 [95% CI]"].drop_nulls()]
+    deltas = [float(d.split()[0]) for d in view["Δ pass@1"].drop_nulls()]
     assert deltas == sorted(deltas, reverse=True)
-    assert view["Δ pass@1 [95% CI]"].is_null().to_list() == sorted(
-        view["Δ pass@1 [95% CI]"].is_null().to_list())  # the unevaluated after
+    assert view["Δ pass@1"].is_null().to_list() == sorted(
+        view["Δ pass@1"].is_null().to_list())  # the unevaluated after
     assert compact(frame, max_rows=3).height == 3 and compact(frame, None).height == frame.height
     text = summary(frame, TASK)
     assert text.startswith(f"**{len(ADAPTERS)} adapters** of {TASK}")
@@ -298,4 +300,4 @@ def test_materialises_with_tracking_off_and_no_mlflow(tmp_path: Path,
     assert stored.height == len(ADAPTERS)
     # the same rows as a CSV beside the task's other tables
     assert pl.read_csv(out / TASK / "runs_table.csv").height == stored.height
-    assert metadata["csv"].value == str(out / TASK / "runs_table.csv")
+    assert out / metadata["csv"].value == out / TASK / "runs_table.csv"  # in the output folder

@@ -197,7 +197,7 @@ def test_a_selected_cell_evaluates_the_chosen_configuration_over_its_seeds(
     assert sorted(report["training_replicate"].unique().to_list()) == [0, 1]
     events = {e.asset_key.to_user_string(): e.materialization.metadata
               for e in result.get_asset_materialization_events()}
-    assert events["chain_sum/saturated/eval/sft"]["training_replicates"].value == 2
+    assert events["chain_sum/saturated/eval/sft"]["training replicates"].value == 2
     results = pl.read_parquet(asset_path(out, "chain_sum", "results_table"))
     assert results["training replicates"].to_list() == [1, 2]
     assert events["chain_sum/saturated/selection/sft"]["chosen"].value == chosen(table)

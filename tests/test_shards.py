@@ -14,6 +14,7 @@ from polars.testing import assert_frame_equal
 from saturated_dag.infra.atomic import OutputWriteError, atomic_write_parquet, atomic_write_text
 from saturated_dag.infra.shards import (
     ShardStore,
+    digest_of,
     frame_digest,
     is_complete,
     mark_complete,
@@ -242,6 +243,7 @@ def test_unchanged_eval_report_is_a_cache_hit_and_covers_every_question(
     """Issue 7.2: the second materialisation reuses every shard, says so, loads no model."""
     import dagster as dg
 
+    from assets._stages import STAGE_FOLDER_KEY
     from tests.pipeline import by_name, checks_of, graph, resources
 
     overrides = {"chain_sum": {"grid": {"terms": [2, 3], "digits": [1, 1]},
@@ -265,8 +267,10 @@ def test_unchanged_eval_report_is_a_cache_hit_and_covers_every_question(
     first, evaluations, logs = run()
     assert (first["cache"], first["shards_total"], first["shards_computed"]) == ("miss", 2, 2)
     # the stage is the asset's own key (tests/test_distinct_paths.py relies on it)
-    assert Path(first["stage folder"]) / first["cache_key"] == (
-        tmp_path / "out" / "stages" / "chain_sum__eval__base" / first["cache_key"])
+    # both as the page shows them: the folder in the output folder, the key in groups
+    key, folder = digest_of(first["cache_key"]), first[STAGE_FOLDER_KEY]
+    assert folder == "chain_sum__eval__base" and len(key) == 64
+    assert (tmp_path / "out" / "stages" / folder / key).is_dir()
     assert len(evaluations) == 1 and evaluations[0].passed
     assert evaluations[0].metadata["expected_questions"].value == 4
     assert any(line.startswith("loading ") for line in logs)  # the first run loads the model

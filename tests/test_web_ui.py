@@ -479,21 +479,7 @@ SCREENS = ({"width": 1440, "height": 900}, {"width": 1920, "height": 1080})
 """Issue 47: a laptop's window and a desktop's; every report's first screen holds at both."""
 EVAL_REPORT = ADAPTER.replace("/adapter/", "/eval/")
 FIRST_SCREEN_REPORTS = (*REPORTS, "chain_sum/runs_table", EVAL_REPORT)
-"""Every report page the first-screen rules hold on (issue 47, item 3)."""
-TOO_WIDE = {("chain_sum/results_table", "1440x900"), ("chain_sum/rank_weight_ablation", "1440x900"),
-            ("chain_sum/behaviour", "1440x900"), ("chain_sum/scorer_agreement", "1440x900"),
-            ("chain_sum/hard/selection/dpo_correctness_random", "1440x900"),
-            ("chain_sum/hard/selection/dpo_correctness_random", "1920x1080"),
-            ("chain_sum/runs_table", "1440x900"), ("chain_sum/runs_table", "1920x1080"),
-            (EVAL_REPORT, "1440x900"), (EVAL_REPORT, "1920x1080")}
-"""The pages that still break the rule on the ci profile's run (measured 2026-11-27 at
-8031421: an inline table wider than the metadata panel, 784 px at 1440, 1,120 px at 1920,
-makes it scroll sideways, and on the runs table and the eval report the summary is pushed off
-the first screen). Issue 47 item 3 is open until this set is empty; each is a strict xfail, so
-a page that gets fixed fails here until it is taken off the list."""
-NOT_YET_NARROW = ("issue 47 item 3, open: an inline table is wider than the metadata panel "
-                  "(TOO_WIDE)")
-
+"""Every report page the first-screen rules hold on (issue 47, item 3); none is let off."""
 SIDEWAYS = """e => {
   // every scrolling box around the summary, up to the page: none may scroll sideways
   const wide = [];
@@ -514,9 +500,7 @@ def _screen_id(screen: dict[str, int]) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("key", "screen"), [
-    pytest.param(key, screen, id=f"{key}-{_screen_id(screen)}",
-                 marks=[pytest.mark.xfail(strict=True, reason=NOT_YET_NARROW)]
-                 if (key, _screen_id(screen)) in TOO_WIDE else [])
+    pytest.param(key, screen, id=f"{key}-{_screen_id(screen)}")
     for key in FIRST_SCREEN_REPORTS for screen in SCREENS])
 def test_a_report_page_shows_its_whole_summary_without_scrolling_sideways(
         demo_server: Server, browser: Browser, key: str, screen: dict[str, int]) -> None:
@@ -536,11 +520,8 @@ def test_a_report_page_shows_its_whole_summary_without_scrolling_sideways(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("screen", [
-    pytest.param(screen, id=_screen_id(screen),
-                 marks=[pytest.mark.xfail(strict=True, reason=NOT_YET_NARROW)]
-                 if _screen_id(screen) == "1440x900" else [])
-    for screen in SCREENS])
+@pytest.mark.parametrize("screen", [pytest.param(screen, id=_screen_id(screen))
+                                    for screen in SCREENS])
 def test_the_eval_reports_first_screen_shows_pass_at_1_with_its_interval(
         demo_server: Server, browser: Browser, screen: dict[str, int]) -> None:
     """Issue 47: the eval report opens with its numbers, each estimate on one line with its
@@ -593,10 +574,10 @@ def test_selection_table_shows_its_learning_rates_and_every_column(demo_server: 
     _asset_page(browser, demo_server, key, height=1080)
     table = browser.inline_table("table")  # fails when the panel cuts it off
     headers = _headers(table)
-    assert "learning rate" in headers and "chosen" in headers, headers
+    assert "η" in headers and "chosen" in headers, headers
     for header in table.locator("th").all():
         assert _on_first_screen(browser, header), f"column {header.inner_text()!r} is cut off"
-    at = headers.index("learning rate")
+    at = headers.index("η")
     rates = [row.locator("td").nth(at).inner_text().strip()
              for row in table.locator("tbody tr").all()]
     assert rates and all(float(r) > 0 and "e-" in r for r in rates), rates  # 3e-4, never 0
@@ -684,7 +665,7 @@ def test_agreement_page_in_browser(demo_server: Server, browser: Browser) -> Non
     strong judge is not also a scorer of its own)."""
     _asset_page(browser, demo_server, "chain_sum/scorer_agreement")
     table = browser.inline_table("agreement table")
-    assert {"split", "scorers", "mean ρ", "median ρ", "% ρ > 0"} <= set(_headers(table))
+    assert _headers(table) == ["split", "scorers", "questions", "mean ρ"]  # the rest: the CSV
     assert "rubric" not in table.inner_text()
     browser.shot("scorer_agreement")
     browser.figure("rho distributions", "scorer_agreement_figure")

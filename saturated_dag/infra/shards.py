@@ -92,6 +92,18 @@ _DIGEST_ROWS = 65_536
 """Rows per slice when a column is hashed: bounds the memory of one JSON text."""
 
 
+def readable_digest(digest: str, group: int = 16) -> str:
+    """A hex digest in groups of ``group`` digits separated by spaces (``0a65 …``), as a page
+    shows it: a browser breaks a line only at a space, and 64 digits in one word are wider
+    than the UI's metadata panel at 1440 px. ``digest_of`` reads it back."""
+    return " ".join(digest[i:i + group] for i in range(0, len(digest), group))
+
+
+def digest_of(text: str) -> str:
+    """The digest a ``readable_digest`` shows (its groups joined); a plain digest unchanged."""
+    return text.replace(" ", "")
+
+
 def frame_digest(frame: pl.DataFrame) -> str:
     """Content hash of a polars DataFrame: column names, dtypes, height and every value.
 

@@ -228,12 +228,14 @@ def variant(configuration: str) -> str | None:
     return " ".join(tokens) or None
 
 
-COMPACT = ("split", "method", "scorer", "β", "λ", "η", "seed", "kept", "val pass@1",
-           "chosen", "Δ pass@1 [95% CI]")
+COMPACT = ("split · seed", "method", "scorer", "β", "λ", "η", "Δ pass@1")
 """The inline table's columns: what a reader compares (the settings that vary between
-configurations as columns, not inside an adapter's name, and Δ with its interval), few and
-short enough to fit the UI's metadata panel at 1,440 pixels without scrolling sideways; every
-column (the adapter's name, intervals of pass@1 and pass@k, LoRA settings) is in the Parquet
+configurations as columns, not inside an adapter's name, and Δ with its 95% interval in one
+cell, ``+3.12 [+0.00, +6.25]``), few and short enough to fit the UI's metadata panel at 1,440
+pixels without scrolling sideways. The UI does not wrap a header, so headers are short; the
+split and the training seed share a column. Δ is there for the adapters with an eval report,
+which are the chosen ones; every column (the adapter's name, validation pass@1, the kept
+epoch, whether it was chosen, intervals of pass@1 and pass@k, LoRA settings) is in the Parquet
 file and ``runs_table.csv``."""
 
 
@@ -252,18 +254,13 @@ def compact(frame: pl.DataFrame, max_rows: int | None = INLINE_ROWS) -> pl.DataF
     for row in ordered.iter_rows(named=True):
         switches = variant(row["configuration"])
         rows.append({
-            "split": row["split"],
+            "split · seed": f"{row['split']} · {row['seed']}",
             "method": row["method"] if switches is None else f"{row['method']} {switches}",
             "scorer": row["scorer"] or "—",
             "β": _number(row["dpo_beta"]), "λ": _number(row["rrhf_rank_weight"]),
-            "η": scientific(row["learning_rate"]), "seed": row["seed"],
-            "kept": row["epoch kept"], "val pass@1": row["validation pass@1"],
-            "chosen": "✓" if row["chosen"] else "",
-            "Δ pass@1 [95% CI]": _interval(row["Δ pass@1"], row["Δ pass@1 low"],
-                                           row["Δ pass@1 high"])})
-    types = {"seed": pl.Int64, "kept": pl.Int64, "val pass@1": pl.Float64}
-    return pl.DataFrame(rows, schema={c: types.get(c, pl.String) for c in COMPACT},
-                        orient="row")
+            "η": scientific(row["learning_rate"]),
+            "Δ pass@1": _interval(row["Δ pass@1"], row["Δ pass@1 low"], row["Δ pass@1 high"])})
+    return pl.DataFrame(rows, schema=dict.fromkeys(COMPACT, pl.String), orient="row")
 
 
 def configurations(frame: pl.DataFrame) -> tuple[int, dict[int, int]]:
