@@ -480,13 +480,6 @@ SCREENS = ({"width": 1440, "height": 900}, {"width": 1920, "height": 1080})
 EVAL_REPORT = ADAPTER.replace("/adapter/", "/eval/")
 FIRST_SCREEN_REPORTS = (*REPORTS, "chain_sum/runs_table", EVAL_REPORT)
 """Every report page the first-screen rules hold on (issue 47, item 3)."""
-TOO_TALL = {("chain_sum/results_table", "1440x900"), ("chain_sum/rank_weight_ablation", "1440x900"),
-            ("chain_sum/behaviour", "1440x900")}
-"""Pages whose summary does not end on the first screen at 1440 x 900 (measured 2026-11-28
-at c9a4d75, ci profile): no page scrolls sideways any more, but at the panel's width these
-summaries wrap to more lines than the 330 px left below the page's header. Strict xfails:
-issue 47 item 3 is open until this set is empty, and a page that gets fixed fails here until
-it is taken off the list."""
 SIDEWAYS = """e => {
   // every scrolling box around the summary, up to the page: none may scroll sideways
   const wide = [];
@@ -507,10 +500,7 @@ def _screen_id(screen: dict[str, int]) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("key", "screen"), [
-    pytest.param(key, screen, id=f"{key}-{_screen_id(screen)}",
-                 marks=[pytest.mark.xfail(strict=True, reason="issue 47 item 3, open: the "
-                                          "summary is taller than the first screen (TOO_TALL)")]
-                 if (key, _screen_id(screen)) in TOO_TALL else [])
+    pytest.param(key, screen, id=f"{key}-{_screen_id(screen)}")
     for key in FIRST_SCREEN_REPORTS for screen in SCREENS])
 def test_a_report_page_shows_its_whole_summary_without_scrolling_sideways(
         demo_server: Server, browser: Browser, key: str, screen: dict[str, int]) -> None:

@@ -476,11 +476,18 @@ def named_rows(frame: pl.DataFrame, metric: str = "pass@1") -> str:
     return f"{parts[0][0].upper()}{parts[0][1:]}; {parts[1]}."
 
 
+def count_rule(frame: pl.DataFrame) -> str:
+    """What ``summary``'s counts mean, for the line under the table (``about the table``):
+    kept out of the summary so that it ends on a 1440 × 900 screen (issue 47)."""
+    return (f"A row counts as below or above the base model when its 95% paired interval on "
+            f"Δ excludes 0; Holm's correction is over the table's {rows_text(frame.height - 1)}.")
+
+
 def summary(frame: pl.DataFrame, samples: int | None = None) -> str:
     """The table's answer in four Markdown lines, for the top of its page: per metric, how
     many rows lie below and above the base model (their 95% paired interval on Δ excludes 0;
-    and after Holm's correction), which rows those are on pass@1 (``named_rows``), the best
-    row by Δ pass@1 with its interval, and the sample.
+    and after Holm's correction; ``count_rule`` says so under the table), which rows those are
+    on pass@1 (``named_rows``), the best row by Δ pass@1 with its interval, and the sample.
 
     Why counts of intervals and not of point estimates: a Δ of -0.3 whose interval spans 0 is
     no evidence of harm; the counts say what the table can support.
@@ -501,8 +508,7 @@ def summary(frame: pl.DataFrame, samples: int | None = None) -> str:
     runs = frame.slice(1)
     best = runs.row(int(runs[f"Δ {metrics[0]}"].arg_max() or 0), named=True)
     lines = [
-        "; ".join(counts) + f". A row counts when its 95% paired interval on Δ excludes 0; "
-        f"Holm's correction is over the table's {rows_text(rows)}.",
+        "; ".join(counts) + ".",
         named_rows(frame, metrics[0]),
         f"Best: **{row_label(best)}**, Δ {metrics[0]} {_value(best, f'Δ {metrics[0]}', True)}"
         f" points (base model {_value(base, metrics[0], False)}%).",
