@@ -94,9 +94,9 @@ def markdown_table(frame: pl.DataFrame, max_rows: int = 20) -> dg.MetadataValue:
 
 def output_file(path: str | Path, output_dir: str | Path) -> dg.MetadataValue:
     """A file the run wrote, as its path relative to the output folder (the ``output folder``
-    entry of every stored frame; the Parquet IO manager's ``path`` is relative to it too).
+    entry of every stored frame; its ``parquet folder`` is relative to it too).
 
-    Why relative: the UI's metadata panel is about 530 px wide at 1440 px for values, and a
+    Why relative: the UI's metadata panel leaves a value about 460 px at 1440 px, and a
     browser breaks no line inside a path, so an absolute one makes the whole panel scroll
     sideways (issue 47). A file outside the folder keeps its absolute path."""
     folder = Path(output_dir).expanduser().resolve()

@@ -83,6 +83,8 @@ CONTENT_KEY = "content hash"
 Definition and materialisation keys are plain words, not ``saturated_dag/...``: the UI's key
 column is as wide as the longest unbroken word of any key, and that width is taken from the
 values beside it."""
+OLD_CONTENT_KEY = "saturated_dag/content_hash"
+"""The same, as materialisations before 2026-11-28 recorded it: still checked on a read."""
 
 
 def _plain_name(part: str, what: str) -> str:
@@ -190,7 +192,8 @@ def _recorded(context: dg.InputContext, file: Path) -> dict[str, Any] | None:
 def _verify_recorded(context: dg.InputContext, file: Path, frame: pl.DataFrame) -> None:
     """Refuse a file whose content is not what its latest materialisation wrote."""
     recorded = _recorded(context, file)
-    if not recorded or CONTENT_KEY not in recorded:
+    key = next((k for k in (CONTENT_KEY, OLD_CONTENT_KEY) if recorded and k in recorded), None)
+    if key is None:
         return
     name = context.asset_key.to_user_string()
     rows = getattr(recorded.get("dagster/row_count"), "value", None)
@@ -199,7 +202,7 @@ def _verify_recorded(context: dg.InputContext, file: Path, frame: pl.DataFrame) 
     if rows is not None and rows != frame.height:
         raise ValueError(f"{file} has {frame.height} rows but the materialisation of {name} "
                          f"that wrote it recorded {rows}: {fix}")
-    wrote = digest_of(recorded[CONTENT_KEY].value)
+    wrote = digest_of(recorded[key].value)
     if wrote != frame_digest(frame):
         raise ValueError(f"{file} differs from what the materialisation of {name} wrote "
                          f"(content hash {frame_digest(frame)[:12]}, recorded "

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import dagster as dg
@@ -466,3 +467,22 @@ def test_a_stored_preference_dataset_loads_with_datasets(tmp_path: Path,
     assert loaded.column_names == list(schema("dpo_pairs"))
     assert_frame_equal(pl.from_arrow(loaded.data.table), _pairs())
     assert loaded[1]["rejected_score"] is None and loaded[0]["chosen"] == "2"
+
+
+def test_a_hash_recorded_under_the_old_key_or_in_groups_is_still_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Materialisations before the plain-word keys recorded ``saturated_dag/content_hash`` as
+    one word; today's record it in groups of 16 digits. A read checks both forms."""
+    import resources.parquet_io as parquet_io
+    from saturated_dag.infra.shards import frame_digest, readable_digest
+
+    frame = pl.DataFrame({"a": [1, 2]})
+    context = SimpleNamespace(asset_key=dg.AssetKey(["t", "x"]))
+    file = tmp_path / "x.parquet"
+    for key, digest in ((parquet_io.OLD_CONTENT_KEY, frame_digest(frame)),
+                        (parquet_io.CONTENT_KEY, readable_digest(frame_digest(frame)))):
+        monkeypatch.setattr(parquet_io, "_recorded", lambda *_, k=key, d=digest: {
+            k: dg.MetadataValue.text(d)})
+        parquet_io._verify_recorded(context, file, frame)  # the same content: read
+        with pytest.raises(ValueError, match="differs from what the materialisation"):
+            parquet_io._verify_recorded(context, file, frame.with_columns(pl.col("a") + 1))
