@@ -6,20 +6,22 @@ They run on the profile's ``step_executor`` (``jobs/executor.py``).
 import dagster as dg
 
 from jobs.executor import step_executor
+from jobs.staged import RunTagsFor, asset_job, no_run_tags
 from saturated_dag.config import Profile
 
 
-def _generation_job(task: str, profile: Profile):
-    return dg.define_asset_job(
-        name=f"{task}_generation",
-        selection=dg.AssetSelection.assets(
+def _generation_job(task: str, profile: Profile, run_tags_for: RunTagsFor):
+    return asset_job(
+        f"{task}_generation",
+        dg.AssetSelection.assets(
             "base_model", [task, "generation_pool"], [task, "difficulty_partitions"]
         ),
+        run_tags_for=run_tags_for,
         executor_def=step_executor(profile),
         description=f"Sample the {task} generation pool and split it by difficulty.",
     )
 
 
-def generation_jobs(profile: Profile) -> list:
+def generation_jobs(profile: Profile, run_tags_for: RunTagsFor = no_run_tags) -> list:
     """One generation job per task of the profile (no job for a task it does not run)."""
-    return [_generation_job(task, profile) for task in profile.tasks]
+    return [_generation_job(task, profile, run_tags_for) for task in profile.tasks]

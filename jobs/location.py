@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import dagster as dg
 
@@ -22,6 +21,7 @@ from jobs.generation import generation_jobs
 from jobs.nightly import eval_targets, nightly_evaluation_job, nightly_evaluation_schedule
 from jobs.paper import paper_jobs
 from jobs.pretrain import pretrain_base_model
+from jobs.staged import RunTagsFor, no_run_tags
 from jobs.study import study_job
 from jobs.testbed import testbed_jobs
 from resources import make_resources
@@ -49,16 +49,6 @@ def gpu_ops(assets: list) -> dict[str, set[dg.AssetKey]]:
     return found
 
 
-def _with_run_tags(job: Any, tags: Mapping[str, str]) -> Any:
-    """An asset job (``define_asset_job``'s) with ``tags`` added to its run tags."""
-    run_tags = {**(job.run_tags if job.run_tags is not None else job.tags or {}), **tags}
-    return dg.define_asset_job(
-        name=job.name, selection=job.selection, config=job.config, description=job.description,
-        tags=job.tags, run_tags=run_tags, metadata=job.metadata,
-        partitions_def=job.partitions_def, executor_def=job.executor_def, hooks=job.hooks,
-        op_retry_policy=job.op_retry_policy)
-
-
 def build_defs(profile_name: str, output_dir: str, *,
                executor: Callable[[dict[str, set[dg.AssetKey]]], dg.ExecutorDefinition]
                | None = None,
@@ -78,18 +68,22 @@ def build_defs(profile_name: str, output_dir: str, *,
     assets, checks = profile_assets(profile)
     gpu = gpu_ops(assets)
     evals = eval_targets(profile)
-    jobs = [*demo_job(profile), *study_job(profile), *paper_jobs(profile),
-            *generation_jobs(profile), *testbed_jobs(profile),
-            nightly_evaluation_job([target.key for target in evals], profile),
-            pretrain_base_model]
     resources = make_resources(profile_name, output_dir)
+    run_tags_for: RunTagsFor = no_run_tags
     if gpu_run_tags:
         graph = dg.Definitions(assets=assets, asset_checks=checks,
                                resources=resources).resolve_asset_graph()
         gpu_keys = set().union(*gpu.values())
-        jobs = [_with_run_tags(job, gpu_run_tags)
-                if getattr(job, "selection", None) is not None  # an asset job, not an op job
-                and job.selection.resolve(graph) & gpu_keys else job for job in jobs]
+
+        def run_tags_for(selection: dg.AssetSelection) -> Mapping[str, str]:
+            return dict(gpu_run_tags) if selection.resolve(graph) & gpu_keys else {}
+
+    # every asset job gets its run tags where it is defined (``jobs.staged.asset_job``)
+    jobs = [*demo_job(profile, run_tags_for), *study_job(profile, run_tags_for),
+            *paper_jobs(profile, run_tags_for), *generation_jobs(profile, run_tags_for),
+            *testbed_jobs(profile, run_tags_for),
+            nightly_evaluation_job([target.key for target in evals], profile, run_tags_for),
+            pretrain_base_model]
     nightly = next(job for job in jobs if job.name == "nightly_evaluation")
     return dg.Definitions(
         assets=assets,

@@ -16,6 +16,7 @@ import dagster as dg
 
 from assets._adapter_files import adapter_key
 from jobs.executor import step_executor
+from jobs.staged import RunTagsFor, asset_job, no_run_tags
 from saturated_dag.config import Profile
 from saturated_dag.experiments import experiment_plan
 
@@ -46,10 +47,12 @@ def eval_targets(profile: Profile) -> list[EvalTarget]:
     return targets
 
 
-def nightly_evaluation_job(eval_report_keys: Sequence[dg.AssetKey], profile: Profile):
-    return dg.define_asset_job(
-        name="nightly_evaluation",
-        selection=dg.AssetSelection.assets(*eval_report_keys),
+def nightly_evaluation_job(eval_report_keys: Sequence[dg.AssetKey], profile: Profile,
+                           run_tags_for: RunTagsFor = no_run_tags):
+    return asset_job(
+        "nightly_evaluation",
+        dg.AssetSelection.assets(*eval_report_keys),
+        run_tags_for=run_tags_for,
         executor_def=step_executor(profile),
         description="Eval reports of the materialised adapters and the base model.",
     )

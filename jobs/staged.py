@@ -41,7 +41,7 @@ clicks it).
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import reduce
 from typing import Any, TypeVar
 
@@ -108,19 +108,40 @@ def split_into_parts(groups: Sequence[tuple[tuple[str, ...], T]], before: T, aft
             for index, (grid, cells) in enumerate(groups)]
 
 
+RunTagsFor = Callable[[dg.AssetSelection], Mapping[str, str]]
+"""The run tags a job over a selection gets besides its own tags: ``build_defs`` gives a
+cluster's accelerator config to every job that includes a ``gpu`` asset."""
+
+
+def no_run_tags(selection: dg.AssetSelection) -> Mapping[str, str]:
+    """``RunTagsFor`` of a location that adds none (the default)."""
+    return {}
+
+
+def asset_job(name: str, selection: dg.AssetSelection, *, run_tags_for: RunTagsFor,
+              tags: Mapping[str, str] | None = None, **kwargs: Any
+              ) -> dg.UnresolvedAssetJobDefinition:
+    """``define_asset_job`` with the run tags its selection calls for, given when the job is
+    defined (its own ``tags`` are run tags too, as Dagster does when ``run_tags`` is unset)."""
+    extra = run_tags_for(selection)
+    return dg.define_asset_job(name, selection=selection, tags=tags,
+                               run_tags={**(tags or {}), **extra} if extra else None, **kwargs)
+
+
 def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
                 executor_def: dg.ExecutorDefinition, description: str,
-                tags: dict[str, str] | None = None) -> list[dg.UnresolvedAssetJobDefinition]:
+                tags: dict[str, str] | None = None,
+                run_tags_for: RunTagsFor = no_run_tags) -> list[dg.UnresolvedAssetJobDefinition]:
     """The parts of the job ``name`` over the base model and every asset of ``tasks``."""
     groups = grid_groups(profile, tasks)
     whole = dg.AssetSelection.assets("base_model") | dg.AssetSelection.key_prefixes(
         *[[task] for task in tasks])
     if not groups and not draw_parts(profile):
-        return [dg.define_asset_job(name, selection=whole, executor_def=executor_def,
-                                    tags=tags, description=description)]
+        return [asset_job(name, whole, executor_def=executor_def, tags=tags,
+                          description=description, run_tags_for=run_tags_for)]
     if draw_parts(profile):
         return _jobs_by_draw(name, profile, tasks, groups, whole, executor_def=executor_def,
-                             description=description, tags=tags)
+                             description=description, tags=tags, run_tags_for=run_tags_for)
     adapters = dg.AssetSelection.assets(*[k for keys in groups.values() for k in keys])
     # the base model's observation first: every adapter depends on it (an observable source
     # is not reached by ``upstream()``)
@@ -136,8 +157,8 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
         keys = groups[grid]
         part_tags = ({} if len(names) == 1 else
                      {WHOLE_JOB_TAG: name, PART_TAG: f"{index + 1} of {len(names)}"})
-        jobs.append(dg.define_asset_job(
-            names[index], selection=selection, executor_def=executor_def,
+        jobs.append(asset_job(
+            names[index], selection, executor_def=executor_def, run_tags_for=run_tags_for,
             tags={**(tags or {}), **part_tags, RANGE_START: grid[0], RANGE_END: grid[-1]},
             description=(description if len(names) == 1 else
                          part_description(name, names, index, description, grid, len(keys)))))
@@ -159,7 +180,8 @@ def _bridged(groups: dict[tuple[str, ...], list[dg.AssetKey]]
 def _jobs_by_draw(name: str, profile: Profile, tasks: Sequence[str],
                   groups: dict[tuple[str, ...], list[dg.AssetKey]], whole: dg.AssetSelection,
                   *, executor_def: dg.ExecutorDefinition, description: str,
-                  tags: dict[str, str] | None) -> list[dg.UnresolvedAssetJobDefinition]:
+                  tags: dict[str, str] | None, run_tags_for: RunTagsFor
+                  ) -> list[dg.UnresolvedAssetJobDefinition]:
     """The parts of a job of a profile with several data seeds: one per data seed over the
     pool side (everything downstream of the pools and not of the adapters), then one per grid
     (``split_into_parts`` without a ``before``), the last with everything downstream."""
@@ -195,8 +217,8 @@ def _jobs_by_draw(name: str, profile: Profile, tasks: Sequence[str],
         part_tags = {WHOLE_JOB_TAG: name, PART_TAG: f"{index + 1} of {len(names)}"}
         if start:
             part_tags.update({RANGE_START: start, RANGE_END: end})
-        jobs.append(dg.define_asset_job(
-            names[index], selection=selection, executor_def=executor_def,
+        jobs.append(asset_job(
+            names[index], selection, executor_def=executor_def, run_tags_for=run_tags_for,
             tags={**(tags or {}), **part_tags},
             description=_describe_part(name, names, index, description, what)))
     return jobs

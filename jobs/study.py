@@ -9,15 +9,16 @@ snapshot in docs/results.md is refreshed only by ``scripts/study_report.py --res
 """
 
 from jobs.demo import whole_profile_job
+from jobs.staged import RunTagsFor, no_run_tags
 from saturated_dag.config import Profile
 
 STUDY_PROFILE = "study"
 
 
-def study_job(profile: Profile) -> list:
+def study_job(profile: Profile, run_tags_for: RunTagsFor = no_run_tags) -> list:
     return whole_profile_job(
         "study", profile,
         "The embedded study: every asset of profile 'study' (two training seeds, 480 eval "
         "questions; docs/study.md). Load the location with SATURATED_DAG_PROFILE=study, or "
         "use scripts/run_study.sh.",
-        tags={"saturated_dag/profile": STUDY_PROFILE})
+        tags={"saturated_dag/profile": STUDY_PROFILE}, run_tags_for=run_tags_for)

@@ -12,10 +12,11 @@ on ``study`` the same cells sit in the study's own job. A profile whose testbed 
 """
 
 from jobs.demo import whole_profile_job
+from jobs.staged import RunTagsFor, no_run_tags
 from saturated_dag.config import Profile
 
 
-def testbed_jobs(profile: Profile) -> list:
+def testbed_jobs(profile: Profile, run_tags_for: RunTagsFor = no_run_tags) -> list:
     if profile.testbed is None:
         return []
     if profile.testbed.analysis == "dpo_recipe_search":
@@ -24,9 +25,10 @@ def testbed_jobs(profile: Profile) -> list:
             f"DPO's recipe search of profile {profile.name!r}: DPO on the oracle and on its "
             "shuffled scores at every recipe of the selection grid, the base model's "
             "validation results and the analysis chain_sum/dpo_recipe_search "
-            "(docs/testbed.md).")
+            "(docs/testbed.md).", run_tags_for=run_tags_for)
     return whole_profile_job(
         "testbed", profile,
         f"The calibrated testbed of profile {profile.name!r}: each method's positive and "
         "negative controls, the reliability dial and SFT's controls, as cells of the graph, "
-        "and their analysis chain_sum/testbed_validation (docs/testbed.md).")
+        "and their analysis chain_sum/testbed_validation (docs/testbed.md).",
+        run_tags_for=run_tags_for)

@@ -86,6 +86,8 @@ def test_kubernetes_definitions(k8s_module: ModuleType) -> None:
     """The k8s code location: the k8s executor by default, GPU run tags on in-process jobs."""
     from dagster_k8s.job import get_user_defined_k8s_config
 
+    from jobs.staged import WHOLE_JOB_TAG
+
     defs = k8s_module.defs
     assert defs.resolve_implicit_global_asset_job_def().executor_def.name == "k8s_gpu_aware"
     demo = next(job.name for job in defs.jobs if job.name.startswith("demo_part_1"))
@@ -93,6 +95,8 @@ def test_kubernetes_definitions(k8s_module: ModuleType) -> None:
         job = defs.resolve_job_def(name)
         assert job.executor_def.name == "in_process"  # the model still loads once per run
         assert _gpu_limit(get_user_defined_k8s_config(job.run_tags)) == "1"
+    # given where the job is defined (jobs.staged.asset_job), beside the job's own run tags
+    assert defs.resolve_job_def(demo).run_tags[WHOLE_JOB_TAG] == "demo"
     import definitions
 
     local = definitions.defs  # the same builder: the same jobs, the local executor
