@@ -12,12 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from resources import pool_wait
-from resources.experiment import (
-    ExperimentLocation,
-    ExperimentResource,
-    ProfileOverrides,
-    overrides_config,
-)
+from resources.experiment import ExperimentLocation, ExperimentResource, Overrides
 from resources.inference import InferenceResource
 from resources.parquet_io import ParquetIOManager
 
@@ -42,7 +37,7 @@ def make_resources(profile: str, output_dir: str,
     # changes nothing.
     pool_wait.install()
     location = ExperimentLocation(profile=profile, output_dir=output_dir,
-                                  overrides=overrides_config(overrides))
+                                  overrides=overrides or None)
     experiment = ExperimentResource.configure_at_launch(location=location)
     return {
         "experiment": experiment,
@@ -51,5 +46,11 @@ def make_resources(profile: str, output_dir: str,
     }
 
 
-__all__ = ["ExperimentLocation", "ExperimentResource", "InferenceResource", "ParquetIOManager",
-           "ProfileOverrides", "make_resources"]
+__all__ = [
+    "ExperimentLocation",
+    "ExperimentResource",
+    "InferenceResource",
+    "Overrides",
+    "ParquetIOManager",
+    "make_resources",
+]

@@ -1,7 +1,8 @@
-"""Issue 14 item 5: one inference resource, typed per-run overrides, in-process runs.
+"""Issue 14 item 5: one inference resource, per-run overrides, in-process runs.
 
-* the ``experiment`` overrides are generated from the core's profile models (nothing mirrored
-  by hand), carry launch-time config to both resources, and clear nullable settings;
+* the ``experiment`` overrides are the profile's own nested shape, validated by its model when
+  a run starts (issue 49: no generated config classes), carry launch-time config to both
+  resources, and clear nullable settings with a null;
 * ``InferenceResource`` loads each engine once per run, keeps at most one exclusive (CUDA or
   vLLM) engine, releases everything for training and at teardown (fake backends stand in
   for CUDA engines; a tiny real model checks the transformers path);
@@ -9,10 +10,8 @@
   runs included, uses the in-process executor.
 """
 
-import enum
-import types
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -23,88 +22,52 @@ from resources import (
     ExperimentLocation,
     ExperimentResource,
     InferenceResource,
-    ProfileOverrides,
     make_resources,
 )
-from resources.experiment import NullableSetting, overrides_config, overrides_dict
+from resources.experiment import layered_profile
 from saturated_dag.config import Profile, ProfileError
 from saturated_dag.profiles import load_profile
 
-
-def _config_class(tp: Any) -> Any:
-    for arg in (tp, *get_args(tp)):
-        if isinstance(arg, type) and issubclass(arg, dg.Config):
-            return arg
-    return None
+LAUNCH = "this run's launch overrides"
 
 
-def _members(tp: Any) -> list[Any]:
-    """The union members of an annotation without ``None`` (itself when not a union)."""
-    if get_origin(tp) in (Union, types.UnionType):
-        return [a for a in get_args(tp) if a is not type(None)]
-    return [tp]
-
-
-def _choices(tp: Any) -> set[str] | None:
-    """The string choices an annotation allows: a Literal's (core) or an Enum's (generated),
-    looking through unions, lists and the preset of a preset-or-model class."""
-    for arg in _members(tp):
-        if get_origin(arg) is Literal and all(isinstance(v, str) for v in get_args(arg)):
-            return set(get_args(arg))
-        if isinstance(arg, type) and issubclass(arg, enum.Enum):
-            return {m.value for m in arg}
-        if get_origin(arg) in (list, tuple):
-            return _choices(get_args(arg)[0])
-        if _config_class(arg) is not None and "preset" in _config_class(arg).model_fields:
-            return _choices(_config_class(arg).model_fields["preset"].annotation)
-    return None
-
-
-def _walk(model: type[BaseModel], config: type[dg.Config], path: str = "") -> list[str]:
-    """Every core field's path, checking that the override class has it with the same
-    choices (a Literal's values become an Enum's)."""
-    seen = []
+def _leaves(model: type[BaseModel], path: str = "") -> list[str]:
+    """Every field path of the profile's model, nested models walked."""
+    found = []
     for name, info in model.model_fields.items():
-        where = f"{path}{name}"
-        assert name in config.model_fields, f"{where} has no override field"
-        seen.append(where)
-        generated = config.model_fields[name].annotation
-        words = {a for a in _members(info.annotation) if get_origin(a) is Literal}
-        if words and set(_members(info.annotation)) - words == {int}:
-            # a number or a word (max_model_len: 8192 or auto): a string the core parses
-            assert _members(generated) == [str], where
-        else:
-            assert _choices(info.annotation) == _choices(generated), where
-        nested = [a for a in _members(info.annotation)
+        nested = [a for a in (info.annotation, *getattr(info.annotation, "__args__", ()))
                   if isinstance(a, type) and issubclass(a, BaseModel)]
-        if nested:
-            seen += _walk(nested[0], _config_class(generated), f"{where}.")
-    return seen
+        found += _leaves(nested[0], f"{path}{name}.") if nested else [f"{path}{name}"]
+    return found
 
 
-def test_overrides_are_generated_from_every_profile_field() -> None:
-    paths = _walk(Profile, ProfileOverrides)
+def test_any_profile_field_is_a_launch_override_in_the_profiles_own_shape() -> None:
+    """No second description of the profile: a launch override of a nested field (deep in
+    the vLLM, judge, grid and sweep settings) reaches the settings as the model reads it."""
+    paths = _leaves(Profile)
     assert {"policy.vllm.max_lora_rank", "judges.strong.kind", "chain_sum.grid.terms",
-            "training.sweeps.dpo_beta.betas", "stages.shard_questions"} <= set(paths)
-    nullable = {m.value for m in NullableSetting}
-    assert {"chain_sum.strict_grid", "policy.enable_thinking", "training.sweeps.rank_weight",
-            "gsm8k.train_limit"} <= nullable
-    assert nullable <= set(paths)
+            "stages.shard_questions"} <= set(paths)
+    launch = {"policy": {"vllm": {"max_lora_rank": 16}}, "judges": {"strong": {"kind": "llm"}},
+              "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}},
+              "stages": {"shard_questions": 7}}
+    got = layered_profile("paper", [(LAUNCH, launch)])
+    assert (got.policy.vllm.max_lora_rank, got.judges.strong.kind, got.chain_sum.grid.terms,
+            got.stages.shard_questions) == (16, "llm", (2, 2), 7)
 
 
 def test_plain_overrides_merge_like_load_profile() -> None:
+    """Launch overrides are laid over the profile exactly as ``load_profile`` merges them:
+    a null clears a nullable setting, a preset is a plain string."""
     plain = {"chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "strict_grid": None,
                            "eval_grid": "D_prime"},
              "sampling": {"n": 2}, "answer_check": "last_boxed",
              "policy": {"dtype": "float32", "vllm": {"max_lora_rank": 16}},
              "training": {"methods": ["dpo", "sft"], "sweeps": {"dpo_beta": None}}}
-    config = overrides_config(plain)
-    assert config is not None and sorted(config["unset"]) == ["chain_sum.strict_grid",
-                                                               "training.sweeps.dpo_beta"]
-    assert config["chain_sum"]["eval_grid"] == {"preset": "D_prime"}
-    typed = ProfileOverrides.model_validate(config)
-    assert load_profile("paper", overrides_dict(typed)) == load_profile("paper", plain)
-    assert overrides_config(None) is None and overrides_dict(None) == {}
+    got = layered_profile("paper", [(LAUNCH, plain)])
+    assert got == load_profile("paper", plain)
+    assert got.chain_sum.strict_grid is None and got.training.sweeps.dpo_beta is None
+    assert got.chain_sum.eval_grid == "D_prime"
+    assert layered_profile("paper", [(LAUNCH, {})]) == load_profile("paper")
 
 
 @pytest.mark.parametrize(("plain", "message"), [
@@ -113,8 +76,8 @@ def test_plain_overrides_merge_like_load_profile() -> None:
     ({"sampling": {"n": None}}, "sampling.n"),  # not a nullable setting
 ])
 def test_malformed_overrides_name_the_field(plain: dict, message: str) -> None:
-    with pytest.raises(ValueError, match="profile overrides") as err:
-        overrides_config(plain)
+    with pytest.raises(ProfileError, match=LAUNCH) as err:
+        layered_profile("demo", [(LAUNCH, plain)])
     assert message in str(err.value)
 
 
@@ -140,7 +103,7 @@ def test_a_failing_override_is_blamed_on_it_in_the_run_log(tmp_path: Path) -> No
         pass
 
     launch = {"resources": {"experiment": {"config": {
-        "overrides": overrides_config({"sampling": {"n": 0}})}}}}
+        "overrides": {"sampling": {"n": 0}}}}}}
     result = dg.materialize([nothing], resources=make_resources("demo", str(tmp_path / "out")),
                             run_config=launch, raise_on_error=False)
     assert not result.success
@@ -292,8 +255,7 @@ def test_launch_config_reaches_both_resources_and_the_engine_loads_once_per_run(
     assert seen["first"].closed and fake_engines == ["load model@cpu", "close model@cpu"]
 
     launch = {"policy": {"model": str(tiny_model_dir), "batch_size": 5, "dtype": "float32"},
-              "sampling": {"n": 3}, "chain_sum": {"grid": {"preset": "D_prime"}},
-              "unset": ["chain_sum.strict_grid"]}
+              "sampling": {"n": 3}, "chain_sum": {"grid": "D_prime", "strict_grid": None}}
     result = job.execute_in_process(run_config={"resources": {"experiment": {"config": {
         "overrides": launch}}}})
     assert result.success
@@ -303,11 +265,16 @@ def test_launch_config_reaches_both_resources_and_the_engine_loads_once_per_run(
             own.chain_sum.strict_grid) == (3, 5, "D_prime", None)
 
 
-def test_bad_launch_config_is_refused_before_the_run(tiny_model_dir: Path) -> None:
+def test_bad_launch_config_is_refused_before_any_step(tiny_model_dir: Path) -> None:
+    """The profile's model checks the launch overrides when the run starts: the run fails
+    naming the setting and its value, and no step starts."""
     job = _probe_defs(tiny_model_dir, {}).resolve_implicit_global_asset_job_def()
-    with pytest.raises(dg.DagsterInvalidConfigError, match="float33"):
-        job.execute_in_process(run_config={"resources": {"experiment": {"config": {
-            "overrides": {"policy": {"dtype": "float33"}}}}}})
+    result = job.execute_in_process(run_config={"resources": {"experiment": {"config": {
+        "overrides": {"policy": {"dtype": "float33"}}}}}}, raise_on_error=False)
+    assert not result.success
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_START"]
+    text = "\n".join(str(e.event_specific_data) for e in result.all_events if e.is_failure)
+    assert "float33" in text and LAUNCH in text and "policy.dtype" in text, text
 
 
 def test_tiny_model_samples_through_the_resource(tiny_model_dir: Path) -> None:
