@@ -8,6 +8,7 @@ the profile runs.
 import dagster as dg
 
 from assets._draws import data_partitions, partitioned_by_draw
+from assets._keys import with_key_prefix
 from assets.adapters import RecipeSource, adapter_assets, adapter_checks
 from assets.automation import with_lineage
 from assets.base_model import base_model
@@ -97,7 +98,8 @@ def profile_assets(profile: Profile
     """The base model and every asset of the profile's tasks, with their checks.
 
     The assets carry their derived code versions and automation conditions (``with_lineage``),
-    so every caller (definitions, tests, benchmarks) runs the same versioned graph.
+    so every caller (definitions, tests, benchmarks) runs the same versioned graph, and their
+    keys start with the profile's ``key_prefix`` (``assets/_keys.py``).
     """
     built: list = [base_model]
     checks: list[dg.AssetChecksDefinition] = []
@@ -105,7 +107,7 @@ def profile_assets(profile: Profile
         task_built, task_checks = task_assets(profile, task)
         built += task_built
         checks += task_checks
-    return with_lineage(built, profile), checks
+    return with_key_prefix(profile, with_lineage(built, profile), checks)
 
 
 __all__ = ["profile_assets", "task_assets"]

@@ -43,6 +43,7 @@ from assets._adapter_files import (
     adapter_work_dir,
 )
 from assets._draws import FRAMES_BY_DRAW, by_data_seed, dataset_mapping
+from assets._keys import located
 from assets._metadata import frame_table, image, output_file, summary_entry
 from assets._priority import AFTER_TRAINING, TRAINING, priority
 from assets._stages import policy_identity
@@ -205,7 +206,8 @@ def adapter_facts(profile: Profile, task: str, exp: Experiment, out: Path, recor
              for e in result["epochs"]]
     kept = next((e["validation pass@1 (%)"] for e in curve if e["epoch"] == best), None)
     return AdapterFacts(
-        name=exp.name, asset_key="/".join([task, exp.split, "adapter", exp.name]), task=task,
+        name=exp.name, asset_key=located(profile, [task, exp.split, "adapter", exp.name]
+                                         ).to_user_string(), task=task,
         split=exp.split, method=exp.method, scorer=exp.scorer,
         training_data="/".join([task, *exp.dataset]), training_rows=rows,
         base_model=recorded_base_model(out), base_model_spec=spec,

@@ -43,7 +43,8 @@ COMPUTE_TAG = "saturated_dag/compute"
 
 
 def is_gpu(assets_def: dg.AssetsDefinition) -> bool:
-    """A GPU asset is one whose op runs in the ``gpu`` pool (one at a time per slot)."""
+    """A GPU asset is one whose op runs under the gpu concurrency limit (Dagster's pool
+    ``gpu``: one at a time per slot)."""
     return assets_def.op.pool == GPU_POOL
 
 

@@ -20,7 +20,7 @@ import polars as pl
 
 from assets._adapter_files import adapter_dir
 from assets._metadata import frame_output, frame_table, image, output_file, summary_entry
-from assets._priority import POLICY_STAGE, priority
+from assets._priority import POLICY_ENGINE, priority
 from assets.selection import selection_key
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
@@ -41,7 +41,7 @@ POSITIVE, NEGATIVE = "oracle", "oracle_shuffled"
 def base_validation_asset(task: str) -> dg.AssetsDefinition:
     @dg.asset(key=[task, "validation", "base"], group_name="testbed", deps=["base_model"],
               io_manager_key="parquet_io", pool="gpu", kinds={"polars", "parquet"},
-              metadata=schema_metadata("validation_samples"), op_tags=priority(POLICY_STAGE),
+              metadata=schema_metadata("validation_samples"), op_tags=priority(POLICY_ENGINE),
               description=f"The base model on the {task} validation questions: one row per "
               "sample, sampled and checked as every training's validation is (the reference "
               "of the DPO recipe search's Δ).")

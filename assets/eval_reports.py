@@ -32,12 +32,14 @@ import dagster as dg
 import polars as pl
 
 from assets._adapter_files import adapter_dir, adapter_key, adapter_weights_version
+from assets._keys import located
 from assets._metadata import frame_output, markdown_table, text_table
-from assets._priority import AFTER_TRAINING, POLICY_STAGE, priority
+from assets._priority import AFTER_TRAINING, POLICY_ENGINE, priority
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from assets.selection import same_adapters, selection_key
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import latest_metadata, schema_metadata
+from saturated_dag.config import Profile
 from saturated_dag.data.questions import eval_questions, eval_set_name
 from saturated_dag.evaluation.reports import (
     ReportIdentity,
@@ -302,7 +304,7 @@ def _sample_together(context: dg.AssetExecutionContext, experiment: ExperimentRe
 
 def base_eval_asset(task: str) -> dg.AssetsDefinition:
     @dg.asset(key=[task, "eval", "base"], group_name=task, deps=["base_model"], **EVAL_ASSET,
-              op_tags=priority(POLICY_STAGE),
+              op_tags=priority(POLICY_ENGINE),
               description=f"Eval report: the base model on the {task} eval set.")
     def base_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                   inference: InferenceResource) -> dg.Output[pl.DataFrame]:
@@ -339,11 +341,12 @@ def adapter_eval_asset(task: str, cell: Experiment,
                      **chosen_by: pl.DataFrame) -> dg.Output[pl.DataFrame]:
         same_adapters(experiment.settings, cell, trained)
         settings = inference.policy_settings()
+        profile = experiment.settings  # its key prefix: what this graph's keys start with
         name = chosen(chosen_by["selection"]) if selected else next(iter(by_name))
         if name not in by_name:
             raise dg.Failure(f"selection of {cell.name} chose {name!r}, which is not one of "
                              f"its configurations {sorted(by_name)}: re-materialise "
-                             f"{selection_key(task, cell).to_user_string()}")
+                             f"{located(profile, selection_key(task, cell)).to_user_string()}")
         targets: list[Target] = []
         for seeded in by_name[name]:
             folder = adapter_dir(experiment.output_dir, task, seeded)
@@ -352,7 +355,8 @@ def adapter_eval_asset(task: str, cell: Experiment,
                                       split=seeded.split)
             if not (folder / "adapter_config.json").is_file():
                 raise dg.Failure(f"adapter {folder} is missing: materialise "
-                                 f"{adapter_key(task, cell).to_user_string()} first")
+                                 f"{located(profile, adapter_key(task, cell)).to_user_string()}"
+                                 " first")
 
             def backend(folder=folder, seeded=seeded) -> GenerationBackend:
                 # vLLM: a LoRA request on the already-loaded engine; transformers: merged
@@ -364,7 +368,7 @@ def adapter_eval_asset(task: str, cell: Experiment,
             targets.append((backend, folder, identity))
         seeds = by_name[name]
         evaluated = configuration_metadata(task, cell, name, seeds, experiment.output_dir,
-                                           selected, settings.model)
+                                           selected, settings.model, profile)
         samples, metadata = _report(context, experiment, inference, task, targets,
                                     f"{cell.split}/{cell.name} ({name})", base=base,
                                     evaluated=evaluated,
@@ -372,9 +376,9 @@ def adapter_eval_asset(task: str, cell: Experiment,
         eval_set = eval_set_name(experiment.settings, task, samples["question_id"].n_unique())
         training = experiment.settings.training
         metadata.update(update_model_cards(
-            context, samples, base, seeds, [t[1] for t in targets],
-            key=[task, cell.split, "eval", cell.name], k=experiment.settings.sampling.n,
-            eval_set=eval_set, partitions=(adapter_key(task, cell),
+            context, samples, base, seeds, [t[1] for t in targets], task,
+            key=context.asset_key, k=experiment.settings.sampling.n,
+            eval_set=eval_set, partitions=(located(profile, adapter_key(task, cell)),
                                            [grid_key(training, cell, s,
                                                      experiment.settings.data_seeds)
                                             for s in seeds])))
@@ -389,13 +393,14 @@ def _link(name: str, index: int, count: int) -> str:
 
 
 def configuration_metadata(task: str, cell: Experiment, name: str, seeds: list[Experiment],
-                           output_dir: str, selected: bool, base_model: str
+                           output_dir: str, selected: bool, base_model: str, profile: Profile
                            ) -> dict[str, object]:
     """What a cell's report evaluated: the configuration (the selection's choice when the
     cell has a grid), its hyperparameters as training recorded them, and links to its
     adapters' asset, the selection and the base model's report. The adapters' folders and
     model cards are on the adapter's page (each partition's, for a grid): a folder's path is
-    one word wider than the UI's metadata panel at 1440 px (issue 47)."""
+    one word wider than the UI's metadata panel at 1440 px (issue 47). The links name the
+    keys of ``profile``'s graph (its ``key_prefix``)."""
     out: dict[str, object] = {
         "configuration": name,
         "chosen by": ("the selection (validation pass@1, App. B)" if selected
@@ -409,9 +414,9 @@ def configuration_metadata(task: str, cell: Experiment, name: str, seeds: list[E
             out["hyperparameters"] = dg.MetadataValue.json(
                 settings_summary(seeds[0].method, settings))
     if selected:
-        out["selection"] = dg.MetadataValue.asset(selection_key(task, cell))
-    out["base eval report"] = dg.MetadataValue.asset(dg.AssetKey([task, "eval", "base"]))
-    out["adapters (asset)"] = dg.MetadataValue.asset(adapter_key(task, cell))
+        out["selection"] = dg.MetadataValue.asset(located(profile, selection_key(task, cell)))
+    out["base eval report"] = dg.MetadataValue.asset(located(profile, [task, "eval", "base"]))
+    out["adapters (asset)"] = dg.MetadataValue.asset(located(profile, adapter_key(task, cell)))
     for index, seeded in enumerate(seeds):
         out[_link("adapter", index, len(seeds))] = seeded.name
     return out
@@ -435,7 +440,7 @@ def adapter_eval_facts(samples: pl.DataFrame, base: pl.DataFrame, replicate: int
 
 
 def eval_observation(adapter: dg.AssetKey, partition: str, facts: EvalFacts,
-                     report: list[str]) -> dg.AssetObservation:
+                     report: dg.AssetKey) -> dg.AssetObservation:
     """The adapter partition's eval result, once its cell's report has it: an observation
     of that partition, so the adapter's page shows its pass@1 and pass@k with their 95%
     intervals beside its training record."""
@@ -445,12 +450,12 @@ def eval_observation(adapter: dg.AssetKey, partition: str, facts: EvalFacts,
     return dg.AssetObservation(asset_key=adapter, partition=partition, metadata={
         **lines, "eval set": f"{facts.eval_set}: {facts.questions} questions x "
         f"{facts.samples_per_question} samples x {facts.eval_replicates} eval replicate(s)",
-        "eval report": dg.MetadataValue.asset(dg.AssetKey(report))})
+        "eval report": dg.MetadataValue.asset(report)})
 
 
 def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
                        base: pl.DataFrame, seeds: list[Experiment], folders: list[Path | None],
-                       key: list[str], k: int, eval_set: str,
+                       task: str, key: dg.AssetKey, k: int, eval_set: str,
                        partitions: tuple[dg.AssetKey, list[str]] | None = None
                        ) -> dict[str, object]:
     """Fill each evaluated adapter's model card with its eval part, and say so in the
@@ -465,14 +470,14 @@ def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
         if folder is None:
             continue
         label = _link("model card", index, len(folders))
-        facts = adapter_eval_facts(samples, base, index, k, eval_set, "/".join(key),
+        facts = adapter_eval_facts(samples, base, index, k, eval_set, key.to_user_string(),
                                    adapter_weights_version(folder))
         if partitions is not None:
             context.log_event(eval_observation(partitions[0], partitions[1][index], facts,
                                                key))
         try:
             # the folder was checked to be this adapter (adapter_dir); its card must be too
-            if write_eval_card(folder, facts, (key[0], seeds[index].split, seeds[index].name)):
+            if write_eval_card(folder, facts, (task, seeds[index].split, seeds[index].name)):
                 context.log.info(f"model card {folder / CARD_FILE}: eval results written")
             out[label] = f"eval results written to {CARD_FILE} ({seeds[index].name})"
         except CardOfAnotherAdapter as err:  # not a stale card: another adapter's

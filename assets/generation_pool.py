@@ -11,7 +11,7 @@ import polars as pl
 
 from assets._draws import draw_profile
 from assets._metadata import frame_output, frame_table, markdown_table
-from assets._priority import POLICY_STAGE, priority
+from assets._priority import POLICY_ENGINE, priority
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
@@ -25,7 +25,7 @@ def generation_pool_asset(task: str) -> dg.AssetsDefinition:
         key=[task, "generation_pool"],
         group_name=task,
         io_manager_key="parquet_io",
-        pool="gpu", op_tags=priority(POLICY_STAGE),
+        pool="gpu", op_tags=priority(POLICY_ENGINE),
         kinds={"polars", "parquet"},
         deps=["base_model"],
         metadata=schema_metadata("generation_pool"),

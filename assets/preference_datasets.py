@@ -198,13 +198,15 @@ def _pairs_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
         run = context.op_execution_context  # with several data seeds: this run's draw
         partitions = (list(run.partition_keys) if asset.partitions_def is not None
                       else [None])
+        # ``key`` is the factory's (before ``Profile.key_prefix``): what the file is named by
         table = pl.concat([pl.read_parquet(asset_file(store.base_dir, key.path, p))
                            for p in partitions])
         allowed = ("dpo_pairs" in key.path
                    and not experiment.settings.training.dpo_distinct_texts)
         result = pairs_verdict(table, allowed)
         if result.description:
-            context.log.warning(f"{key.to_user_string()}: {result.description}")
+            context.log.warning(f"{'/'.join([*store.location.key_prefix, *key.path])}: "
+                                f"{result.description}")
         return result
 
     return check

@@ -18,7 +18,7 @@ import polars as pl
 
 from assets._draws import draw_file, draw_profile
 from assets._metadata import frame_output, markdown_table, output_file
-from assets._priority import JUDGE_STAGE, POLICY_STAGE, TEACHER_STAGE, priority
+from assets._priority import JUDGE_ENGINE, POLICY_ENGINE, TEACHER_ENGINE, priority
 from assets._stages import cache_metadata, open_store, policy_identity, write_errors_reported
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
@@ -99,8 +99,8 @@ def _teacher_forced(inference: InferenceResource, log,
 
 
 def _score_asset(task: str, name: str, description: str, gpu: bool = True, order: int = 0):
-    """The decorator every scorer asset shares: key, inputs, schema, the gpu pool, and its
-    place in the run's order (``assets/_priority.py``)."""
+    """The decorator every scorer asset shares: key, inputs, schema, the gpu concurrency
+    limit, and its place in the run's order (``assets/_priority.py``)."""
     return dg.asset(
         key=[task, name], group_name=task, io_manager_key="parquet_io", ins=_ins(task),
         pool="gpu" if gpu else None, kinds={"polars", "parquet"}, op_tags=priority(order),
@@ -110,7 +110,7 @@ def _score_asset(task: str, name: str, description: str, gpu: bool = True, order
 def entropy_scores_asset(task: str) -> dg.AssetsDefinition:
     @_score_asset(task, "entropy_scores",
                   f"{task}: r = 1/max(mean token entropy, eps) under the policy at T=1 "
-                  "(from the generation pass, else teacher-forced).", order=TEACHER_STAGE)
+                  "(from the generation pass, else teacher-forced).", order=TEACHER_ENGINE)
     def entropy_scores_asset(
         context: dg.AssetExecutionContext, experiment: ExperimentResource,
         inference: InferenceResource, generation_pool: pl.DataFrame,
@@ -189,7 +189,7 @@ def _tournament(context: dg.AssetExecutionContext, experiment: ExperimentResourc
 def self_judge_scores_asset(task: str) -> dg.AssetsDefinition:
     @_score_asset(task, "self_judge_scores",
                   f"{task}: win rates of a round-robin tournament judged greedily by the "
-                  "policy itself (App. D prompts).", order=POLICY_STAGE)
+                  "policy itself (App. D prompts).", order=POLICY_ENGINE)
     def self_judge_scores(
         context: dg.AssetExecutionContext, experiment: ExperimentResource,
         inference: InferenceResource, generation_pool: pl.DataFrame,
@@ -212,12 +212,12 @@ def self_judge_scores_asset(task: str) -> dg.AssetsDefinition:
 
 
 def strong_judge_scores_asset(task: str, model: bool = True) -> dg.AssetsDefinition:
-    """``model``: the strong judge is an LLM (the gpu pool); the chain-sum rubric is a pure
-    function on the CPU and claims no slot of it."""
+    """``model``: the strong judge is an LLM (under the gpu concurrency limit); the chain-sum
+    rubric is a pure function on the CPU and claims no slot of it."""
 
     @_score_asset(task, "strong_judge_scores",
                   f"{task}: win rates of a round-robin tournament judged by the strong judge "
-                  "(an LLM, or the chain-sum rubric).", gpu=model, order=JUDGE_STAGE)
+                  "(an LLM, or the chain-sum rubric).", gpu=model, order=JUDGE_ENGINE)
     def strong_judge_scores(
         context: dg.AssetExecutionContext, experiment: ExperimentResource,
         inference: InferenceResource, generation_pool: pl.DataFrame,

@@ -37,12 +37,24 @@ def _display(rows: pl.DataFrame) -> pl.DataFrame:
         return "" if v is None else format(v, spec)
 
     return rows.select(
-        "role", "method", "scorer", "recipe",
-        pl.col("ρ with oracle").map_elements(lambda v: fmt(v, "+.2f"), return_dtype=pl.String),
+        "role", "method", "scorer",
+        pl.col("ρ with oracle").map_elements(lambda v: fmt(v, "+.2f"), return_dtype=pl.String)
+        .alias("ρ"),
         pl.struct("Δ pass@1", "Δ low", "Δ high").map_elements(
             lambda r: f"{r['Δ pass@1']:+.2f} [{r['Δ low']:+.2f}, {r['Δ high']:+.2f}]",
-            return_dtype=pl.String).alias("Δ pass@1 [95% CI]"),
-        "data seeds", "replicates")
+            return_dtype=pl.String).alias("Δ pass@1 [95% CI]"))
+
+
+def _cells_display(cells: pl.DataFrame) -> pl.DataFrame:
+    """Each grid point's headroom for a style effect, as a reader scans it: the base model's
+    pass@1, its styles' accuracy spread and the positive control's Δ with its interval."""
+    return cells.select(
+        "cell", pl.col("base_pass_at_1").alias("base pass@1"),
+        pl.col("style_spread").alias("style spread"),
+        pl.struct("positive control Δ pass@1", "Δ low", "Δ high").map_elements(
+            lambda r: "" if r["positive control Δ pass@1"] is None else
+            f"{r['positive control Δ pass@1']:+.2f} [{r['Δ low']:+.2f}, {r['Δ high']:+.2f}]",
+            return_dtype=pl.String).alias("positive control Δ"))
 
 
 def testbed_cells(plan: TaskPlan, split: str) -> list[Experiment]:
@@ -134,18 +146,25 @@ def testbed_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.Asset
         folder = Path(experiment.output_dir) / "chain_sum"
         paths = testbed.write_outputs(result, folder)
         headline = testbed.headline(result)
-        context.log.info(f"testbed: {headline}")
+        rules = testbed.rules(result)
+        context.log.info(f"testbed: {headline} Rules: {rules}")
         v = result.verdicts
+        # inline tables no wider than the UI's metadata panel at 1440 px (issue 47): every
+        # column of rows, cells and styles is in their Parquet files, linked below
         return frame_output(result.rows, {
             "summary": summary_entry(f"**Testbed.** {headline}\n\n"
                                      f"{v['smallest detectable effect']['reading']}."),
+            "rules": rules,
             "rows": frame_table(_display(result.rows), max_rows=40),
             "dose-response": image(paths["figure"], "Δ pass@1 against agreement with the "
                                    "oracle"),
-            "cells": frame_table(result.cells, max_rows=20),
+            "cells": frame_table(_cells_display(result.cells), max_rows=20),
             "style shift (base model, positive control, SFT)": frame_table(
                 result.styles.filter(pl.col("row").is_in(
-                    [BASE, "σ-RRHF · oracle", "SFT · sft"])), max_rows=20),
+                    [BASE, "σ-RRHF · oracle", "SFT · sft"])).select(
+                        "row", "cell", "style", "Δ share"), max_rows=20),
+            "rows (file)": output_file(paths["rows"], experiment.output_dir),
+            "cells (file)": output_file(paths["cells"], experiment.output_dir),
             **{f"{name} passed": bool(verdict["passed"]) for name, verdict in v.items()
                if name.startswith((testbed.POSITIVE, testbed.NEGATIVE))},
             "facts": dg.MetadataValue.json(json.loads(json.dumps(result.facts,

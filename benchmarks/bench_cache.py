@@ -32,7 +32,8 @@ from saturated_dag.profiles import load_profile
 
 def materialise(profile: str, out: Path, names: list[str]) -> dict[str, dict]:
     """Materialise ``chain_sum/<name>`` for each name; per asset: step seconds and metadata."""
-    keys = [dg.AssetKey(["chain_sum", n]) for n in names]
+    prefix = load_profile(profile).key_prefix_parts()  # testbed/..., study/...
+    keys = [dg.AssetKey([*prefix, "chain_sum", n]) for n in names]
     start = time.perf_counter()
     # a fresh resource per call: its engines are set up in the run and torn down after it,
     # so the second call cannot lean on a model the first one loaded

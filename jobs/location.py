@@ -40,7 +40,8 @@ def location_from_environment() -> tuple[str, str]:
 
 
 def gpu_ops(assets: list) -> dict[str, set[dg.AssetKey]]:
-    """Op name -> asset keys of every executable asset whose op is in the ``gpu`` pool."""
+    """Op name -> asset keys of every executable asset whose op is under the gpu
+    concurrency limit (Dagster's pool ``gpu``)."""
     found: dict[str, set[dg.AssetKey]] = {}
     for item in assets:
         if isinstance(item, dg.AssetsDefinition) and item.is_executable:
@@ -52,16 +53,19 @@ def gpu_ops(assets: list) -> dict[str, set[dg.AssetKey]]:
 def build_defs(profile_name: str, output_dir: str, *,
                executor: Callable[[dict[str, set[dg.AssetKey]]], dg.ExecutorDefinition]
                | None = None,
-               gpu_run_tags: Mapping[str, str] | None = None) -> dg.Definitions:
+               gpu_run_tags: Mapping[str, str] | None = None,
+               nightly_status: dg.DefaultScheduleStatus = dg.DefaultScheduleStatus.RUNNING
+               ) -> dg.Definitions:
     """The code location for the profile ``profile_name`` (a name or a YAML path), writing
     under ``output_dir``. The profile is validated here, so a bad one fails at load time,
     before any model is touched.
 
-    ``executor``: the default executor, built from the ``gpu`` pool's ops (``gpu_ops``); the
+    ``executor``: the default executor, built from the gpu-limited ops (``gpu_ops``); the
     profile's ``step_executor`` when None (the run's own process, so a run loads the policy
     once). ``gpu_run_tags``: added to every asset job that includes a ``gpu`` asset (a
     cluster's run pod that does their work gets the accelerator); the named jobs keep their
-    own executors either way.
+    own executors either way. ``nightly_status``: the nightly schedule's status when the
+    location first loads (the extra locations of ``workspace.yaml`` start it stopped).
     """
     profile = load_profile(profile_name)
     check_local_policy(profile)  # prompts that cannot fit the model's context fail here
@@ -89,7 +93,7 @@ def build_defs(profile_name: str, output_dir: str, *,
         assets=assets,
         asset_checks=checks,
         jobs=jobs,
-        schedules=[nightly_evaluation_schedule(nightly, evals)],
+        schedules=[nightly_evaluation_schedule(nightly, evals, status=nightly_status)],
         sensors=automation_sensors(assets),
         resources=resources,
         executor=executor(gpu) if executor is not None else step_executor(profile),

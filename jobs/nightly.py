@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from assets._adapter_files import adapter_key
+from assets._keys import located
 from jobs.executor import step_executor
 from jobs.staged import RunTagsFor, asset_job, no_run_tags
 from saturated_dag.config import Profile
@@ -36,14 +37,13 @@ def eval_targets(profile: Profile) -> list[EvalTarget]:
     waiting on the cell's selection (a grid of several configurations) or its adapters."""
     targets = []
     for task, plan in experiment_plan(profile).items():
-        targets.append(EvalTarget(task, dg.AssetKey([task, "eval", "base"])))
+        targets.append(EvalTarget(task, located(profile, [task, "eval", "base"])))
         selected = set(plan.selections)
         for cell in plan.cells:
-            upstream = ([dg.AssetKey([task, cell.split, "selection", cell.name])]
-                        if cell in selected else
-                        [adapter_key(task, cell)])
-            targets.append(EvalTarget(task, dg.AssetKey([task, cell.split, "eval", cell.name]),
-                                      tuple(upstream)))
+            upstream = (located(profile, [task, cell.split, "selection", cell.name])
+                        if cell in selected else located(profile, adapter_key(task, cell)))
+            targets.append(EvalTarget(task, located(profile, [task, cell.split, "eval",
+                                                              cell.name]), (upstream,)))
     return targets
 
 
@@ -69,13 +69,15 @@ def requested_evals(instance: dg.DagsterInstance,
         t.key for t in wanted]
 
 
-def nightly_evaluation_schedule(job, targets: Sequence[EvalTarget],
-                                cron: str = "0 2 * * *") -> dg.ScheduleDefinition:
-    """``targets``: ``eval_targets(profile)``."""
+def nightly_evaluation_schedule(job, targets: Sequence[EvalTarget], cron: str = "0 2 * * *",
+                                status: dg.DefaultScheduleStatus =
+                                dg.DefaultScheduleStatus.RUNNING) -> dg.ScheduleDefinition:
+    """``targets``: ``eval_targets(profile)``; ``status``: the schedule's status when its
+    location first loads."""
     keys = list(targets)
 
     @dg.schedule(name="nightly_evaluation", job=job, cron_schedule=cron,
-                 default_status=dg.DefaultScheduleStatus.RUNNING,
+                 default_status=status,
                  description="Every night: one more eval replicate for every materialised "
                  "adapter and the base model.")
     def nightly(context: dg.ScheduleEvaluationContext):

@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 import dagster as dg
 
 from assets._adapter_files import adapter_key
+from assets._keys import located
 from saturated_dag.config import Profile
 from saturated_dag.experiments import data_seed_key, data_seed_of, experiment_plan
 
@@ -76,7 +77,8 @@ def grid_groups(profile: Profile, tasks: Sequence[str]
     for task in tasks:
         plan = plans[task]
         for grid, cells in plan.cells_by_grid.items():
-            groups.setdefault(grid, []).extend(adapter_key(task, cell) for cell in cells)
+            groups.setdefault(grid, []).extend(located(profile, adapter_key(task, cell))
+                                               for cell in cells)
             if any(plan.recipe_cell(c) in plan.selections for c in cells):
                 following.add(grid)
     return dict(sorted(groups.items(), key=lambda item: item[0] in following))
@@ -134,8 +136,9 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
                 run_tags_for: RunTagsFor = no_run_tags) -> list[dg.UnresolvedAssetJobDefinition]:
     """The parts of the job ``name`` over the base model and every asset of ``tasks``."""
     groups = grid_groups(profile, tasks)
-    whole = dg.AssetSelection.assets("base_model") | dg.AssetSelection.key_prefixes(
-        *[[task] for task in tasks])
+    base = dg.AssetSelection.assets(located(profile, "base_model"))
+    whole = base | dg.AssetSelection.key_prefixes(
+        *[[*profile.key_prefix_parts(), task] for task in tasks])
     if not groups and not draw_parts(profile):
         return [asset_job(name, whole, executor_def=executor_def, tags=tags,
                           description=description, run_tags_for=run_tags_for)]
@@ -145,8 +148,7 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
     adapters = dg.AssetSelection.assets(*[k for keys in groups.values() for k in keys])
     # the base model's observation first: every adapter depends on it (an observable source
     # is not reached by ``upstream()``)
-    before = ((adapters.upstream() - adapters.downstream())
-              | dg.AssetSelection.assets("base_model")) & whole
+    before = ((adapters.upstream() - adapters.downstream()) | base) & whole
 
     bridged = _bridged(groups)
     after = whole - before - reduce(operator.or_, [sel for _, sel in bridged])
@@ -185,18 +187,19 @@ def _jobs_by_draw(name: str, profile: Profile, tasks: Sequence[str],
     """The parts of a job of a profile with several data seeds: one per data seed over the
     pool side (everything downstream of the pools and not of the adapters), then one per grid
     (``split_into_parts`` without a ``before``), the last with everything downstream."""
-    pools = dg.AssetSelection.assets(*[[task, "generation_pool"] for task in tasks])
+    pools = dg.AssetSelection.assets(*[located(profile, [task, "generation_pool"])
+                                       for task in tasks])
+    base = dg.AssetSelection.assets(located(profile, "base_model"))
     adapters = dg.AssetSelection.assets(*[k for keys in groups.values() for k in keys])
     pool_side = (pools.downstream() - adapters.downstream()) & whole
     bridged = _bridged(groups)
-    after = whole - pool_side - dg.AssetSelection.assets("base_model") - adapters - reduce(
+    after = whole - pool_side - base - adapters - reduce(
         operator.or_, [sel for _, sel in bridged], dg.AssetSelection.assets())
     names = part_names(name, profile, tasks)
     runs: list[tuple[dg.AssetSelection, str, str, str]] = []
     for draw in range(profile.data_seeds):
         key = data_seed_key(draw)
-        selection = pool_side | (dg.AssetSelection.assets("base_model") if draw == 0
-                                 else dg.AssetSelection.assets())
+        selection = pool_side | (base if draw == 0 else dg.AssetSelection.assets())
         runs.append((selection, key, key,
                      f"the pool side of data seed {draw} of {profile.data_seeds} (its pool, "
                      "difficulty partitions, scores, agreement table and datasets)"

@@ -118,6 +118,12 @@ class ExperimentLocation(dg.ConfigurableResource):
         """The output folder as an absolute path, as runs record it."""
         return str(Path(self.output_dir).expanduser().resolve())
 
+    @property
+    def key_prefix(self) -> list[str]:
+        """The parts every asset key of this location starts with (``Profile.key_prefix``):
+        the IO manager lays files out by the key after them."""
+        return load_profile(self.profile, self.overrides or {}).key_prefix_parts()
+
     def tags(self) -> dict[str, str]:
         return {PROFILE_TAG: self.profile, OUTPUT_DIR_TAG: self.output_path}
 
@@ -132,7 +138,7 @@ class ExperimentResource(dg.ConfigurableResource):
     Only ``overrides`` is run config; they are laid over the location's own, so a launch
     override changes exactly the settings it names. The settings are validated when the run
     starts (``setup_for_execution``), so a bad value (``sampling.n: 0``) fails the run before
-    any step waits for the ``gpu`` pool, naming the setting.
+    any step waits for the gpu concurrency limit, naming the setting.
     """
 
     location: ExperimentLocation = Field(
@@ -154,11 +160,18 @@ class ExperimentResource(dg.ConfigurableResource):
     def settings(self) -> Profile:
         """The validated profile with the overrides merged in (a bad value names its field)."""
         # a launch override changes only what it names (nested sections merge)
-        return layered_profile(self.profile, [
+        settings = layered_profile(self.profile, [
             ("the code location's overrides (ExperimentLocation.overrides)",
              self.location.overrides or {}),
             ("this run's launch overrides (run config resources.experiment.config.overrides)",
              self.overrides or {})])
+        if settings.key_prefix_parts() != self.location.key_prefix:
+            raise ProfileError(
+                f"this run's launch overrides set key_prefix to {settings.key_prefix!r}: it "
+                "names the code location's asset keys, which are fixed when the location "
+                f"loads ({'/'.join(self.location.key_prefix) or 'no prefix'}); set it in the "
+                "profile file instead")
+        return settings
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Validate the settings, hold the step to its layout's torch threads

@@ -225,20 +225,32 @@ class PolarsParquetStore(dg.UPathIOManager):
 
     extension = None  # ``asset_file`` names every file, suffix included
 
-    def __init__(self, base_dir: str, run_metadata: Mapping[str, str] | None = None):
+    def __init__(self, base_dir: str, run_metadata: Mapping[str, str] | None = None,
+                 key_prefix: Sequence[str] = ()):
         self.base_dir = base_dir
         self.run_metadata = dict(run_metadata or {})
+        self.key_prefix = list(key_prefix)
         super().__init__(base_path=UPath(Path(base_dir).expanduser()))
 
+    def file_key(self, context: dg.InputContext | dg.OutputContext) -> list[str]:
+        """The asset's key after the location's prefix (``Profile.key_prefix``): what its
+        file is named by, so a profile's output folder has one layout with or without a
+        prefix. A key of another prefix is refused: it is not this location's asset."""
+        key = list(context.asset_key.path)
+        if key[:len(self.key_prefix)] != self.key_prefix:
+            raise ValueError(f"{context.asset_key.to_user_string()} is not an asset of this "
+                             f"location, whose keys start with {'/'.join(self.key_prefix)}/")
+        return key[len(self.key_prefix):]
+
     def get_asset_relative_path(self, context: dg.InputContext | dg.OutputContext) -> UPath:
-        key = context.asset_key.path
+        key = self.file_key(context)
         if context.has_asset_partitions:  # the key's folder; ``get_path_for_partition`` names
             return UPath(*_key_parts(key))  # its files
         return UPath(asset_file(".", key))
 
     def get_path_for_partition(self, context: dg.InputContext | dg.OutputContext,
                                path: UPath, partition: str) -> UPath:
-        return UPath(asset_file(self.base_dir, context.asset_key.path, partition))
+        return UPath(asset_file(self.base_dir, self.file_key(context), partition))
 
     def get_op_output_relative_path(self, context: dg.InputContext | dg.OutputContext) -> UPath:
         raise TypeError(f"the Parquet IO manager stores assets only; op output "
@@ -277,7 +289,7 @@ class PolarsParquetStore(dg.UPathIOManager):
             raise ValueError(f"{context.asset_key.to_user_string()}: one run writes one "
                              f"partition, not {len(partitions)}: launch the backfill with a "
                              "multi-run policy")
-        file = asset_file(self.base_dir, context.asset_key.path, partitions[0])
+        file = asset_file(self.base_dir, self.file_key(context), partitions[0])
         file.parent.mkdir(parents=True, exist_ok=True)
         context.log.debug(f"writing {file}")
         self.dump_to_path(context=context, obj=obj, path=UPath(file))
@@ -293,7 +305,7 @@ class PolarsParquetStore(dg.UPathIOManager):
             hint = "materialise it first"
             if context.has_asset_partitions:
                 raise FileNotFoundError(f"{name} has no stored partition at {file}: {hint}")
-            old = _legacy_file(self.base_dir, context.asset_key.path)
+            old = _legacy_file(self.base_dir, self.file_key(context))
             if old != file and old.is_file():
                 hint = (f"{old} is from the old file naming, which several assets shared, so "
                         f"it is not read: re-materialise {name} to write {file.name}")
@@ -336,7 +348,8 @@ class ParquetIOManager(dg.ConfigurableIOManager):
         return str(Path(self.location.output_dir) / "assets")
 
     def _store(self) -> PolarsParquetStore:
-        return PolarsParquetStore(self.base_dir, self.location.metadata())
+        return PolarsParquetStore(self.base_dir, self.location.metadata(),
+                                  self.location.key_prefix)
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
         self._store().handle_output(context, obj)

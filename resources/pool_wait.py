@@ -1,4 +1,5 @@
-"""A step waiting for the ``gpu`` pool says who holds the slot and waits without spinning.
+"""A step waiting for the gpu concurrency limit says who holds the slot and waits without
+spinning.
 
 Two defects of Dagster 1.13 (checked up to 1.13.29) when a step is blocked by a pool limit:
 

@@ -148,8 +148,9 @@ class GridSpec(_Strict):
                                  f"1-{GRID_LIMIT}")
         return self
 
-    def cells(self) -> list[chain_sum.Cell]:
-        return chain_sum.grid_cells(self.terms, self.digits, self.exclude)
+    def points(self) -> list[chain_sum.GridPoint]:
+        """The grid's (terms, digits) points, row-major, without ``exclude``."""
+        return chain_sum.grid_points(self.terms, self.digits, self.exclude)
 
 
 Grid = Literal["D", "D_prime"] | GridSpec
@@ -702,9 +703,9 @@ class ExecutionSettings(_Strict):
 
     model_steps: Literal["one_at_a_time", "one_per_core"] = "one_at_a_time"
     """``one_at_a_time``: the run's own process, one model step at a time on every core's
-    thread (the in-process executor; the ``gpu`` pool has one slot). ``one_per_core``: the
+    thread (the in-process executor; the gpu concurrency limit has one slot). ``one_per_core``: the
     multiprocess executor, as many model steps at once as there are cores, each a process of
-    its own with one torch thread (the pool has a slot per core). Measured on the demo
+    its own with one torch thread (the limit has a slot per core). Measured on the demo
     (2 cores, bbd3ea7, ``CHANGELOG.md``, "Benchmark history"): one at a time 273 s of run, one
     per core 356 s (1.30x), because Dagster starts a process per step (about 1.1 s each, 176
     steps) and most of the demo's steps last 1 to 4 s. ``one_per_core`` pays where steps are
@@ -782,6 +783,13 @@ class TrackingSettings(_Strict):
 class Profile(_Strict):
     name: str
     description: str = ""
+    key_prefix: str | None = Field(None, pattern=r"^[a-z][a-z0-9_]*$")
+    """The first part of every asset key of the profile's graph (``testbed`` gives
+    ``testbed/chain_sum/results_table``), so that profiles whose runs share one Dagster
+    instance never write the same asset key: README's UI shows the demo, the testbed and the
+    study side by side (``workspace.yaml``). None: keys start with the task
+    (``chain_sum/results_table``). Files are laid out by the unprefixed key either way
+    (each profile has its own output folder)."""
     tasks: list[TaskName] = Field(min_length=1)
     data_seeds: int = Field(1, ge=1, le=16)
     """The data's draws (``docs/statistics.md``): data seed d draws chain sum's training
@@ -827,6 +835,11 @@ class Profile(_Strict):
                              f"data_seeds (0 to {self.data_seeds - 1})")
         return self
 
+    def key_prefix_parts(self) -> list[str]:
+        """The parts every asset key of the profile's graph starts with: ``[]`` or
+        ``[key_prefix]`` (the Dagster layer's ``assets/_keys.py`` applies them)."""
+        return [self.key_prefix] if self.key_prefix else []
+
     def for_data_seed(self, data_seed: int) -> Profile:
         """This profile for draw ``data_seed`` (``data_seeds``): what the pool-side assets of
         that draw's partition read. Data seed 0 is the profile itself."""
@@ -841,6 +854,17 @@ class Profile(_Strict):
             "sampling": self.sampling.model_copy(update={"seed": self.sampling.seed + offset}),
             "scoring": self.scoring.model_copy(
                 update={"random_seed": self.scoring.random_seed + offset})})
+
+    @model_validator(mode="after")
+    def _key_prefix_is_not_a_first_key_part(self) -> Profile:
+        """A prefix spelled like a task or ``base_model`` would make one profile's keys look
+        like another's."""
+        if self.key_prefix is not None and self.key_prefix in {*get_args(TaskName),
+                                                               "base_model"}:
+            raise ValueError(f"key_prefix: {self.key_prefix!r} is already the first part of "
+                             "an unprefixed asset key; choose another word (the profile's "
+                             "name, say)")
+        return self
 
     @model_validator(mode="after")
     def _testbed_on_the_embedded_model(self) -> Profile:

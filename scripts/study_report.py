@@ -31,10 +31,10 @@ START, END = "<!-- study-results:start -->", "<!-- study-results:end -->"
 RESULTS_DOC = ROOT / "docs" / "results.md"  # the page that holds the snapshot
 TASK = "chain_sum"
 TABLES = (
-    ("results_table", "Tables 1 and 7 (`chain_sum/results_table`)"),
-    ("rank_weight_ablation", "Figure 6 (`chain_sum/rank_weight_ablation`)"),
-    ("rrhf_variants", "Table 8 (`chain_sum/rrhf_variants`)"),
-    ("dpo_beta_sweep", "Table 9 (`chain_sum/dpo_beta_sweep`)"),
+    ("results_table", "Tables 1 and 7 (`study/chain_sum/results_table`)"),
+    ("rank_weight_ablation", "Figure 6 (`study/chain_sum/rank_weight_ablation`)"),
+    ("rrhf_variants", "Table 8 (`study/chain_sum/rrhf_variants`)"),
+    ("dpo_beta_sweep", "Table 9 (`study/chain_sum/dpo_beta_sweep`)"),
 )
 
 
@@ -204,7 +204,7 @@ def testbed_section(output_dir: Path) -> tuple[dict | None, str]:
         return None, ""
     verdicts = json.loads(path.read_text(encoding="utf-8"))["verdicts"]
     rows = pl.read_parquet(output_dir / TASK / "testbed_rows.parquet")
-    lines = ["Testbed of this run (`chain_sum/testbed_validation`, docs/testbed.md): "
+    lines = ["Testbed of this run (`study/chain_sum/testbed_validation`, docs/testbed.md): "
              + "; ".join(f"{name}: {'passed' if v['passed'] else 'FAILED'}"
                          + (f" (Δ {v['Δ']:+.2f} [{v['low']:+.2f}, {v['high']:+.2f}])"
                             if "Δ" in v else

@@ -138,7 +138,7 @@ def test_a_tiny_search_runs_as_cells_of_the_graph(tmp_path: Path) -> None:
     from tests.pipeline import ancestors, graph, materialize, resources
 
     assets, checks = graph("dpo_search", TINY)
-    key = dg.AssetKey(["chain_sum", "dpo_recipe_search"])
+    key = dg.AssetKey(["dpo_search", "chain_sum", "dpo_recipe_search"])
     result = materialize([*assets, *checks], [key, *sorted(ancestors(assets, key))],
                          resources=resources(tmp_path / "out", "dpo_search", TINY))
     assert result.success

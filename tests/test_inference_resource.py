@@ -55,6 +55,22 @@ def test_any_profile_field_is_a_launch_override_in_the_profiles_own_shape() -> N
             got.stages.shard_questions) == (16, "llm", (2, 2), 7)
 
 
+@pytest.mark.parametrize(("profile", "launch"), [("demo", "study"), ("testbed", "study")])
+def test_the_key_prefix_is_not_a_launch_override(tmp_path: Path, profile: str,
+                                                  launch: str) -> None:
+    """The key prefix names the location's asset keys, fixed when it loads: a launch override
+    that changes it is refused (eval reports would link and observe keys of no asset); one
+    that repeats it, or none, is fine (the shipped profiles: demo without, testbed with)."""
+    location = ExperimentLocation(profile=profile, output_dir=str(tmp_path))
+    with pytest.raises(ProfileError, match="key_prefix"):
+        _ = ExperimentResource(location=location, overrides={"key_prefix": launch}).settings
+    same = load_profile(profile).key_prefix
+    if same is not None:
+        assert ExperimentResource(location=location, overrides={"key_prefix": same}
+                                  ).settings.key_prefix == same
+    assert ExperimentResource(location=location).settings.key_prefix == same
+
+
 def test_plain_overrides_merge_like_load_profile() -> None:
     """Launch overrides are laid over the profile exactly as ``load_profile`` merges them:
     a null clears a nullable setting, a preset is a plain string."""

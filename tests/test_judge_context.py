@@ -123,7 +123,7 @@ def test_a_cell_whose_prompt_cannot_fit_the_context_is_refused_at_load_naming_it
     too_long = load_profile("ci", {"chain_sum": {
         "grid": {"terms": [3, 3], "digits": [1, 1]},
         "strict_grid": {"terms": [99, 99], "digits": [9, 9]}}})
-    with pytest.raises(ContextTooShort, match=r"chain_sum cell 99x9: prompt [\d,]+ \+ "
+    with pytest.raises(ContextTooShort, match=r"chain_sum grid point 99x9: prompt [\d,]+ \+ "
                                               r"sampling.max_new_tokens 160 = [\d,]+ > the "
                                               r"model's context 1,024"):
         check_local_policy(too_long)

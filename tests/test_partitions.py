@@ -60,7 +60,7 @@ def test_no_grid_without_cells() -> None:
                                                    digits=pl.lit(None, pl.Int64)))
     grid = partitions.pass_at_1_grid(gsm8k, "D")
     assert grid.is_empty()
-    assert partitions.grid_markdown(grid, "D") == "**D**: no cells\n"
+    assert partitions.grid_markdown(grid, "D") == "**D**: no grid points\n"
     with pytest.raises(ValueError, match="generation pool is empty"):
         partitions.partition(POOL.clear())
     with pytest.raises(ValueError, match=r"lacks columns \['correct'\]"):
@@ -82,5 +82,5 @@ def test_heatmap_labels_every_present_cell_and_no_missing_one(
     grids = {p: partitions.pass_at_1_grid(table, p) for p in ("D", "D_prime")}
     plots.pass_at_1_heatmap(grids, tmp_path / "h.png", "pass@1")
     assert drawn == [["62", "100", "50"], ["100", "75"]]
-    with pytest.raises(ValueError, match="no chain-sum cells"):
+    with pytest.raises(ValueError, match="no chain-sum grid points"):
         plots.pass_at_1_heatmap({"D": pl.DataFrame()}, tmp_path / "h.png", "pass@1")

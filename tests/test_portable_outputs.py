@@ -183,7 +183,8 @@ def test_a_selected_configuration_is_named_with_its_settings_and_links(tmp_path:
     settings = settings_record("dpo", chosen.training(training))
     seed_adapter_folder(tmp_path, seeds[0].name, record={"settings": settings})
     got = configuration_metadata("chain_sum", cell, chosen.name, seeds, str(tmp_path),
-                                 selected=True, base_model="arith-base")
+                                 selected=True, base_model="arith-base",
+                                 profile=load_profile("demo"))
     assert got["configuration"] == chosen.name == "dpo_self_judge_beta0.5"
     assert got["hyperparameters"].value["β (DPO)"] == 0.5
     assert got["selection"].value == dg.AssetKey(

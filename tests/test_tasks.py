@@ -20,8 +20,8 @@ def test_paper_presets() -> None:
 
 
 def test_seeds_are_spaced_wider_than_any_pool() -> None:
-    seeds = sorted(chain_sum.cell_seed(0, pool, cell)
-                   for pool in chain_sum.POOL_INDEX for cell in chain_sum.PRESETS["D"])
+    seeds = sorted(chain_sum.point_seed(0, pool, point)
+                   for pool in chain_sum.POOL_INDEX for point in chain_sum.PRESETS["D"])
     gaps = [b - a for a, b in itertools.pairwise(seeds)]
     assert min(gaps) >= chain_sum.SEED_SPACING
 
@@ -38,8 +38,8 @@ def test_reasoning_gym_seed_shift_property_holds() -> None:
     assert item(100, 5) == item(101, 4)
 
 
-def test_cells_have_requested_shape_and_are_deduplicated() -> None:
-    qs = chain_sum.build_pool("D", [(2, 1), (3, 2)], per_cell=30, base_seed=7)
+def test_grid_points_have_requested_shape_and_are_deduplicated() -> None:
+    qs = chain_sum.build_pool("D", [(2, 1), (3, 2)], per_point=30, base_seed=7)
     assert len(qs) == 60
     for q in qs:
         terms = len(q.meta["expression"].split()) // 2 + 1
@@ -57,15 +57,15 @@ def test_eval_set_disjoint_from_training_pools() -> None:
     assert evals and not (chain_sum.expressions(evals) & train)
 
 
-def test_small_cell_exhaustion_is_a_clear_error() -> None:
+def test_small_grid_point_exhaustion_is_a_clear_error() -> None:
     # 2-term 1-digit sums have 200 distinct expressions.
     with pytest.raises(ValueError, match="distinct unused expressions"):
-        chain_sum.build_pool("D", [(2, 1)], per_cell=250, base_seed=0)
+        chain_sum.build_pool("D", [(2, 1)], per_point=250, base_seed=0)
 
 
 def test_empty_grid_is_an_error() -> None:
     with pytest.raises(ValueError, match="grid is empty"):
-        chain_sum.grid_cells((3, 3), (2, 2), exclude=[(3, 2)])
+        chain_sum.grid_points((3, 3), (2, 2), exclude=[(3, 2)])
 
 
 def test_unknown_task_is_an_error() -> None:

@@ -267,16 +267,17 @@ def test_the_studys_testbed_reads_the_hard_splits_control_cells():
 
     from tests.pipeline import ancestors, graph
 
-    assets, _ = graph("study")
-    key = dg.AssetKey(["chain_sum", "testbed_validation"])
+    assets, _ = graph("study")  # its keys start with the profile's key_prefix, study/
+    key = dg.AssetKey(["study", "chain_sum", "testbed_validation"])
     upstream = ancestors(assets, key)
+    hard = ["study", "chain_sum", "hard"]
     for pick in ("random", "shuffled"):
-        assert dg.AssetKey(["chain_sum", "hard", "eval", f"dpo_correctness_{pick}"]) in upstream
-    assert dg.AssetKey(["chain_sum", "hard", "correctness_pairs", "shuffled"]) in upstream
-    assert dg.AssetKey(["chain_sum", "hard", "eval", "dpo_correctness_self_judge"]
-                       ) not in upstream
+        assert dg.AssetKey([*hard, "eval", f"dpo_correctness_{pick}"]) in upstream
+    assert dg.AssetKey([*hard, "correctness_pairs", "shuffled"]) in upstream
+    assert dg.AssetKey([*hard, "eval", "dpo_correctness_self_judge"]) not in upstream
     testbed_assets, _ = graph("testbed")
-    assert not any("hard" in k.path for k in ancestors(testbed_assets, key))
+    testbed_key = dg.AssetKey(["testbed", "chain_sum", "testbed_validation"])
+    assert not any("hard" in k.path for k in ancestors(testbed_assets, testbed_key))
 
 
 def test_the_shipped_testbed_profile_is_the_documented_design():
@@ -345,12 +346,12 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
     )
 
     assets, checks = graph("testbed", TINY)
-    key = dg.AssetKey(["chain_sum", "testbed_validation"])
+    key = dg.AssetKey(["testbed", "chain_sum", "testbed_validation"])
     by_key = {k: a for a in assets if isinstance(a, dg.AssetsDefinition) for k in a.keys}
-    shuffled = by_key[dg.AssetKey(["chain_sum", "saturated", "adapter",
+    shuffled = by_key[dg.AssetKey(["testbed", "chain_sum", "saturated", "adapter",
                                    "rrhf_oracle_shuffled"])]
-    assert dg.AssetKey(["chain_sum", "saturated", "selection", "rrhf_oracle"]) in {
-        dep.asset_key for spec in shuffled.specs for dep in spec.deps}
+    assert dg.AssetKey(["testbed", "chain_sum", "saturated", "selection", "rrhf_oracle"]
+                       ) in {dep.asset_key for spec in shuffled.specs for dep in spec.deps}
     upstream = [k for k in by_key if k == key or k in ancestors(assets, key)]
     # with the asset checks, as the job runs them: the pool side's are per data seed
     result = materialize([*assets, *checks], upstream,
@@ -380,7 +381,8 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
     # under the step's summary, and (once its cell's report evaluated it) its eval result
     pages = {m.partition: m.materialization.metadata
              for m in result.get_asset_materialization_events()
-             if m.asset_key == dg.AssetKey(["chain_sum", "saturated", "adapter", "rrhf_oracle"])}
+             if m.asset_key == dg.AssetKey(["testbed", "chain_sum", "saturated", "adapter",
+                                            "rrhf_oracle"])}
     # the testbed's two data seeds: each configuration trains on each draw's dataset
     assert set(pages) == {f"lr{lr}_data{d}_seed0" for lr in ("0.0003", "0.001") for d in (0, 1)}
     for partition, page in pages.items():
@@ -391,7 +393,7 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
     observed = {e.event_specific_data.asset_observation.partition:
                 e.event_specific_data.asset_observation.metadata
                 for run in result.runs for e in run.get_asset_observation_events()
-                if e.asset_key == dg.AssetKey(["chain_sum", "saturated", "adapter",
+                if e.asset_key == dg.AssetKey(["testbed", "chain_sum", "saturated", "adapter",
                                                "rrhf_oracle"])}
     chosen_lr = pl.read_parquet(asset_path(out, "chain_sum", "saturated", "selection",
                                            "rrhf_oracle")).filter(pl.col("chosen"))
@@ -400,7 +402,7 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
     assert "%" in observed[next(iter(observed))]["eval pass@1"].value
     _each_draw_is_its_own(out, stored)
     # one draw re-materialised on its own: one run, its partition only
-    pool_key = dg.AssetKey(["chain_sum", "generation_pool"])
+    pool_key = dg.AssetKey(["testbed", "chain_sum", "generation_pool"])
     one = dg.materialize(assets, selection=[pool_key], partition_key="data1",
                          resources=resources(out, "testbed", TINY))
     assert one.success

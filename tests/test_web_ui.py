@@ -541,27 +541,93 @@ def test_the_eval_reports_first_screen_shows_pass_at_1_with_its_interval(
     assert not browser.page.get_by_text("Columns", exact=True).count()  # the schema is last
 
 
+TINY_TESTBED = """extends: testbed
+name: testbed_tiny
+chain_sum: {questions_per_cell: 4, eval_questions_per_cell: 2, strict_questions_per_cell: 2}
+sampling: {max_new_tokens: 96}
+training:
+  methods: [rrhf, dpo, sft, raft]
+  scorers: [oracle, oracle_shuffled, oracle_rho0]
+  method_scorers: {dpo: [oracle, oracle_shuffled], raft: [oracle, random]}
+  replicates: 1
+  epochs: 1
+  validation_questions_per_cell: 1
+  selection: {learning_rates: [0.0003, 0.001], dpo_betas: null}
+testbed: {min_training_questions: 1}
+"""
+"""The testbed at toy size (``tests/test_testbed.py``'s ``TINY``), keeping the shipped
+profile's ``key_prefix``: what the browser test runs when no testbed run is given."""
+
+
+def _tiny_testbed_run(tmp: Path) -> tuple[Path, Path, Path]:
+    """``bash scripts/run_testbed.sh``'s command on the toy testbed, into a fresh instance:
+    (its DAGSTER_HOME, its profile file, its output folder)."""
+    home, out, profile = tmp / "testbed_home", tmp / "testbed_outputs", tmp / "testbed_tiny.yaml"
+    home.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    profile.write_text(TINY_TESTBED)
+    env = {**os.environ, "DAGSTER_HOME": str(home), "SATURATED_DAG_PROFILE": str(profile),
+           "SATURATED_DAG_OUTPUT_DIR": str(out), "SATURATED_DAG_CACHE": str(tmp / "cache")}
+    done = subprocess.run([str(BIN / "python"), "-m", "run_parts", "testbed"], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=1800, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return home, profile, out
+
+
 @pytest.mark.slow
 def test_the_testbeds_verdicts_are_in_the_ui_readme_starts(
         browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 47: ``workspace.yaml``'s ``testbed`` location shows the testbed's verdicts on
-    its asset page, in the same UI as the demo. Needs an instance where
+    """Issue 47: the UI that README starts (``workspace.yaml``: the demo's, the testbed's and
+    the study's locations over one instance) shows the testbed's verdicts on their asset page,
+    ``testbed/chain_sum/testbed_validation``, beside the demo's assets, and README's filter
+    ``code_location:"saturated_dag"`` leaves the demo's assets alone for **Materialize all**.
+    The testbed run is the toy testbed (``TINY_TESTBED``), or an instance where
     ``bash scripts/run_testbed.sh`` ran: ``SATURATED_DAG_UI_TESTBED_HOME`` (its DAGSTER_HOME)
     and ``SATURATED_DAG_UI_TESTBED_OUTPUT_DIR`` (its output folder)."""
     existing = os.environ.get("SATURATED_DAG_UI_TESTBED_HOME")
-    if not existing:
-        pytest.skip("no instance with a testbed run: set SATURATED_DAG_UI_TESTBED_HOME")
-    monkeypatch.setenv("SATURATED_DAG_TESTBED_OUTPUT_DIR",
-                       os.environ.get("SATURATED_DAG_UI_TESTBED_OUTPUT_DIR", "outputs/testbed"))
-    for server in _serve(tmp_path, "testbed", Path(existing)):
-        status = _graphql(server.url, WORKSPACE_QUERY)
-        assert "testbed" in json.dumps(status), status
-        browser.page.set_viewport_size(SCREENS[0])
-        browser.open(f"{server.url}/assets/chain_sum/testbed_validation")
-        _visible(browser, "Metadata")
-        text = browser.page.locator("main").inner_text()
-        assert "passed" in text and "Testbed" in text, text[:800]
-        browser.shot("testbed_verdicts")
+    if existing:
+        home = Path(existing)
+        monkeypatch.setenv("SATURATED_DAG_TESTBED_OUTPUT_DIR", os.environ.get(
+            "SATURATED_DAG_UI_TESTBED_OUTPUT_DIR", "outputs/testbed"))
+    else:
+        home, profile, out = _tiny_testbed_run(tmp_path)
+        monkeypatch.setenv("SATURATED_DAG_TESTBED_PROFILE", str(profile))
+        monkeypatch.setenv("SATURATED_DAG_TESTBED_OUTPUT_DIR", str(out))
+    monkeypatch.setenv("SATURATED_DAG_STUDY_OUTPUT_DIR", str(tmp_path / "study_outputs"))
+    for server in _serve(tmp_path, "testbed", home):
+        entries = _graphql(server.url, WORKSPACE_QUERY)["data"]["workspaceOrError"][
+            "locationEntries"]
+        assert {e["name"] for e in entries} == {"saturated_dag", "testbed", "study"}, entries
+        for screen in SCREENS:  # a report page: the first-screen rules hold on it
+            browser.page.set_viewport_size(screen)
+            browser.open(f"{server.url}/assets/testbed/chain_sum/testbed_validation")
+            _visible(browser, "Metadata")
+            summary = browser.metadata_row("summary")
+            browser.page.wait_for_timeout(1000)  # the layout settles once tables rendered
+            browser.shot(f"testbed_verdicts_{_screen_id(screen)}")
+            box = summary.evaluate("e => JSON.stringify(e.getBoundingClientRect())")
+            assert _on_first_screen(browser, summary), \
+                f"the verdicts are not wholly on the first screen at {screen}: {box}"
+            wide = summary.evaluate(SIDEWAYS)
+            assert not wide, f"the testbed page at {_screen_id(screen)} scrolls sideways: {wide}"
+            text = summary.inner_text()
+            assert re.search(r"positive control \(σ-RRHF\) (passed|FAILED): Δ pass@1 "
+                             r"[+-]\d+\.\d\d \[", text), text
+        # Materialize all, filtered as README says: the demo location's assets only
+        from jobs.location import build_defs
+
+        demo = build_defs(os.environ.get("SATURATED_DAG_UI_PROFILE", "ci"),
+                          str(tmp_path / "unused"))
+        materializable = len(demo.resolve_asset_graph().materializable_asset_keys)
+        browser.open(f"{server.url}/asset-groups~code_location%3A%22saturated_dag%22/")
+        button = browser.page.get_by_role("button", name="Materialize all").first
+        expect = f"Materialize all ({materializable})"
+        for _ in range(60):
+            if button.inner_text().startswith(expect):
+                break
+            browser.page.wait_for_timeout(1000)
+        assert button.inner_text().startswith(expect), (button.inner_text(), expect)
+        browser.shot("lineage_of_the_demo_location")
 
 
 @pytest.mark.slow

@@ -280,22 +280,30 @@ def unvalidated_note(verdicts: dict[str, Any], shown: set[str]) -> str:
     failed = sorted(subject(key) for key, c in controls(verdicts).items()
                     if not c.passed and label(c.method) in shown)
     return "".join(f" {name} is unvalidated in the embedded world: its positive control "
-                   "failed in this run's testbed (chain_sum/testbed_validation), so a null of "
-                   "its rows cannot be read as no effect." for name in failed)
+                   "failed in this run's testbed (its graph's testbed_validation asset), so a null "
+                   "of its rows cannot be read as no effect." for name in failed)
 
 
 def headline(result: TestbedResult) -> str:
-    """One paragraph: what the testbed found, with its numbers."""
+    """One clause per verdict: what the testbed found, with its numbers (each control's Δ
+    pass@1 and 95% interval). Short enough to be a page's first screen; the rule each
+    verdict applies is in ``rules``."""
     parts = []
     for name, r in result.verdicts.items():
         verdict = "passed" if r.get("passed") else "FAILED"
         if name.startswith((POSITIVE, NEGATIVE)):
-            parts.append(f"{name}: Δ pass@1 {r['Δ']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}] "
-                         f"({verdict}: {r['rule']})")
+            parts.append(f"{name} {verdict}: Δ pass@1 {r['Δ']:+.2f} "
+                         f"[{r['low']:+.2f}, {r['high']:+.2f}]")
         elif name.startswith("dose-response"):
             rho = "n/a" if r["spearman"] is None else f"{r['spearman']:+.2f}"
-            parts.append(f"{name}: Spearman {rho} over {r['points']} dial points ({verdict})")
+            parts.append(f"{name} {verdict}: Spearman {rho} over {r['points']} dial points")
     return "; ".join(parts) + "."
+
+
+def rules(result: TestbedResult) -> str:
+    """The rule each control's verdict applies (``headline`` gives the verdicts)."""
+    return "; ".join(f"{name}: {r['rule']}" for name, r in result.verdicts.items()
+                     if name.startswith((POSITIVE, NEGATIVE)) and r.get("rule")) + "."
 
 
 def write_outputs(result: TestbedResult, folder: Path) -> dict[str, Path]:

@@ -64,9 +64,10 @@ GRID_INDEX = "terms"
 
 
 def pass_at_1_grid(table: pl.DataFrame, pool_name: str) -> pl.DataFrame:
-    """Mean p-hat per (terms, digits) cell of one pool: one row per terms value (ascending),
-    then one column per digits value (ascending as numbers, named by its text); a cell the
-    pool lacks is null. An empty frame when the pool has no such cells (e.g. GSM8K)."""
+    """Mean p-hat per (terms, digits) grid point of one pool: one row per terms value
+    (ascending), then one column per digits value (ascending as numbers, named by its text); a
+    grid point the pool lacks is null. An empty frame when the pool has no grid points (e.g.
+    GSM8K)."""
     if "terms" not in table.columns or "digits" not in table.columns:
         return pl.DataFrame()
     rows = table.filter((pl.col("pool") == pool_name) & pl.col("terms").is_not_null()
@@ -82,7 +83,7 @@ def pass_at_1_grid(table: pl.DataFrame, pool_name: str) -> pl.DataFrame:
 def grid_markdown(grid: pl.DataFrame, title: str) -> str:
     """The paper's Table 6 layout: terms down, digits across, pass@1 in %."""
     if grid.is_empty():
-        return f"**{title}**: no cells\n"
+        return f"**{title}**: no grid points\n"
     digits = [c for c in grid.columns if c != GRID_INDEX]
     header = "| terms / digits | " + " | ".join(digits) + " |"
     rule = "|---" * (len(digits) + 1) + "|"

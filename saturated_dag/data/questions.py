@@ -64,7 +64,7 @@ def _gsm8k_train_and_validation(profile: Profile) -> tuple[list[Question], list[
 
 
 def _chain_sum_validation(profile: Profile) -> list[Question]:
-    """Drawn per cell of D around every training and eval expression."""
+    """Drawn per grid point of D around every training and eval expression."""
     cfg = profile.chain_sum
     used = set(_every_draws_expressions(profile))
     used |= chain_sum.expressions(eval_questions(profile, "chain_sum"))
@@ -86,8 +86,8 @@ def _fixed_eval_set(profile: Profile) -> list[Question]:
 
 def _chain_sum_eval(profile: Profile) -> list[Question]:
     """The fixed set ``chain_sum.eval_source`` when given (the paper's
-    ``hannoh/chainsum_eval``), else ``eval_questions_per_cell`` drawn per cell of the eval grid
-    around the training pools."""
+    ``hannoh/chainsum_eval``), else ``eval_questions_per_cell`` drawn per grid point of the
+    eval grid around the training pools."""
     cfg = profile.chain_sum
     if cfg.eval_source is not None:
         return _fixed_eval_set(profile)
@@ -99,11 +99,11 @@ def _chain_sum_eval(profile: Profile) -> list[Question]:
 
 
 def _grid_label(grid: str | GridSpec) -> str:
-    """``D``, or ``terms 3-5 x digits 1-2`` (minus excluded cells) for an explicit grid."""
+    """``D``, or ``terms 3-5 x digits 1-2`` (minus excluded points) for an explicit grid."""
     if isinstance(grid, str):
         return grid
     label = f"terms {grid.terms[0]}-{grid.terms[1]} x digits {grid.digits[0]}-{grid.digits[1]}"
-    excluded = [chain_sum.cell_name((t, d)) for t, d in grid.exclude]
+    excluded = [chain_sum.point_name((t, d)) for t, d in grid.exclude]
     return label + (f" minus {', '.join(excluded)}" if excluded else "")
 
 

@@ -122,7 +122,7 @@ def die_with(pid: int, interval: float = 1.0) -> threading.Thread:
 
 
 def bind_worker(owner: int, interval: float = 1.0) -> None:
-    """Bind a pool's worker to ``owner``, the process that started the pool (a
+    """Bind a worker process to ``owner``, the process that started the workers (a
     ``ProcessPoolExecutor`` initializer): the kernel's parent-death signal, as the Pipes
     training child has (``bind_to_parent``), and the watcher (``die_with``) for a parent
     that dies while the signal is not armed or is a zombie. Why both: the signal fires when

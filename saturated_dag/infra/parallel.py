@@ -4,7 +4,7 @@ Why it matters: the embedded world is a sampling workload on a small CPU. Measur
 project's 2-core machine, two 1-thread processes sampling half of the same questions each
 finish 1.68x sooner than one 2-thread process, and beside any other CPU-bound process two
 torch threads run 3.4x *slower* than one (OpenMP oversubscription). So a model step never
-runs more threads than the cores its layout gives it, and the ``gpu`` concurrency pool, which
+runs more threads than the cores its layout gives it, and the gpu concurrency limit, which
 every model step claims, has exactly as many slots as the layout runs model steps at once:
 two runs side by side then never hold more model steps than that either.
 

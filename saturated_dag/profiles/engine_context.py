@@ -90,9 +90,9 @@ def labelled_problems(profile: Profile, task: str) -> list[tuple[str, str]]:
                 for q in pick(profile, "gsm8k")]
     cfg = profile.chain_sum
     grids = [g for g in (cfg.grid, cfg.strict_grid, cfg.eval_grid) if g is not None]
-    cells = sorted({cell for grid in grids for cell in grid_of(grid)})
-    return [(f"chain_sum cell {chain_sum.cell_name(cell)}", q.problem) for cell in cells
-            for q in chain_sum.build_pool("D", [cell], 1, cfg.seed)]
+    points = sorted({point for grid in grids for point in grid_of(grid)})
+    return [(f"chain_sum grid point {chain_sum.point_name(point)}", q.problem)
+            for point in points for q in chain_sum.build_pool("D", [point], 1, cfg.seed)]
 
 
 def longest_problems(profile: Profile, task: str) -> list[str]:

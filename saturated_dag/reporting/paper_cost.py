@@ -45,16 +45,16 @@ TABLE6_D: tuple[tuple[int, ...], ...] = (
     (33, 27, 20, 14, 9),
     (28, 23, 16, 11, 7),
 )
-"""App. A.2, Table 6(b): pass@1 (%, from k=8 samples of Qwen3-1.7B-Base) per chain-sum cell of
-D; rows are terms 6-10, columns digits 6-10."""
+"""App. A.2, Table 6(b): pass@1 (%, from k=8 samples of Qwen3-1.7B-Base) per chain-sum grid point
+of D; rows are terms 6-10, columns digits 6-10."""
 TABLE6_D_PRIME: tuple[tuple[int, ...], ...] = (
     (93, 91, 87, 82),
     (92, 87, 83, 79),
     (86, 81, 75, 68),
     (76, 70, 63, 56),
 )
-"""App. A.2, Table 6(a): the same for D_prime (terms and digits 3-6; the 6/6 cell is not in
-D_prime)."""
+"""App. A.2, Table 6(a): the same for D_prime (terms and digits 3-6; the 6/6 grid point is not
+in D_prime)."""
 GSM8K_SATURATED = 2302
 """Sec. 4.3: |Q_easy| = 2,302 GSM8K questions with p-hat = 1 (Qwen3-1.7B-Base)."""
 GSM8K_TEST = 1319
@@ -66,7 +66,7 @@ CHAIN_SUM_EVAL_ROWS = 200
 
 
 def table6_pass_rate(terms: int, digits: int) -> float:
-    """The cell's pass@1 from Table 6 as a fraction; a cell outside both tables is an error."""
+    """The grid point's pass@1 from Table 6 as a fraction; one outside both tables is an error."""
     if 6 <= terms <= 10 and 6 <= digits <= 10:
         return TABLE6_D[terms - 6][digits - 6] / 100
     if 3 <= terms <= 6 and 3 <= digits <= 6:
@@ -161,10 +161,11 @@ def chain_sum_completion_tokens(terms: int, digits: int) -> float:
 
 
 def correct_of_n(k: int, p: float, n: int, rho: float = 0.0) -> float:
-    """P(k of n samples correct) for a question drawn from a cell of mean pass rate ``p``.
+    """P(k of n samples correct) for a question drawn from a grid point of mean pass
+    rate ``p``.
 
     ``rho`` = 0: every question has rate ``p`` (binomial). ``rho`` > 0: rates vary between the
-    cell's questions as Beta(a, b) with mean ``p`` and intra-question correlation ``rho`` =
+    grid point's questions as Beta(a, b) with mean ``p`` and intra-question correlation ``rho`` =
     1 / (a + b + 1) (beta-binomial), which puts more questions at "all correct" and "none"."""
     if rho == 0:
         return math.comb(n, k) * p**k * (1 - p) ** (n - k)
@@ -179,58 +180,59 @@ def correct_of_n(k: int, p: float, n: int, rho: float = 0.0) -> float:
     return math.comb(n, k) * math.exp(log_beta(a + k, b + n - k) - log_beta(a, b))
 
 
-def chain_sum_assumptions(per_cell: int = 3000, n: int = 8, rho: float = 0.0,
+def chain_sum_assumptions(per_point: int = 3000, n: int = 8, rho: float = 0.0,
                           self_judge_output: float = 300,
                           strong_judge_output: float = 300) -> TaskAssumptions:
-    """Chain-sum split sizes and lengths from Table 6's pass@1 per cell, for ``per_cell``
-    questions in each cell of D and D_prime.
+    """Chain-sum split sizes and lengths from Table 6's pass@1 per grid point, for
+    ``per_point`` questions at each grid point of D and D_prime.
 
-    The paper reports pass@1 per cell but not the size of any split, so the sizes are an
-    ASSUMPTION: by default (``rho`` = 0) every question of a cell is solved with the cell's
+    The paper reports pass@1 per grid point but not the size of any split, so the sizes are an
+    ASSUMPTION: by default (``rho`` = 0) every question of a grid point is solved with its
     pass@1, independently per sample (k correct of n is binomial). Difficulty does vary within a
-    cell, which makes "all n correct" more likely (p^n is convex), so this is a lower bound on
+    grid point, which makes "all n correct" more likely (p^n is convex), so this is a lower bound on
     the saturated splits and an upper bound on the hard one; ``rho`` > 0 spreads the rates
     (``correct_of_n``). The judge outputs are ASSUMPTIONS (the budget is 1,024 tokens). Lengths
-    are weighted by the cell counts of each split.
+    are weighted by the grid points' counts of each split.
     """
-    d_cells = [(t, d) for t in range(6, 11) for d in range(6, 11)]
-    dp_cells = [(t, d) for t in range(3, 7) for d in range(3, 7) if (t, d) != (6, 6)]
+    d_points = [(t, d) for t in range(6, 11) for d in range(6, 11)]
+    dp_points = [(t, d) for t in range(3, 7) for d in range(3, 7) if (t, d) != (6, 6)]
     hard_max = math.floor(n / 4)  # p-hat <= 1/4
 
-    def weigh(cells: Sequence[tuple[int, int]], weight) -> Lengths:
-        w = [weight(t, d) for t, d in cells]
+    def weigh(points: Sequence[tuple[int, int]], weight) -> Lengths:
+        w = [weight(t, d) for t, d in points]
         total = sum(w) or 1.0
         return Lengths(
-            prompt=sum(wi * chain_sum_prompt_tokens(t, d) for wi, (t, d) in zip(w, cells,
+            prompt=sum(wi * chain_sum_prompt_tokens(t, d) for wi, (t, d) in zip(w, points,
                                                                              strict=True)) / total,
             completion=sum(wi * chain_sum_completion_tokens(t, d)
-                           for wi, (t, d) in zip(w, cells, strict=True)) / total)
+                           for wi, (t, d) in zip(w, points, strict=True)) / total)
 
     def saturated(t: int, d: int) -> float:
-        return per_cell * correct_of_n(n, table6_pass_rate(t, d), n, rho)
+        return per_point * correct_of_n(n, table6_pass_rate(t, d), n, rho)
 
     def hard(t: int, d: int) -> float:
-        return per_cell * sum(correct_of_n(k, table6_pass_rate(t, d), n, rho)
+        return per_point * sum(correct_of_n(k, table6_pass_rate(t, d), n, rho)
                               for k in range(1, hard_max + 1))
 
     def hard_correct(t: int, d: int) -> float:
-        return per_cell * sum(k * correct_of_n(k, table6_pass_rate(t, d), n, rho)
+        return per_point * sum(k * correct_of_n(k, table6_pass_rate(t, d), n, rho)
                               for k in range(1, hard_max + 1))
 
-    uniform = weigh(d_cells, lambda t, d: 1.0)
+    uniform = weigh(d_points, lambda t, d: 1.0)
     return TaskAssumptions(
-        saturated=round(sum(saturated(t, d) for t, d in d_cells)),
-        strict_saturated=round(sum(saturated(t, d) for t, d in dp_cells)),
-        hard=round(sum(hard(t, d) for t, d in d_cells)),
-        hard_correct=round(sum(hard_correct(t, d) for t, d in d_cells)),
-        lengths={"pool": uniform, "strict_pool": weigh(dp_cells, lambda t, d: 1.0),
-                 "saturated": weigh(d_cells, saturated),
-                 "strict_saturated": weigh(dp_cells, saturated),
-                 "hard": weigh(d_cells, hard), "validation": uniform,
+        saturated=round(sum(saturated(t, d) for t, d in d_points)),
+        strict_saturated=round(sum(saturated(t, d) for t, d in dp_points)),
+        hard=round(sum(hard(t, d) for t, d in d_points)),
+        hard_correct=round(sum(hard_correct(t, d) for t, d in d_points)),
+        lengths={"pool": uniform, "strict_pool": weigh(dp_points, lambda t, d: 1.0),
+                 "saturated": weigh(d_points, saturated),
+                 "strict_saturated": weigh(dp_points, saturated),
+                 "hard": weigh(d_points, hard), "validation": uniform,
                  # the paper's eval set is harder than a uniform draw over D: D's mean is used
                  "eval": uniform},
         self_judge_output=self_judge_output, strong_judge_output=strong_judge_output,
-        basis=(f"Table 6 pass@1 per cell, {per_cell:,} questions per cell, k of n={n} correct "
+        # the printed basis keeps "per cell" (docs/paper-run.md's table is its output)
+        basis=(f"Table 6 pass@1 per cell, {per_point:,} questions per cell, k of n={n} correct "
                + ("binomial" if rho == 0 else f"beta-binomial, rho={rho}")))
 
 
@@ -254,7 +256,7 @@ def gsm8k_assumptions() -> TaskAssumptions:
 
 def paper_assumptions(rho: float = 0.0) -> Assumptions:
     """The defaults for the ``paper`` and ``paper_instruct`` profiles (3,000 questions per
-    chain-sum cell, n = 8); ``rho``: see ``correct_of_n``."""
+    chain-sum grid point, n = 8); ``rho``: see ``correct_of_n``."""
     return Assumptions(chain_sum=chain_sum_assumptions(rho=rho), gsm8k=gsm8k_assumptions())
 
 

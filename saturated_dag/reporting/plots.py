@@ -33,7 +33,7 @@ def pass_at_1_heatmap(grids: dict[str, pl.DataFrame], path: Path, title: str) ->
     """
     panels = {name: g for name, g in grids.items() if not g.is_empty()}
     if not panels:
-        raise ValueError("no chain-sum cells to plot")
+        raise ValueError("no chain-sum grid points to plot")
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
     for ax, (name, grid) in zip(axes[0], panels.items(), strict=True):
         digits = [c for c in grid.columns if c != GRID_INDEX]

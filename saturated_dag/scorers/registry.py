@@ -59,7 +59,7 @@ class ScorerSpec:
     agreement table); otherwise it is scored only where the profile names it.
     ``listed_in``: a profile field that must list it before training may rank by it (the
     known-answer scorers: ``scoring.known_answer_scorers``). ``tasks``: the tasks it applies
-    to (None: every task). ``gpu``: its asset takes the ``gpu`` pool.
+    to (None: every task). ``gpu``: its asset runs under the gpu concurrency limit.
     """
 
     name: str

@@ -1,10 +1,10 @@
-"""reasoning-gym ``chain_sum`` as a grid of (terms, digits) cells, as in the paper's Table 6.
+"""reasoning-gym ``chain_sum`` as a grid of (terms, digits) points, as in the paper's Table 6.
 
-Each cell of each pool draws from its own seed. reasoning-gym's item ``i`` under seed ``s`` is
-item ``i-1`` under seed ``s+1`` (it seeds ``Random(s + i)``), so seeds are spaced
-``SEED_SPACING`` apart: pools never share an item index as long as a cell draws fewer items
-than that. Small cells repeat expressions by chance, so each pool is de-duplicated and the eval
-set additionally skips every expression present in a training pool.
+Each grid point of each pool draws from its own seed. reasoning-gym's item ``i`` under seed
+``s`` is item ``i-1`` under seed ``s+1`` (it seeds ``Random(s + i)``), so seeds are spaced
+``SEED_SPACING`` apart: pools never share an item index as long as a grid point draws fewer
+items than that. Small grid points repeat expressions by chance, so each pool is
+de-duplicated and the eval set additionally skips every expression present in a training pool.
 
 The paper's own eval set (``hannoh/chainsum_eval``) is a fixed file instead: ``load_eval_set``
 reads it from the hub, a ``datasets`` folder or a JSONL file, and the training and validation
@@ -32,35 +32,37 @@ DRAW_SPACING = 100_000 * SEED_SPACING
 """Between two data seeds' base seeds (``Profile.data_seeds``): item i under seed s is item
 i - 1 under seed s + 1 (``../shared/FACTS.md``), so data seed d = base seed + 1 would draw
 data seed 0's questions shifted by one item (201 of the study's 208 were shared). Above
-every (pool, cell) slot of ``cell_seed`` times its spacing, so no two draws' item ranges
+every (pool, grid point) slot of ``point_seed`` times its spacing, so no two draws' item ranges
 overlap."""
 POOL_INDEX = {"D": 0, "D_prime": 1, "eval": 2, "validation": 3}
 
-Cell = tuple[int, int]  # (terms, digits)
+GridPoint = tuple[int, int]
+"""One point of the question grid: (terms, digits). Not a "cell", which is a row of the
+experiment plan (docs/glossary.md)."""
 
 
-def grid_cells(
-    terms: tuple[int, int], digits: tuple[int, int], exclude: Iterable[Cell] = ()
-) -> list[Cell]:
-    """All (terms, digits) cells of the inclusive ranges, minus ``exclude``, row-major."""
-    excluded = {tuple(c) for c in exclude}
-    cells = [
+def grid_points(
+    terms: tuple[int, int], digits: tuple[int, int], exclude: Iterable[GridPoint] = ()
+) -> list[GridPoint]:
+    """All (terms, digits) points of the inclusive ranges, minus ``exclude``, row-major."""
+    excluded = {tuple(p) for p in exclude}
+    points = [
         (t, d)
         for t in range(terms[0], terms[1] + 1)
         for d in range(digits[0], digits[1] + 1)
         if (t, d) not in excluded
     ]
-    if not cells:
+    if not points:
         raise ValueError(
             f"chain_sum grid is empty: terms {terms}, digits {digits}, exclude {sorted(excluded)}"
         )
-    return cells
+    return points
 
 
 # The paper's D (terms and digits 6-10) and D_prime (3-6, excluding 6/6), Sec. 4.1.
-PRESETS: dict[str, list[Cell]] = {
-    "D": grid_cells((6, 10), (6, 10)),
-    "D_prime": grid_cells((3, 6), (3, 6), exclude=[(6, 6)]),
+PRESETS: dict[str, list[GridPoint]] = {
+    "D": grid_points((6, 10), (6, 10)),
+    "D_prime": grid_points((3, 6), (3, 6), exclude=[(6, 6)]),
 }
 
 
@@ -69,31 +71,34 @@ def draw_seed(base_seed: int, data_seed: int) -> int:
     return base_seed + data_seed * DRAW_SPACING
 
 
-def cell_seed(base_seed: int, pool: str, cell: Cell) -> int:
-    """A seed per (pool, cell), far enough from every other that item ranges never overlap."""
-    terms, digits = cell
+def point_seed(base_seed: int, pool: str, point: GridPoint) -> int:
+    """A seed per (pool, grid point), far enough from every other that item ranges never
+    overlap."""
+    terms, digits = point
     if not (0 < terms < 100 and 0 < digits < 100):
-        raise ValueError(f"chain_sum cell {cell} out of range (terms and digits must be 1-99)")
+        raise ValueError(f"chain_sum grid point {point} out of range (terms and digits must "
+                         "be 1-99)")
     slot = POOL_INDEX[pool] * 10_000 + terms * 100 + digits
     return base_seed + slot * SEED_SPACING
 
 
-def cell_name(cell: Cell) -> str:
-    return f"{cell[0]}x{cell[1]}"
+def point_name(point: GridPoint) -> str:
+    """``6x10``: the grid point's name in question ids and the questions' ``cell`` column."""
+    return f"{point[0]}x{point[1]}"
 
 
-def _items(base_seed: int, pool: str, cell: Cell) -> Iterator[tuple[int, dict]]:
+def _items(base_seed: int, pool: str, point: GridPoint) -> Iterator[tuple[int, dict]]:
     # reasoning-gym (and the matplotlib it imports) takes 1.4 s: only when questions are drawn
     from reasoning_gym.arithmetic.chain_sum import ChainSumConfig, ChainSumDataset
 
-    terms, digits = cell
+    terms, digits = point
     config = ChainSumConfig(
         min_terms=terms,
         max_terms=terms,
         min_digits=digits,
         max_digits=digits,
         allow_negation=False,
-        seed=cell_seed(base_seed, pool, cell),
+        seed=point_seed(base_seed, pool, point),
         size=SEED_SPACING,
     )
     dataset = ChainSumDataset(config)
@@ -103,28 +108,29 @@ def _items(base_seed: int, pool: str, cell: Cell) -> Iterator[tuple[int, dict]]:
 
 def build_pool(
     pool: str,
-    cells: list[Cell],
-    per_cell: int,
+    points: list[GridPoint],
+    per_point: int,
     base_seed: int,
     exclude_expressions: set[str] | frozenset[str] = frozenset(),
 ) -> list[Question]:
-    """``per_cell`` distinct questions from each cell, skipping ``exclude_expressions``.
+    """``per_point`` distinct questions from each grid point, skipping ``exclude_expressions``.
 
-    Raises when a cell has too few distinct expressions (e.g. 40 questions from 2-term
+    Raises when a grid point has too few distinct expressions (e.g. 40 questions from 2-term
     1-digit sums with most of them already used by a training pool).
     """
-    if per_cell < 1:
-        raise ValueError(f"chain_sum questions per cell must be >= 1, got {per_cell}")
+    if per_point < 1:
+        raise ValueError(f"chain_sum questions per grid point must be >= 1, got {per_point}")
     questions: list[Question] = []
-    for cell in cells:
+    for point in points:
         seen: set[str] = set()
-        for idx, item in _items(base_seed, pool, cell):
-            if len(seen) == per_cell:
+        for idx, item in _items(base_seed, pool, point):
+            if len(seen) == per_point:
                 break
-            if idx >= 50 * per_cell + 1000:
+            if idx >= 50 * per_point + 1000:
                 raise ValueError(
-                    f"chain_sum cell {cell_name(cell)} of pool {pool} has only {len(seen)} "
-                    f"distinct unused expressions after {idx} draws; ask for fewer than {per_cell}"
+                    f"chain_sum grid point {point_name(point)} of pool {pool} has only "
+                    f"{len(seen)} distinct unused expressions after {idx} draws; ask for fewer "
+                    f"than {per_point}"
                 )
             expression = item["metadata"]["expression"]
             if expression in seen or expression in exclude_expressions:
@@ -133,14 +139,14 @@ def build_pool(
             problem = chain_sum_problem(expression)
             questions.append(
                 Question(
-                    question_id=f"{TASK}/{pool}/{cell_name(cell)}/{idx}",
+                    question_id=f"{TASK}/{pool}/{point_name(point)}/{idx}",
                     task=TASK,
                     pool=pool,
-                    cell=cell_name(cell),
+                    cell=point_name(point),
                     problem=problem,
                     prompt_text=policy_prompt(problem),
                     gold=item["answer"],
-                    meta={"terms": cell[0], "digits": cell[1], "expression": expression},
+                    meta={"terms": point[0], "digits": point[1], "expression": expression},
                 )
             )
     return questions
@@ -264,10 +270,10 @@ def eval_question(row: Any, index: int, where: str, source: str) -> Question:
                  or max(len(str(abs(x))) for x in operands))
     problem = chain_sum_problem(expression)
     return Question(
-        question_id=f"{TASK}/eval/{cell_name((terms, digits))}/row{index}",
+        question_id=f"{TASK}/eval/{point_name((terms, digits))}/row{index}",
         task=TASK,
         pool="eval",
-        cell=cell_name((terms, digits)),
+        cell=point_name((terms, digits)),
         problem=problem,
         prompt_text=policy_prompt(problem),
         gold=str(gold),
@@ -397,7 +403,8 @@ def load_eval_set(source: str) -> list[Question]:
     return list(_load(source, (stat.st_mtime, stat.st_size) if stat else None))
 
 
-def grid_of(grid: str | Any) -> list[Cell]:
-    """The cells of a profile's grid: a preset's name (``D``, ``D_prime``) or a grid setting
-    (``config.GridSpec``, anything with ``cells()``)."""
-    return list(PRESETS[grid]) if isinstance(grid, str) else grid.cells()
+def grid_of(grid: str | Any) -> list[GridPoint]:
+    """The points of a profile's grid: a preset's name (``D``, ``D_prime``) or a grid setting
+    (``config.GridSpec``, anything with ``points()``)."""
+    return list(PRESETS[grid]) if isinstance(grid, str) else grid.points()
+

@@ -201,7 +201,8 @@ def verify_many(
     min_parallel: int = 2000,
     mode: AnswerCheck = "math_verify",
 ) -> list[Verdict]:
-    """Verify many completions; over a process pool when large (about 3-5 ms each)."""
+    """Verify many completions; over ``workers`` worker processes when large (about 3-5 ms
+    each)."""
     _check_mode(mode)
     if len(completions) != len(golds):
         raise ValueError(f"{len(completions)} completions but {len(golds)} golds")
@@ -210,11 +211,11 @@ def verify_many(
         return _verify_chunk(pairs, mode)
     size = max(1, len(pairs) // (workers * 4))
     chunks = [pairs[i : i + size] for i in range(0, len(pairs), size)]
-    # spawn: workers must not inherit torch's thread pools from a forked parent; bound to this
+    # spawn: workers must not inherit torch's threads from a forked parent; bound to this
     # process (saturated_dag.infra.lifeline), so a killed run leaves no checker running.
     from saturated_dag.infra.lifeline import bind_worker
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
-                             initializer=bind_worker, initargs=(os.getpid(),)) as pool:
-        return [v for chunk in pool.map(partial(_verify_chunk, mode=mode), chunks)
+                             initializer=bind_worker, initargs=(os.getpid(),)) as checkers:
+        return [v for chunk in checkers.map(partial(_verify_chunk, mode=mode), chunks)
                 for v in chunk]

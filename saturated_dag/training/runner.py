@@ -1,8 +1,8 @@
 """The one runner of training jobs: a list of ``TrainingJob``s trained under a policy, in this
 process or side by side on the cores, with the same lifeline, thread limit and publish rule.
 
-Why one runner: a list of trainings used to run through several runners (this process, a
-pool of side-by-side workers, the Dagster Pipes child), each with its own guarantees. Here
+Why one runner: a list of trainings used to run through several runners (this process,
+side-by-side worker processes, the Dagster Pipes child), each with its own guarantees. Here
 every policy trains each job with ``train_job``, and shares:
 
 - **the publish rule.** An adapter is published by one rename (``train.train_adapter``), then
@@ -33,7 +33,7 @@ The policies (``policy_for`` chooses for the run's own process):
   starts a process per step, which costs more than the demo's short steps last
   (``docs/performance.md``). The workers are started once per process that trains (a few
   seconds, importing torch, TRL and PEFT at once: ``PRELOAD``) and then serve every grid of
-  its steps, warm. They are spawned, not forked: polars' thread pools do not survive a fork
+  its steps, warm. They are spawned, not forked: polars' threads do not survive a fork
   (a child forked from a process that had used polars hung in ``read_parquet``), and
   multiprocessing's fork server is one per process, preloaded and given its environment by
   whoever starts it first (Dagster's multiprocess executor under ``one_per_core``). A
@@ -270,15 +270,16 @@ _WORKER: dict[str, Any] = {}
 """The worker process's state: the queue its log lines go to, and the pid of the process
 that started it (its owner, the run's), checked before each publication."""
 
-_POOLS: dict[int, tuple[ProcessPoolExecutor, Any, threading.Thread]] = {}
-"""This process's worker pools by size, each with its log queue and the thread that started
-it: started by the first grid, kept for the next (a worker's imports, allocator and kernels
-stay warm), and ended when the process exits or a worker dies. The kernel's parent-death
-signal fires when the starting thread ends, so a pool whose thread has ended is replaced."""
+_WORKERS: dict[int, tuple[ProcessPoolExecutor, Any, threading.Thread]] = {}
+"""This process's sets of side-by-side workers by their count, each with its log queue and
+the thread that started it: started by the first grid, kept for the next (a worker's
+imports, allocator and kernels stay warm), and ended when the process exits or a worker dies.
+The kernel's parent-death signal fires when the starting thread ends, so workers whose
+starting thread has ended are replaced."""
 
 
 def _start_worker(lines: Any, owner: int) -> None:
-    """In each worker: bound to the process that owns the pool (the run's) and one torch
+    """In each worker: bound to the process that owns the workers (the run's) and one torch
     thread (``bind_to_owner``), then the imports."""
     import importlib
 
@@ -290,7 +291,7 @@ def _start_worker(lines: Any, owner: int) -> None:
 
 
 def train_in_worker(job: TrainingJob, tag: str) -> Record:
-    """Train ``job`` in this worker (``train_job``, with the pool's owner); its log lines go
+    """Train ``job`` in this worker (``train_job``, with the workers' owner); its log lines go
     to the parent, named by its adapter, then ``(tag, None)`` to say they are all sent. The
     record ``train_job`` returns, with where it was trained (``worker``: process, torch
     threads, monotonic start and end), which is not written to ``result.json``. The base
@@ -310,27 +311,27 @@ def train_in_worker(job: TrainingJob, tag: str) -> Record:
                                  "start": start, "end": time.monotonic()}}
 
 
-def _pool(count: int) -> tuple[ProcessPoolExecutor, Any]:
-    """The pool of ``count`` one-thread workers, started on first use (again when the thread
-    that started it has ended: its workers' parent-death signal has fired)."""
-    if count in _POOLS and not _POOLS[count][2].is_alive():
+def _workers(count: int) -> tuple[ProcessPoolExecutor, Any]:
+    """The ``count`` one-thread workers and their log queue, started on first use (again when
+    the thread that started them has ended: their parent-death signal has fired)."""
+    if count in _WORKERS and not _WORKERS[count][2].is_alive():
         _discard(count)
-    if count not in _POOLS:
+    if count not in _WORKERS:
         context = multiprocessing.get_context("spawn")
         lines = context.Queue()
-        _POOLS[count] = (ProcessPoolExecutor(count, mp_context=context,
-                                             initializer=_start_worker,
-                                             initargs=(lines, os.getpid())), lines,
-                         threading.current_thread())
-    pool, lines, _ = _POOLS[count]
-    return pool, lines
+        _WORKERS[count] = (ProcessPoolExecutor(count, mp_context=context,
+                                               initializer=_start_worker,
+                                               initargs=(lines, os.getpid())), lines,
+                           threading.current_thread())
+    workers, lines, _ = _WORKERS[count]
+    return workers, lines
 
 
 def _discard(count: int) -> None:
-    """End the pool of ``count`` workers (one died, or the step was interrupted)."""
-    pool, _, _ = _POOLS.pop(count, (None, None, None))
-    if pool is not None:
-        pool.shutdown(wait=False, cancel_futures=True)
+    """End the ``count`` workers (one died, or the step was interrupted)."""
+    workers, _, _ = _WORKERS.pop(count, (None, None, None))
+    if workers is not None:
+        workers.shutdown(wait=False, cancel_futures=True)
 
 
 def _side_by_side(jobs: list[TrainingJob], policy: SideBySide, log: LogFn | None
@@ -344,7 +345,7 @@ def _side_by_side(jobs: list[TrainingJob], policy: SideBySide, log: LogFn | None
     train = policy.train or train_in_worker
     say = log or (lambda _line: None)
     count = max(1, min(policy.workers, len(jobs)))
-    pool, lines = _pool(count)
+    workers, lines = _workers(count)
     say(f"training {len(jobs)} adapters side by side in {count} processes, one torch "
         "thread each")
     from saturated_dag.training.train import time_left
@@ -356,7 +357,7 @@ def _side_by_side(jobs: list[TrainingJob], policy: SideBySide, log: LogFn | None
     errors: dict[int, BaseException] = {}
     sent: set[str] = set()
     try:
-        futures = {pool.submit(train, job, tag): i
+        futures = {workers.submit(train, job, tag): i
                    for (tag, i), job in zip(tags.items(), jobs, strict=True)}
         pending = set(futures)
         while pending:
