@@ -32,7 +32,7 @@ from saturated_dag.infra.parallel import step_layout
 
 def recipe_sources(plan: TaskPlan) -> dict:
     """Each ``recipe_from`` cell's recipe cell and that cell's selection asset (None when the
-    recipe cell's grid is one point)."""
+    recipe cell has one configuration)."""
     out = {}
     for cell in plan.cells:
         source = plan.recipe_cell(cell)
@@ -53,7 +53,7 @@ def task_assets(profile: Profile, task: str
     in_step = step_layout(profile).processes == "per_step"
     scores = score_assets(profile, task)
     trained = plan.trained
-    grids = plan.grids  # each cell's adapters by grid key: its asset's partitions
+    partitions = plan.partitions  # each cell's adapters by partition key
     selections = [selection_asset(task, cell, trained[cell]) for cell in plan.selections]
     scorer_assets = score_asset_names(profile, task)
     datasets = preference_dataset_assets(task, list(plan.cells), scorer_assets)
@@ -75,7 +75,7 @@ def task_assets(profile: Profile, task: str
     scores = dict(zip(scores, score_list, strict=True))
     datasets = partitioned_by_draw(datasets, draws)
     built = [pool, parts, *scores.values(), agreement, *datasets,
-             *adapter_assets(task, grids, check_in_step=in_step, sources=recipe_sources(plan),
+             *adapter_assets(task, partitions, check_in_step=in_step, sources=recipe_sources(plan),
                              by_draw=draws is not None),
              *selections, *evals, *tables]
     if task == "chain_sum" and profile.testbed is not None:
@@ -87,7 +87,7 @@ def task_assets(profile: Profile, task: str
     checks = [generation_pool_check(task, pool), difficulty_partitions_check(parts),
               *(finite_scores_check(task, asset) for asset in scores.values()),
               *preference_dataset_checks(datasets),
-              *([] if in_step else adapter_checks(task, grids)),
+              *([] if in_step else adapter_checks(task, partitions)),
               *(coverage_check(task, asset) for asset in evals)]
     return built, checks
 

@@ -4,7 +4,7 @@ With several data seeds, the generation pool, the difficulty partitions, every s
 scores, the scorer agreement table and every training dataset have one partition per data
 seed (``data0``, ``data1``, ...): each draw shows in the UI and can be re-materialised on its
 own. Each runs one draw per run (the Parquet IO manager stores one partition per output, and
-``jobs/staged.py`` gives each draw a part of its own). An adapter's grid key names its data
+``jobs/staged.py`` gives each draw a part of its own). An adapter's partition key names its data
 seed (``lr0.001_data1_seed0``) and its dataset input maps to that draw's partition
 (``dataset_mapping``). With one data seed nothing is partitioned: the graph of a one-draw
 profile (``demo``) is what it was.
@@ -43,7 +43,7 @@ def draw_partition(context: dg.AssetExecutionContext) -> str | None:
     """The data-seed partition this step materialises (None: not partitioned). A run holds
     one draw of a pool-side asset: its partition key, or a range of one key (``jobs/staged``
     tags each draw's part with its key as the range's start and end)."""
-    if context.assets_def.partitions_def is None:  # one draw (a run may hold grid partitions)
+    if context.assets_def.partitions_def is None:  # one draw (a run may hold adapter partitions)
         return None
     keys = list(context.partition_keys)
     if len(keys) != 1:
@@ -85,11 +85,11 @@ def partitioned_by_draw(assets: Iterable[dg.AssetsDefinition],
         lambda spec: spec.replace_attributes(partitions_def=draws), list(assets)))
 
 
-def dataset_mapping(grid: Mapping[str, Experiment]) -> dg.StaticPartitionMapping:
+def dataset_mapping(partitions: Mapping[str, Experiment]) -> dg.StaticPartitionMapping:
     """An adapter asset's dataset input: each data-seed partition of the dataset maps to the
-    grid keys of the adapters that train on that draw."""
+    partition keys of the adapters that train on that draw."""
     by_draw: dict[str, list[str]] = {}
-    for key, adapter in grid.items():
+    for key, adapter in partitions.items():
         by_draw.setdefault(data_seed_key(adapter.data_seed), []).append(key)
     return dg.StaticPartitionMapping(by_draw)
 

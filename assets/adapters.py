@@ -1,13 +1,12 @@
-"""``<task>/<split>/adapter/<cell>``: the LoRA adapters of one cell of the experiment matrix,
-one Dagster partition per configuration x training seed of the cell's selection grid (its
-``grid_key``: ``lr0.0003_seed0``). A run over several partitions trains them in one step, one
-after another (``BackfillPolicy.single_run``); the step's one materialisation, recorded for
-each of its partitions, holds a table with a row per adapter (and, for a step of one adapter,
-that adapter's whole metadata). Each adapter has its home,
-``<output_dir>/adapters/<task>/<split>/<adapter name>``, and in it one folder per cache key,
-written once by its training; the step records the current one in ``<home>/current``
-(``saturated_dag.training.folders``). A sweep row that shares a main cell's configuration
-finds its adapter as a cache hit.
+"""``<task>/<split>/adapter/<cell>``: the LoRA adapters of one cell of the experiment matrix, one
+Dagster partition per configuration x training seed of the cell (its ``adapter_partition_key``:
+``lr0.0003_seed0``). A run over several partitions trains them in one step, one after another
+(``BackfillPolicy.single_run``); the step's one materialisation, recorded for each of its
+partitions, holds a table with a row per adapter (and, for a step of one adapter, that adapter's
+whole metadata). Each adapter has its home, ``<output_dir>/adapters/<task>/<split>/<adapter name>``,
+and in it one folder per cache key, written once by its training; the step records the current one
+in ``<home>/current`` (``saturated_dag.training.folders``). A sweep row that shares a main cell's
+configuration finds its adapter as a cache hit.
 
 Training runs 1-4 epochs and keeps the epoch with the best validation pass@1 (App. B), in its
 own process by default (``training.isolate``), started through Dagster Pipes: its log lines,
@@ -147,7 +146,7 @@ def training_key(profile: Profile, task: str, exp: Experiment, code_version: str
 def training_overrides(exp: Experiment, base: TrainingSettings) -> dict[str, Any]:
     """What the training process applies to the profile's training section so that it trains
     exactly ``exp.training(base)``: the cell's overrides and the per-device batch they imply
-    (a grid batch below the per-device batch lowers it, which the overrides alone do not say:
+    (a selection batch below the per-device batch lowers it, which the overrides alone do not say:
     batch 2 on a per-device batch of 8 was refused as not a multiple)."""
     return {**dict(exp.overrides), **dict(exp.recipe),
             "per_device_batch_size": exp.training(base).per_device_batch_size}
@@ -220,14 +219,15 @@ def adapter_facts(profile: Profile, task: str, exp: Experiment, out: Path, recor
         versions=record.get("versions", {}))
 
 
-def _description(cell: Experiment, grid: dict[str, Experiment]) -> str:
+def _description(cell: Experiment, partitions: dict[str, Experiment]) -> str:
     text = f"LoRA adapters of cell {cell.name}: {cell.method} on the {cell.split} split"
     if cell.scorer:
         text += f", ranked by {cell.scorer}"
     if cell.fixed:
         text += " with " + ", ".join(f"{k}={v}" for k, v in cell.fixed.items())
-    return (text + f". One Dagster partition per grid configuration and training seed "
-            f"({len(grid)}: {', '.join(list(grid)[:4])}{', ...' if len(grid) > 4 else ''}); "
+    return (text + f". One Dagster partition per configuration and training seed "
+            f"({len(partitions)}: {', '.join(list(partitions)[:4])}"
+            f"{', ...' if len(partitions) > 4 else ''}); "
             "a run over several trains them in one step.")
 
 
@@ -358,29 +358,29 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
     return metadata, version
 
 
-GRID_COLUMNS = {"adapter": "adapter", "cache": "cache", "best epoch": "epoch kept",
+PARTITION_COLUMNS = {"adapter": "adapter", "cache": "cache", "best epoch": "epoch kept",
                 "best validation pass@1 (%)": "validation pass@1 (%)"}
 """The step's table: one row per adapter it materialised (its partition key names the
-settings its grid varies), narrow enough for the UI's metadata panel at 1920 px."""
+settings its selection varies), narrow enough for the UI's metadata panel at 1920 px."""
 
 
-def grid_table(done: list[tuple[str, dict[str, object], str]]) -> dg.TableMetadataValue:
-    """The adapters one step materialised, a row each: partition (grid key: the settings the
-    grid varies, and the seed), adapter, cache, kept epoch and its validation pass@1 (the
+def partitions_table(done: list[tuple[str, dict[str, object], str]]) -> dg.TableMetadataValue:
+    """The adapters one step materialised, a row each: partition (partition key: the settings the
+    selection varies, and the seed), adapter, cache, kept epoch and its validation pass@1 (the
     adapter's folder, ``adapter folders``/<adapter>, holds its model card, with every
     setting and the final loss, and its curves)."""
     def plain(value: object) -> object:
         return getattr(value, "value", value)
 
     frame = pl.DataFrame(
-        [{"partition": p, **{shown: plain(m.get(c)) for c, shown in GRID_COLUMNS.items()}}
+        [{"partition": p, **{shown: plain(m.get(c)) for c, shown in PARTITION_COLUMNS.items()}}
          for p, m, _ in done],
         schema={"partition": pl.String, "adapter": pl.String, "cache": pl.String,
                 "epoch kept": pl.Int64, "validation pass@1 (%)": pl.Float64})
     return frame_table(frame, max_rows=max(25, len(done)), decimals=2)
 
 
-def grid_summary(cell: Experiment, done: list[tuple[str, dict[str, object], str]]) -> str:
+def partitions_summary(cell: Experiment, done: list[tuple[str, dict[str, object], str]]) -> str:
     """The step's answer first: how many adapters, trained or reused, and the best and worst
     validation pass@1 among them (the spread the selection chooses from)."""
     scored = [(m.get("best validation pass@1 (%)"), p) for p, m, _ in done
@@ -407,7 +407,7 @@ def step_version(done: list[tuple[str, dict[str, object], str]]) -> str:
 @dataclass(frozen=True)
 class RecipeSource:
     """Where a ``recipe_from`` cell's recipe comes from: its recipe cell, and that cell's
-    selection asset (None when its grid is one point: the recipe is its own settings)."""
+    selection asset (None when it has one configuration: the recipe is its own settings)."""
 
     cell: Experiment
     selection: dg.AssetKey | None
@@ -416,7 +416,7 @@ class RecipeSource:
 def chosen_recipe(training: TrainingSettings, source: Experiment, method: str,
                   table: pl.DataFrame | None) -> dict[str, Any]:
     """The settings ``method``'s ``recipe_from`` cells train: the configuration their recipe
-    cell ``source`` chose (``table``: its selection; None when its grid is one point, so the
+    cell ``source`` chose (``table``: its selection; None when it has one configuration, so the
     recipe is its own settings). The adapters and the testbed's analysis read it here."""
     from saturated_dag.experiments import recipe_settings
     from saturated_dag.training.selection import SETTINGS
@@ -433,14 +433,14 @@ def chosen_recipe(training: TrainingSettings, source: Experiment, method: str,
     return recipe_settings(training, source, method, row)
 
 
-def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
+def _adapter_asset(task: str, cell: Experiment, partitions: dict[str, Experiment],
                    check_in_step: bool, source: RecipeSource | None = None,
                    by_draw: bool = False) -> dg.AssetsDefinition:
     key = adapter_key(task, cell)
-    # with several data seeds the dataset has one partition per draw: each adapter's grid key
+    # with several data seeds the dataset has one partition per draw: each adapter's partition key
     # maps to its draw's, and the step receives every draw it trains on, by partition key
     ins = {"data": dg.AssetIn(key=[task, *cell.dataset]) if not by_draw else
-           dg.AssetIn(key=[task, *cell.dataset], partition_mapping=dataset_mapping(grid),
+           dg.AssetIn(key=[task, *cell.dataset], partition_mapping=dataset_mapping(partitions),
                       dagster_type=FRAMES_BY_DRAW)}
     if source is not None and source.selection is not None:
         # the recipe is an input: the lineage shows which selection this cell trains
@@ -448,12 +448,12 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
 
     @dg.asset(
         key=key, group_name=f"{task}_{cell.split}",
-        partitions_def=dg.StaticPartitionsDefinition(list(grid)),
-        backfill_policy=dg.BackfillPolicy.single_run(),  # a cell's grid: one step, one process
+        partitions_def=dg.StaticPartitionsDefinition(list(partitions)),
+        backfill_policy=dg.BackfillPolicy.single_run(),  # a cell's adapters: one step, one process
         pool="gpu", op_tags=priority(TRAINING),
         kinds={"lora", "peft", "pytorch"},  # "lora": the graph node's badge
         ins=ins, deps=["base_model"],
-        description=_description(cell, grid),
+        description=_description(cell, partitions),
         check_specs=[dg.AssetCheckSpec(LOADS_CHECK, asset=key, blocking=True,
                                        description=LOADS_DESCRIPTION)] if check_in_step else None,
     )
@@ -461,7 +461,7 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
                 inference: InferenceResource, data: Any,
                 **recipe_input: pl.DataFrame) -> dg.MaterializeResult:
         keys = list(context.partition_keys)
-        context.log.info(f"{cell.split}/{cell.name}: {len(keys)} of its {len(grid)} adapters "
+        context.log.info(f"{cell.split}/{cell.name}: {len(keys)} of its {len(partitions)} adapters "
                          f"in this step: {', '.join(keys)}")
         recipe: dict[str, Any] = {}
         if source is not None:
@@ -471,8 +471,8 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
                              f"{source.cell.name}: {recipe or 'the profile settings'}")
         frames = by_data_seed(data)
         adapters = [_look_up(context, experiment, inference, task,
-                             grid[partition].with_recipe(recipe),
-                             frames[grid[partition].data_seed])
+                             partitions[partition].with_recipe(recipe),
+                             frames[partitions[partition].data_seed])
                     for partition in keys]
         reported = _train_missing(context, experiment, inference, task, cell, adapters, frames)
         for a in adapters:  # what the eval reports, selection and tables now read
@@ -483,14 +483,14 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
                                                frames[a.exp.data_seed]))
                 for partition, a in zip(keys, adapters, strict=True)]
         # One materialisation for the step, which Dagster records for each of its partitions:
-        # the step's summary and grid table for all, and each partition's own record (every
+        # the step's summary and adapters table for all, and each partition's own record (every
         # setting, the curves, the kept epoch, the weights hash, the model card) as that
         # partition's metadata (``add_asset_metadata``), so a partition's page is its
         # adapter's page.
         for partition, metadata, _ in done:
             context.add_asset_metadata(metadata, partition_key=partition)
-        summary: dict[str, object] = {"summary": summary_entry(grid_summary(cell, done)),
-                                      "grid": grid_table(done)}
+        summary: dict[str, object] = {"summary": summary_entry(partitions_summary(cell, done)),
+                                      "adapters": partitions_table(done)}
         if source is not None:
             summary["recipe"] = dg.MetadataValue.json(
                 {"chosen on": source.cell.name, **recipe})
@@ -498,7 +498,7 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
             adapter_home(experiment.output_dir, task, cell).parent, experiment.output_dir)
         summary.update(reported)  # the training child's: seconds, base-model loads
         checks = ([loads_and_generates(experiment, inference, task,
-                                       [grid[partition] for partition in keys])]
+                                       [partitions[partition] for partition in keys])]
                   if check_in_step else [])
         return dg.MaterializeResult(metadata=summary,
                                     data_version=dg.DataVersion(step_version(done)),
@@ -507,19 +507,20 @@ def _adapter_asset(task: str, cell: Experiment, grid: dict[str, Experiment],
     return adapter
 
 
-def adapter_assets(task: str, grids: dict[Experiment, dict[str, Experiment]],
+def adapter_assets(task: str, by_cell: dict[Experiment, dict[str, Experiment]],
                    check_in_step: bool = False,
                    sources: dict[Experiment, RecipeSource] | None = None,
                    by_draw: bool = False) -> list[dg.AssetsDefinition]:
-    """One asset per cell, one Dagster partition per adapter of its grid (``grids``: each
-    cell's ``TaskPlan.grid``). ``check_in_step``: its ``loads_and_generates`` check runs at the
-    end of the step (on CPU, where each step is a process of its own and a separate check
-    step would cost a process start, ``jobs/executor.py``); otherwise it is a step of its own
-    (``adapter_checks``), ordered after every training so that on a GPU the policy's engine
-    is not restarted between trainings (``assets/_priority.py``). ``by_draw``: the datasets
-    have one partition per data seed (``assets/_draws.py``)."""
-    return [_adapter_asset(task, cell, grid, check_in_step, (sources or {}).get(cell), by_draw)
-            for cell, grid in grids.items()]
+    """One asset per cell, one Dagster partition per adapter (``by_cell``: each cell's
+    ``TaskPlan.partitions``). ``check_in_step``: its ``loads_and_generates`` check runs at the end
+    of the step (on CPU, where each step is a process of its own and a separate check step would
+    cost a process start, ``jobs/executor.py``); otherwise it is a step of its own
+    (``adapter_checks``), ordered after every training so that on a GPU the policy's engine is not
+    restarted between trainings (``assets/_priority.py``). ``by_draw``: the datasets have one
+    partition per data seed (``assets/_draws.py``)."""
+    return [_adapter_asset(task, cell, partitions, check_in_step, (sources or {}).get(cell),
+                           by_draw)
+            for cell, partitions in by_cell.items()]
 
 
 def _loads_one(experiment: ExperimentResource, inference: InferenceResource, task: str,
@@ -567,34 +568,34 @@ def loads_and_generates(experiment: ExperimentResource, inference: InferenceReso
                       "generated tokens": pl.Int64, "text": pl.String, "error": pl.String}))})
 
 
-def run_partitions(context: dg.AssetCheckExecutionContext, grid: dict[str, Experiment]
+def run_partitions(context: dg.AssetCheckExecutionContext, partitions: dict[str, Experiment]
                    ) -> list[str]:
-    """The grid keys a run targets, from its partition tags (one key or a range in grid
+    """The partition keys a run targets, from its partition tags (one key or a range in partition
     order); every key when the run names none."""
     tags = context.run.tags
-    keys = list(grid)
+    keys = list(partitions)
     if "dagster/partition" in tags:
         return [tags["dagster/partition"]]
     first, last = (tags.get("dagster/asset_partition_range_start"),
                    tags.get("dagster/asset_partition_range_end"))
-    if first in grid and last in grid:
+    if first in partitions and last in partitions:
         return keys[keys.index(first):keys.index(last) + 1]
     return keys
 
 
-def _loads_check(task: str, cell: Experiment, grid: dict[str, Experiment]
+def _loads_check(task: str, cell: Experiment, partitions: dict[str, Experiment]
                  ) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=adapter_key(task, cell), name=LOADS_CHECK, blocking=True,
                     op_tags=priority(AFTER_TRAINING), description=LOADS_DESCRIPTION)
     def check(context: dg.AssetCheckExecutionContext, experiment: ExperimentResource,
               inference: InferenceResource) -> dg.AssetCheckResult:
         return loads_and_generates(experiment, inference, task,
-                                   [grid[k] for k in run_partitions(context, grid)])
+                                   [partitions[k] for k in run_partitions(context, partitions)])
 
     return check
 
 
-def adapter_checks(task: str, grids: dict[Experiment, dict[str, Experiment]]
+def adapter_checks(task: str, by_cell: dict[Experiment, dict[str, Experiment]]
                    ) -> list[dg.AssetChecksDefinition]:
     """The separate check steps of ``adapter_assets(check_in_step=False)``."""
-    return [_loads_check(task, cell, grid) for cell, grid in grids.items()]
+    return [_loads_check(task, cell, partitions) for cell, partitions in by_cell.items()]

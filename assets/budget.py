@@ -1,8 +1,8 @@
 """``<task>/expected_best_by_budget``: methods at equal tuning budget (Dodge et al. 2019).
 
-The paper reports each method's best configuration of its selection grid (App. B), but DPO's
-grid also varies β, so its best is a maximum over more tries. This asset reads every selected
-main-matrix cell's grid (``<split>/selection/<cell>``) and reports its expected best
+The paper reports each method's best configuration (App. B), but DPO's selection also varies
+β, so its best is a maximum over more tries. This asset reads every selected main-matrix
+cell's configurations (``<split>/selection/<cell>``) and reports its expected best
 validation pass@1 as a function of the configurations tried, with its interval over the
 configurations (``saturated_dag.analysis.budget``); a figure per split; and the findings row "σ-RRHF
 vs DPO at equal budget" per split and scorer. The first screen is the findings row.
@@ -29,18 +29,18 @@ BUDGET_KEY = "expected_best_by_budget"
 def _summary(findings: pl.DataFrame, cells: int) -> str:
     if findings.is_empty():
         return (f"**Methods at equal tuning budget** over {cells} selected cell(s): no split "
-                "and scorer has both a σ-RRHF and a DPO grid, so there is no comparison row.")
+                "and scorer has both a σ-RRHF and a DPO selection, so there is no comparison row.")
     rows = [f"{r['split']} · {r['scorer']}: σ-RRHF {r['σ-RRHF expected best']:.2f} vs DPO "
             f"{r['DPO expected best']:.2f} at {r['configurations tried']} configuration(s) "
             f"tried, Δ {r['Δ']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}] ({r['verdict']})"
             for r in findings.iter_rows(named=True)]
     return ("**σ-RRHF vs DPO at equal budget** (expected best validation pass@1, %, when k "
-            "configurations of each grid are tried; 95% interval over the configurations; "
+            "configurations of each method are tried; 95% interval over the configurations; "
             "Dodge et al. 2019):\n\n" + "\n".join(f"- {r}" for r in rows))
 
 
 def budget_asset(task: str, cells: list[Experiment]) -> dg.AssetsDefinition:
-    """``cells``: the main matrix's cells whose grid has more than one configuration."""
+    """``cells``: the main matrix's cells with more than one configuration."""
     ins = {f"selection_{i}": dg.AssetIn(key=selection_key(task, c)) for i, c in enumerate(cells)}
 
     @dg.asset(key=[task, BUDGET_KEY], group_name=task, ins=ins, io_manager_key="parquet_io",
@@ -51,11 +51,11 @@ def budget_asset(task: str, cells: list[Experiment]) -> dg.AssetsDefinition:
     def expected_best_by_budget(context: dg.AssetExecutionContext,
                                 experiment: ExperimentResource,
                                 **selections: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-        grids = {(c.split, label(c.method), c.scorer or "-", c.name):
+        scores = {(c.split, label(c.method), c.scorer or "-", c.name):
                  selections[f"selection_{i}"]["validation pass@1"].to_list()
                  for i, c in enumerate(cells)}
-        table = budget.budget_table(grids)
-        findings = budget.equal_budget_rows(grids)
+        table = budget.budget_table(scores)
+        findings = budget.equal_budget_rows(scores)
         out = Path(experiment.output_dir) / task
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_csv(table, out / f"{BUDGET_KEY}.csv")

@@ -2,7 +2,7 @@
 
 ``docs/testbed.md`` ("DPO's recipe search") says what it answers. The profile ``dpo_search``
 (``testbed.analysis: dpo_recipe_search``) trains DPO on the oracle and on its shuffled scores,
-each cell over the whole selection grid, as ordinary cells of the plan. This module adds:
+each cell over all its configurations, as ordinary cells of the plan. This module adds:
 
 - the base model's validation results (``chain_sum/validation/base``): the reference every
   recipe's validation pass@1 is read against (the same questions, prompts, sampling and answer
@@ -76,7 +76,7 @@ def search_cells(plan: TaskPlan, split: str) -> dict[str, Experiment]:
     not_selected = [c.name for c in found.values() if c not in plan.selections]
     if not_selected:
         raise ValueError(f"testbed.analysis dpo_recipe_search: {', '.join(not_selected)} "
-                         "trains one configuration; the search needs a selection grid "
+                         "trains one configuration; the search needs several "
                          "(training.selection) and no training.recipes")
     return found
 
@@ -148,7 +148,7 @@ def dpo_search_asset(plan: TaskPlan, split: str) -> dg.AssetsDefinition:
         context.log.info(headline)
         return frame_output(table, {
             "summary": summary_entry(headline),
-            "grid": image(figure, "oracle Δ validation pass@1 over β x η (shuffled Δ in "
+            "β x η": image(figure, "oracle Δ validation pass@1 over β x η (shuffled Δ in "
                           "brackets) and the reward margins over training"),
             "recipes": frame_table(table.select(
                 "NLL weight", "β", "η", "oracle Δ", "oracle low", "oracle high",

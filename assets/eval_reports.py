@@ -49,7 +49,7 @@ from saturated_dag.evaluation.reports import (
     per_question_results,
     sample_shards_together,
 )
-from saturated_dag.experiments import Experiment, grid_key
+from saturated_dag.experiments import Experiment, adapter_partition_key
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.infra.shards import ShardStore, questions_digest
 from saturated_dag.reporting.model_card import (
@@ -379,7 +379,7 @@ def adapter_eval_asset(task: str, cell: Experiment,
             context, samples, base, seeds, [t[1] for t in targets], task,
             key=context.asset_key, k=experiment.settings.sampling.n,
             eval_set=eval_set, partitions=(located(profile, adapter_key(task, cell)),
-                                           [grid_key(training, cell, s,
+                                           [adapter_partition_key(training, cell, s,
                                                      experiment.settings.data_seeds)
                                             for s in seeds])))
         return frame_output(samples, metadata)
@@ -396,9 +396,9 @@ def configuration_metadata(task: str, cell: Experiment, name: str, seeds: list[E
                            output_dir: str, selected: bool, base_model: str, profile: Profile
                            ) -> dict[str, object]:
     """What a cell's report evaluated: the configuration (the selection's choice when the
-    cell has a grid), its hyperparameters as training recorded them, and links to its
+    cell has several), its hyperparameters as training recorded them, and links to its
     adapters' asset, the selection and the base model's report. The adapters' folders and
-    model cards are on the adapter's page (each partition's, for a grid): a folder's path is
+    model cards are on the adapter's page (each partition's, for several): a folder's path is
     one word wider than the UI's metadata panel at 1440 px (issue 47). The links name the
     keys of ``profile``'s graph (its ``key_prefix``)."""
     out: dict[str, object] = {

@@ -199,12 +199,11 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
                       ) -> dg.AssetsDefinition:
     """One sweep's table (and, for λ, Figure 6) from its adapters' eval reports.
 
-    ``configurations``: each row's cell's configurations (the selection grid over the settings
-    the row does not fix). A row with several reads its selection, and its ``adapter`` and
-    ``epochs`` columns name the chosen one (``<split>/selection/<cell>``); a row with one names
-    that one (not the cell: a row pinning the profile's own β is cell ``..._beta0.1`` of
-    adapter ``dpo_self_judge``).
-    """
+    ``configurations``: each row's cell's configurations (every combination of
+    ``training.selection``'s values for the settings the row does not fix). A row with several reads
+    its selection, and its ``adapter`` and ``epochs`` columns name the chosen one
+    (``<split>/selection/<cell>``); a row with one names that one (not the cell: a row pinning the
+    profile's own β is cell ``..._beta0.1`` of adapter ``dpo_self_judge``). """
     configurations = configurations or {}
     ins = {"base": dg.AssetIn(key=[task, "eval", "base"])}
     ins.update({f"row_{i}": dg.AssetIn(key=[task, r.experiment.split, "eval",

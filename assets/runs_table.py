@@ -93,7 +93,7 @@ def runs_table_asset(task: str, cells: list[Experiment],
     @dg.asset(key=[task, "runs_table"], group_name=task, ins=ins, io_manager_key="parquet_io",
               kinds={"polars", "parquet"}, metadata=schema_metadata("runs_table", report=True),
               description=f"{task}: every trained adapter (each configuration x seed of every "
-              "selection grid and sweep) with its settings, validation pass@1, whether it was "
+              "cell and sweep row) with its settings, validation pass@1, whether it was "
               "chosen and its eval pass@1 / pass@k with Δ to the base model; logged to MLflow "
               "when tracking.mlflow is on.")
     def table(context: dg.AssetExecutionContext, experiment: ExperimentResource,

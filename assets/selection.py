@@ -1,11 +1,11 @@
 """``<task>/<split>/selection/<cell>``: the paper's selection protocol (App. B) for one cell.
 
-A cell whose selection grid (``training.selection``) has more than one configuration trains
+A cell with more than one configuration (``training.selection``) trains
 each of them (each over ``training.replicates`` seeds); this asset reads their validation
 pass@1 and chooses the best (``saturated_dag.training.selection``). The cell's eval report evaluates
 the chosen configuration, so the main tables report it. The metadata leads with ``summary``
-(the choice and its margin; ``result_tables.selection_summary``), then the grid with the winner
-marked, narrowed to what tells the configurations apart (``shown``; every column is in the
+(the choice and its margin; ``result_tables.selection_summary``), then its configurations with the
+winner marked, narrowed to what tells the configurations apart (``shown``; every column is in the
 Parquet).
 """
 
@@ -30,7 +30,7 @@ from saturated_dag.training.selection import SETTINGS, Trained, chosen, selectio
 SETTING_NAMES = {"learning_rate": "η", "epochs": "max epochs",
                  "batch_size": "batch size", "dpo_beta": "β", "dpo_nll_weight": "NLL weight",
                  "rrhf_rank_weight": "λ"}
-"""The grid's settings as the inline table heads them."""
+"""The settings a selection varies, as the inline table heads them."""
 
 
 def selection_key(task: str, cell: Experiment) -> dg.AssetKey:
@@ -47,7 +47,7 @@ def short_name(configuration: str, cell: str) -> str:
 
 
 def shown(table: pl.DataFrame, cell: str) -> dg.TableMetadataValue:
-    """The selection grid inline, narrow enough for the UI's metadata panel at 1440 px (the UI
+    """The configurations inline, narrow enough for the UI's metadata panel at 1440 px (the UI
     wraps no header, so headers are short): short configuration names, the learning rate
     always (``2e-05``: two decimals would show 0), other settings only where they differ
     between configurations, the validation pass@1 with two decimals, the winner ticked. The
@@ -67,9 +67,9 @@ def shown(table: pl.DataFrame, cell: str) -> dg.TableMetadataValue:
 
 def same_adapters(profile: Profile, cell: Experiment,
                   trained: dict[Experiment, list[Experiment]]) -> None:
-    """Refuse a run whose settings would train other adapters than the graph holds: the grid
-    and the training seeds shape the asset graph, so they are set in the code location's
-    profile, not in a run's config overrides."""
+    """Refuse a run whose settings would train other adapters than the graph holds: the
+    configurations and the training seeds shape the asset graph, so they are set in the code
+    location's profile, not in a run's config overrides."""
     wanted = cell_adapters(profile.training, cell, profile.sampling.n, profile.data_seeds)
     if wanted != trained:
         raise dg.Failure(
@@ -128,14 +128,14 @@ def _overlay(output_dir: str, task: str, cell: Experiment,
 
 def selection_asset(task: str, cell: Experiment,
                     trained: dict[Experiment, list[Experiment]]) -> dg.AssetsDefinition:
-    """``trained``: each configuration of the cell's grid (grid order) and its training-seed
+    """``trained``: each configuration of the cell (configuration order) and its training-seed
     replicates (``experiments.configurations``, ``experiments.replicates``)."""
 
     @dg.asset(key=selection_key(task, cell), group_name=f"{task}_{cell.split}",
               io_manager_key="parquet_io", kinds={"selection", "polars", "parquet"},
               metadata=schema_metadata("selection", report=True),
               deps=[adapter_key(task, cell)],
-              description=f"Selection grid of {cell.name} ({cell.split}): each configuration's "
+              description=f"Selection of {cell.name} ({cell.split}): each configuration's "
               "validation pass@1 over its training seeds, one chosen by "
               "training.selection.rule (App. B's best, or the one-SE rule).")
     def selection(context: dg.AssetExecutionContext,

@@ -34,7 +34,7 @@ class EvalTarget:
 
 def eval_targets(profile: Profile) -> list[EvalTarget]:
     """Every eval report of the profile's plan: each task's base report, then each cell's,
-    waiting on the cell's selection (a grid of several configurations) or its adapters."""
+    waiting on the cell's selection (of several configurations) or its adapters."""
     targets = []
     for task, plan in experiment_plan(profile).items():
         targets.append(EvalTarget(task, located(profile, [task, "eval", "base"])))

@@ -1,38 +1,39 @@
-"""A job over adapters of several grids, as Dagster runs it: one run per partitions definition.
+"""A job over adapters of several partitions definitions, as Dagster runs it: one run per partitions
+definition.
 
-Each cell's adapters are one asset with one Dagster partition per configuration x training
-seed (``assets/adapters.py``). Dagster runs partitioned assets of one partitions definition
-together, so a job whose cells have different grids (``TaskPlan.cells_by_grid``: the demo's
-cells have 1, 2, 4 or 6 adapters) is a sequence of parts, each an ordinary asset job:
+Each cell's adapters are one asset with one Dagster partition per configuration x training seed
+(``assets/adapters.py``). Dagster runs partitioned assets of one partitions definition together, so
+a job whose cells have different partition keys (``TaskPlan.cells_by_partitions``: the demo's cells
+have 1, 2, 4 or 6 adapters) is a sequence of parts, each an ordinary asset job:
 
 - part 1: everything upstream of the adapters (pool, difficulty partitions, scores, datasets)
-  and the cells of the first grid;
-- parts 2 to k-1: the cells of one grid each;
-- part k: the cells of the last grid and everything downstream (selections, eval reports,
+  and the cells of the first partition set;
+- parts 2 to k-1: the cells of one partition set each;
+- part k: the cells of the last partition set and everything downstream (selections, eval reports,
   tables).
 
 With several data seeds (``data_seeds``: ``testbed``, ``study``), everything upstream of the
 adapters and beside them (pool, difficulty partitions, scores, the agreement table, datasets) has
-one Dagster partition per data seed (``assets/_draws.py``), one run each: the job starts with
-one part per data seed (the base model's observation in the first), and the first grid's part
-holds that grid's cells only.
+one Dagster partition per data seed (``assets/_draws.py``), one run each: the job starts with one
+part per data seed (the base model's observation in the first), and the first partition set's part
+holds that partition set's cells only.
 
-With ``training.recipes`` (the testbed), a grid whose cells train the recipe another cell's
-selection chooses comes after every grid without such cells, and its part also runs those
+With ``training.recipes`` (the testbed), a partition set whose cells train the recipe another cell's
+selection chooses comes after every partition set without such cells, and its part also runs those
 selections first (they are downstream of the earlier parts' adapters and upstream of its own).
 
-Each part's job carries its grid's whole partition range as run tags, so a plain
-``dg launch --job <part>`` (``dagster job execute -j <part>``) trains every adapter of its
-cells, each cell in one step (``BackfillPolicy.single_run``). With one grid the job is one part
-and keeps its name. Each part also carries ``WHOLE_JOB_TAG`` and ``PART_TAG`` (on the job's
-page, and on its runs, so the Runs page filters a whole job's runs by one tag) and a
-description that says what comes before and after it and the one command that runs them all:
-the UI lists jobs by name only, so a part found there must explain itself (issue 50).
+Each part's job carries its partition set's whole partition range as run tags, so a plain ``dg
+launch --job <part>`` (``dagster job execute -j <part>``) trains every adapter of its cells, each
+cell in one step (``BackfillPolicy.single_run``). With one partition set the job is one part and
+keeps its name. Each part also carries ``WHOLE_JOB_TAG`` and ``PART_TAG`` (on the job's page, and on
+its runs, so the Runs page filters a whole job's runs by one tag) and a description that says what
+comes before and after it and the one command that runs them all: the UI lists jobs by name only, so
+a part found there must explain itself (issue 50).
 
 The parts exist because one Dagster run holds one partitions definition; they are not the only
 way to run the graph: **Materialize all** on the UI's asset graph launches one asset backfill
 over every asset and partition (``allPartitions``), which the daemon runs in dependency
-order, the cells of a grid that are ready together in one run (``tests/test_web_ui.py``
+order, the cells of a partition set that are ready together in one run (``tests/test_web_ui.py``
 clicks it).
 
     python -m jobs.parts demo      # the parts of ``demo`` on the loaded profile, in order
@@ -65,49 +66,50 @@ UI_ACTION = ("in the UI, **Materialize all** on **Lineage** runs the whole graph
 T = TypeVar("T")
 
 
-def grid_groups(profile: Profile, tasks: Sequence[str]
+def partition_groups(profile: Profile, tasks: Sequence[str]
                 ) -> dict[tuple[str, ...], list[dg.AssetKey]]:
-    """Each distinct grid (its partition keys) of ``tasks``' cells, with the adapter assets
-    that have it, in plan order; a grid whose cells train a recipe another cell's selection
-    chooses (``training.recipes``) after every grid that has none, so the selection it reads
-    is materialised in an earlier part or its own."""
+    """Each distinct partition set (its partition keys) of ``tasks``' cells, with the adapter assets
+    that have it, in plan order; a partition set whose cells train a recipe another cell's selection
+    chooses (``training.recipes``) after every partition set that has none, so the selection it
+    reads is materialised in an earlier part or its own."""
     groups: dict[tuple[str, ...], list[dg.AssetKey]] = {}
     following: set[tuple[str, ...]] = set()
     plans = experiment_plan(profile)
     for task in tasks:
         plan = plans[task]
-        for grid, cells in plan.cells_by_grid.items():
-            groups.setdefault(grid, []).extend(located(profile, adapter_key(task, cell))
+        for partition_keys, cells in plan.cells_by_partitions.items():
+            groups.setdefault(partition_keys, []).extend(located(profile, adapter_key(task, cell))
                                                for cell in cells)
             if any(plan.recipe_cell(c) in plan.selections for c in cells):
-                following.add(grid)
+                following.add(partition_keys)
     return dict(sorted(groups.items(), key=lambda item: item[0] in following))
 
 
 def draw_parts(profile: Profile) -> int:
     """The parts that run the pool side, one per data seed; 0 with one data seed (then the
-    first grid's part runs it)."""
+    first partition set's part runs it)."""
     return profile.data_seeds if profile.data_seeds > 1 else 0
 
 
 def part_names(name: str, profile: Profile, tasks: Sequence[str]) -> list[str]:
     """The jobs that together run ``name``, in the order they must run."""
-    grids = len(grid_groups(profile, tasks))
-    count = draw_parts(profile) + (max(grids, 1) if draw_parts(profile) else grids)
+    sets = len(partition_groups(profile, tasks))
+    count = draw_parts(profile) + (max(sets, 1) if draw_parts(profile) else sets)
     return [name] if count <= 1 else [f"{name}_part_{i}_of_{count}"
                                       for i in range(1, count + 1)]
 
 
 def split_into_parts(groups: Sequence[tuple[tuple[str, ...], T]], before: T, after: T,
                      join: Callable[[list[T]], T]) -> list[tuple[tuple[str, ...], T]]:
-    """The one rule of the parts, for asset selections (``staged_jobs``) and for lists of
-    keys (``stages``): part 1 is ``before`` (what is upstream of the adapters) and the first
-    grid's cells; each middle part one grid's cells; the last part the last grid's cells and
-    ``after`` (everything downstream). ``groups``: each grid's keys with its cells."""
+    """The one rule of the parts, for asset selections (``staged_jobs``) and for lists of keys
+    (``stages``): part 1 is ``before`` (what is upstream of the adapters) and the first partition
+    set's cells; each middle part one partition set's cells; the last part the last partition set's
+    cells and ``after`` (everything downstream). ``groups``: each partition set's keys with its
+    cells."""
     last = len(groups) - 1
-    return [(grid, join([*([before] if index == 0 else []), cells,
+    return [(partition_keys, join([*([before] if index == 0 else []), cells,
                          *([after] if index == last else [])]))
-            for index, (grid, cells) in enumerate(groups)]
+            for index, (partition_keys, cells) in enumerate(groups)]
 
 
 RunTagsFor = Callable[[dg.AssetSelection], Mapping[str, str]]
@@ -135,7 +137,7 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
                 tags: dict[str, str] | None = None,
                 run_tags_for: RunTagsFor = no_run_tags) -> list[dg.UnresolvedAssetJobDefinition]:
     """The parts of the job ``name`` over the base model and every asset of ``tasks``."""
-    groups = grid_groups(profile, tasks)
+    groups = partition_groups(profile, tasks)
     base = dg.AssetSelection.assets(located(profile, "base_model"))
     whole = base | dg.AssetSelection.key_prefixes(
         *[[*profile.key_prefix_parts(), task] for task in tasks])
@@ -155,27 +157,29 @@ def staged_jobs(name: str, profile: Profile, tasks: Sequence[str], *,
     names = part_names(name, profile, tasks)
     jobs = []
     parts = split_into_parts(bridged, before, after, lambda pieces: reduce(operator.or_, pieces))
-    for index, (grid, selection) in enumerate(parts):
-        keys = groups[grid]
+    for index, (partition_keys, selection) in enumerate(parts):
+        keys = groups[partition_keys]
         part_tags = ({} if len(names) == 1 else
                      {WHOLE_JOB_TAG: name, PART_TAG: f"{index + 1} of {len(names)}"})
         jobs.append(asset_job(
             names[index], selection, executor_def=executor_def, run_tags_for=run_tags_for,
-            tags={**(tags or {}), **part_tags, RANGE_START: grid[0], RANGE_END: grid[-1]},
+            tags={**(tags or {}), **part_tags, RANGE_START: partition_keys[0],
+                  RANGE_END: partition_keys[-1]},
             description=(description if len(names) == 1 else
-                         part_description(name, names, index, description, grid, len(keys)))))
+                         part_description(name, names, index, description, partition_keys,
+                                          len(keys)))))
     return jobs
 
 
 def _bridged(groups: dict[tuple[str, ...], list[dg.AssetKey]]
              ) -> list[tuple[tuple[str, ...], dg.AssetSelection]]:
-    """Each grid's adapters with the selections they train the recipe of (downstream of other
-    adapters, upstream of these: ``training.recipes``)."""
+    """Each partition set's adapters with the selections they train the recipe of (downstream of
+    other adapters, upstream of these: ``training.recipes``)."""
     adapters = dg.AssetSelection.assets(*[k for keys in groups.values() for k in keys])
     out = []
-    for grid, keys in groups.items():
+    for partition_keys, keys in groups.items():
         cells = dg.AssetSelection.assets(*keys)
-        out.append((grid, cells | (cells.upstream() & adapters.downstream() - adapters)))
+        out.append((partition_keys, cells | (cells.upstream() & adapters.downstream() - adapters)))
     return out
 
 
@@ -184,8 +188,8 @@ def _jobs_by_draw(name: str, profile: Profile, tasks: Sequence[str],
                   *, executor_def: dg.ExecutorDefinition, description: str,
                   tags: dict[str, str] | None, run_tags_for: RunTagsFor
                   ) -> list[dg.UnresolvedAssetJobDefinition]:
-    """The parts of a job of a profile with several data seeds: one per data seed over the
-    pool side (everything downstream of the pools and not of the adapters), then one per grid
+    """The parts of a job of a profile with several data seeds: one per data seed over the pool side
+    (everything downstream of the pools and not of the adapters), then one per partition set
     (``split_into_parts`` without a ``before``), the last with everything downstream."""
     pools = dg.AssetSelection.assets(*[located(profile, [task, "generation_pool"])
                                        for task in tasks])
@@ -205,16 +209,18 @@ def _jobs_by_draw(name: str, profile: Profile, tasks: Sequence[str],
                      "difficulty partitions, scores, agreement table and datasets)"
                      + (", after the base model's observation" if draw == 0 else "")))
     empty = dg.AssetSelection.assets()
-    cells = [(grid, sel) for grid, sel in bridged] or [((), empty)]
-    for index, (grid, selection) in enumerate(cells):
+    cells = [(partition_keys, sel) for partition_keys, sel in bridged] or [((), empty)]
+    for index, (partition_keys, selection) in enumerate(cells):
         last = index == len(cells) - 1
-        what = (f"the adapters of {len(groups[grid])} cell(s) of the grid {_shown(grid)}"
-                if grid else "")
+        what = (f"the adapters of {len(groups[partition_keys])} cell(s) with the partition keys "
+                f"{_shown(partition_keys)}"
+                if partition_keys else "")
         if last:
             what += ((", then " if what else "") + "everything downstream of the adapters "
                      "(selections, eval reports, tables)")
         runs.append((selection | after if last else selection,
-                     grid[0] if grid else "", grid[-1] if grid else "", what))
+                     partition_keys[0] if partition_keys else "",
+                     partition_keys[-1] if partition_keys else "", what))
     jobs = []
     for index, (selection, start, end, what) in enumerate(runs):
         part_tags = {WHOLE_JOB_TAG: name, PART_TAG: f"{index + 1} of {len(names)}"}
@@ -242,22 +248,23 @@ def _describe_part(name: str, names: Sequence[str], index: int, description: str
 
 
 def part_description(name: str, names: Sequence[str], index: int, description: str,
-                     grid: Sequence[str], cells: int) -> str:
+                     partition_keys: Sequence[str], cells: int) -> str:
     """What part ``index`` of ``name`` (its parts ``names``) is, what runs before and after it,
     and the one command (and the UI's one action) that runs them all: the jobs list shows a
     part by its name only, and a user who launches it alone must learn there that the graph
     is not complete until the last part has run."""
     this = (("everything upstream of the adapters (the base model's observation, pool, "
              "difficulty partitions, scores, datasets), then " if index == 0 else "")
-            + f"the adapters of {cells} cell(s) of the grid {_shown(grid)}"
+            + f"the adapters of {cells} cell(s) with the partition keys {_shown(partition_keys)}"
             + (", then everything downstream of them (selections, eval reports, tables)"
                if index == len(names) - 1 else ""))
     return _describe_part(name, names, index, description, this)
 
 
-def _shown(grid: Sequence[str]) -> str:
-    """A grid's first keys, and how many more."""
-    return ", ".join(grid[:3]) + (f" and {len(grid) - 3} more" if len(grid) > 3 else "")
+def _shown(partition_keys: Sequence[str]) -> str:
+    """A partition set's first keys, and how many more."""
+    more = len(partition_keys) - 3
+    return ", ".join(partition_keys[:3]) + (f" and {more} more" if more > 0 else "")
 
 
 def _is_data_seed(partition: str) -> bool:
@@ -311,15 +318,17 @@ def stages(assets: Sequence[Any], keys: Sequence[dg.AssetKey]
         return _ancestors(assets, start)
 
     below_adapters = {k for k in keys if k not in parted and ancestors([k]) & parted}
-    # a grid's bridges: the selections its cells train the recipe of (``training.recipes``)
-    bridges = {grid: [k for k in keys if k in below_adapters and k in ancestors(group)]
-               for grid, group in groups.items()}
+    # a partition set's bridges: the selections its cells train the recipe of (``training.recipes``)
+    bridges = {partition_keys: [k for k in keys if k in below_adapters and k in ancestors(group)]
+               for partition_keys, group in groups.items()}
     ordered = sorted(groups.items(), key=lambda item: bool(bridges[item[0]]))
     upstream = ancestors(list(parted))
     before = [k for k in keys if k not in parted and k in upstream and k not in below_adapters]
     bridged = {k for found in bridges.values() for k in found}
     after = [k for k in keys if k not in parted and k not in before and k not in bridged]
-    parts = split_into_parts([(grid, [*bridges[grid], *group]) for grid, group in ordered],
+    parts = split_into_parts([(partition_keys, [*bridges[partition_keys], *group])
+                              for partition_keys, group in ordered],
                              before, after,
                              lambda pieces: [k for piece in pieces for k in piece])
-    return [(selected, {RANGE_START: grid[0], RANGE_END: grid[-1]}) for grid, selected in parts]
+    return [(selected, {RANGE_START: partition_keys[0], RANGE_END: partition_keys[-1]})
+            for partition_keys, selected in parts]

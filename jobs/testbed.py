@@ -2,7 +2,7 @@
 
 The testbed's rows are ordinary cells of the plan, so the job is every asset of the
 ``testbed`` profile's graph: the pool, the known-answer scores, the datasets, every adapter
-(each method's recipe chosen on its oracle cell first: those grids run in the earlier parts,
+(each method's recipe chosen on its oracle cell first: those cells run in the earlier parts,
 ``jobs/staged.py``), the eval reports and the analysis ``chain_sum/testbed_validation``. A
 re-run after a kill trains only the adapters not yet published; an edit to the analysis
 re-runs the analysis alone. It runs on a location whose profile has a ``testbed`` section
@@ -23,7 +23,7 @@ def testbed_jobs(profile: Profile, run_tags_for: RunTagsFor = no_run_tags) -> li
         return whole_profile_job(
             "dpo_recipe_search", profile,
             f"DPO's recipe search of profile {profile.name!r}: DPO on the oracle and on its "
-            "shuffled scores at every recipe of the selection grid, the base model's "
+            "shuffled scores at every recipe training.selection lists, the base model's "
             "validation results and the analysis chain_sum/dpo_recipe_search "
             "(docs/testbed.md).", run_tags_for=run_tags_for)
     return whole_profile_job(

@@ -4,7 +4,7 @@
 (by path, so the parent's ``resources`` package and Dagster itself are not imported here; ``-P``
 keeps this folder off ``sys.path``). Pipes hands over, as extras, the training jobs
 (``TrainingJob``, as JSON, validated here), where to write the result records and where to
-keep a plain-text log. The jobs are the adapters of one step (a cell's grid). The child trains
+keep a plain-text log. The jobs are the adapters of one step (a cell's adapters). The child trains
 them with the core's one runner (``saturated_dag.training.runner.run_jobs``, in this process:
 one after another with one load of the base model, each adapter published with its
 ``result.json``), with the run process as their owner, sends each progress line to the run's
@@ -41,7 +41,7 @@ def report_metadata(records: list[dict[str, Any]], seconds: float, versions: lis
                     loads: int) -> dict[str, Any]:
     """What the child reports besides the data version (plain values; Pipes infers types):
     for one adapter its epochs and loss, for several how many; the seconds, and how many
-    times a base model was read from disk (once for a whole grid)."""
+    times a base model was read from disk (once for a whole step)."""
     out: dict[str, Any] = {"adapters_trained": len(records),
                            "training_seconds": round(seconds, 2),
                            "base_model_loads": loads}

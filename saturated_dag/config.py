@@ -422,7 +422,7 @@ class RrhfVariantSweep(_Strict):
     variants: list[RrhfVariant] = Field(
         default_factory=lambda: ["full", "no_sft", "no_hinge", "no_logistic"], min_length=1)
     rank_weight: float | None = Field(None, ge=0)
-    """The λ every variant row holds (the selection grid never varies it for these rows);
+    """The λ every variant row holds (the selection never varies it for these rows);
     None: ``training.rrhf_rank_weight`` (the paper's σ-RRHF runs use λ = 0.1). λ = 0 with the
     ``no_sft`` variant would train nothing and is refused."""
 
@@ -452,21 +452,21 @@ class SweepSettings(_Strict):
     dpo_beta: DpoBetaSweep | None = None
 
 
-class SelectionGrid(_Strict):
-    """The paper's selection protocol (App. B, Table 5): every cell of the matrix trains each
-    configuration of this grid and reports the one with the best validation pass@1.
+class SelectionSettings(_Strict):
+    """The paper's selection protocol (App. B, Table 5): the lists of values a cell's
+    configurations take. Every cell of the matrix trains each configuration (each combination
+    of the listed values) and reports the one with the best validation pass@1.
 
-    A list left out (null) is the ``training`` section's own single value, so an empty grid
-    trains each cell once, as before. ``epochs`` are separate runs, each with its own cosine
+    A list left out (null) is the ``training`` section's own single value, so with no list each cell
+    trains one configuration, as before. ``epochs`` are separate runs, each with its own cosine
     schedule (and, within it, the best epoch's checkpoint). ``dpo_betas`` apply to DPO cells,
     ``rrhf_rank_weights`` to σ-RRHF cells; a setting a sweep row fixes (its λ, β, learning rate,
-    σ-RRHF switches) is never varied for that row, whatever its value (equal to the
-    ``training`` value or not). ``rrhf_rank_weights`` is off in ``paper``: Table 2's caption
-    and App. C.1 report σ-RRHF at λ = 0.1, and λ is Figure 6's sweep; setting it selects λ per
-    σ-RRHF cell instead, the other reading of App. B (``docs/paper-differences.md``).
-    ``batch_sizes`` a method cannot use (σ-RRHF: fewer than a question's ``n`` completions, or
-    not a multiple of ``per_device_batch_size``) are skipped for it.
-    """
+    σ-RRHF switches) is never varied for that row, whatever its value (equal to the ``training``
+    value or not). ``rrhf_rank_weights`` is off in ``paper``: Table 2's caption and App. C.1 report
+    σ-RRHF at λ = 0.1, and λ is Figure 6's sweep; setting it selects λ per σ-RRHF cell instead, the
+    other reading of App. B (``docs/paper-differences.md``). ``batch_sizes`` a method cannot use
+    (σ-RRHF: fewer than a question's ``n`` completions, or not a multiple of
+    ``per_device_batch_size``) are skipped for it. """
 
     learning_rates: list[float] | None = Field(None, min_length=1)
     epochs: list[int] | None = Field(None, min_length=1)
@@ -483,7 +483,7 @@ class SelectionGrid(_Strict):
     1e-3 the shuffled and random controls lost 2-3 points."""
 
     @model_validator(mode="after")
-    def _ranges(self) -> SelectionGrid:
+    def _ranges(self) -> SelectionSettings:
         for name, low, strict in (("learning_rates", 0, True), ("dpo_betas", 0, True),
                                   ("dpo_nll_weights", 0, False),
                                   ("rrhf_rank_weights", 0, False), ("batch_sizes", 1, False)):
@@ -504,7 +504,7 @@ class SelectionGrid(_Strict):
 class RecipeSettings(_Strict):
     """One recipe per method, chosen where the answer is known (the calibrated testbed,
     docs/testbed.md): the method's cell ranked by ``scorer`` (the positive control; SFT's own
-    cell, which ranks nothing) trains the whole selection grid, its selection chooses by
+    cell, which ranks nothing) trains all its configurations, its selection chooses by
     ``selection.rule``, and every other main-matrix cell of the method trains the chosen
     configuration over its training seeds. A row then differs from the positive control only
     in its scores. The recipe is an input of those cells' adapter assets, so the lineage shows
@@ -606,7 +606,7 @@ class TrainingSettings(_Strict):
     rejected swapped on half the questions). With ``dpo_correctness_random`` it makes the hard
     split's known-signal control, read by the testbed's analysis: DPO must learn correctness
     from the random pairs before a null of the hard split's DPO rows can be read."""
-    selection: SelectionGrid = SelectionGrid()
+    selection: SelectionSettings = SelectionSettings()
     recipes: RecipeSettings | None = None
     """None: every cell selects its own configuration (App. B). Set: each method's recipe is
     selected on one cell and its other main-matrix cells train that recipe (the testbed)."""
@@ -689,7 +689,7 @@ class TestbedSettings(_Strict):
     (``chain_sum/testbed_validation``, the ``testbed`` job); ``dpo_recipe_search``, DPO's
     recipe search (``chain_sum/dpo_recipe_search``, the ``dpo_recipe_search`` job, profile
     ``dpo_search``): DPO on the oracle and on its shuffled scores, each cell selecting over
-    the whole grid, every configuration's validation results and training log read against
+    all its configurations, every configuration's validation results and training log read against
     the base model's validation results. DPO's controls pass at a recipe as they do in the
     ``controls`` analysis (``dpo_min_effect``, ``null_band``)."""
 

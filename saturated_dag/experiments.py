@@ -1,6 +1,6 @@
 """The experiment matrix: which cells a profile evaluates (split x method x scorer, plus the
 paper's sweeps: λ ablation, σ-RRHF variants, DPO β x learning rate) and which adapters each
-cell trains (the selection grid's configurations x the training-seed replicates, App. B).
+cell trains (the configurations x the training-seed replicates, App. B).
 
 Pure data, so the Dagster layer builds one dataset, adapter, selection and eval-report asset
 per cell and configuration, and tests can check the matrix without Dagster.
@@ -35,18 +35,19 @@ SWEEP_TITLES = {
 SUFFIX = {"rrhf_rank_weight": "lambda", "dpo_beta": "beta", "dpo_nll_weight": "nll",
           "learning_rate": "lr", "epochs": "ep", "batch_size": "bs", "seed": "seed"}
 DATA_SEED_SUFFIX = "data"
-"""An adapter's data seed in its name and grid key (``data1``); also the data-seed partition
+"""An adapter's data seed in its name and partition key (``data1``); also the data-seed partition
 keys of the pool-side assets (``data_seed_key``)."""
 SWITCHES = {"rrhf_use_sft": "sft", "rrhf_hinge": "hinge", "rrhf_logistic_weight": "logistic"}
 ORDER = (*SWITCHES, "rrhf_rank_weight", "dpo_beta", "dpo_nll_weight", "learning_rate", "epochs",
          "batch_size", "seed")
 """The order of a name's suffixes: one setting, one place, whichever path set it."""
-GRID = {"learning_rates": "learning_rate", "epochs": "epochs", "batch_sizes": "batch_size",
-        "dpo_betas": "dpo_beta", "dpo_nll_weights": "dpo_nll_weight",
-        "rrhf_rank_weights": "rrhf_rank_weight"}
-"""Selection-grid list -> the training setting it varies."""
-GRID_METHODS = {grid: methods_reading(setting) for grid, setting in GRID.items()}
-"""Grid lists that apply only to some methods (the others vary every method's setting)."""
+SELECTION_LISTS = {"learning_rates": "learning_rate", "epochs": "epochs",
+                   "batch_sizes": "batch_size", "dpo_betas": "dpo_beta",
+                   "dpo_nll_weights": "dpo_nll_weight", "rrhf_rank_weights": "rrhf_rank_weight"}
+"""Selection list -> the training setting it varies."""
+SELECTION_LIST_METHODS = {name: methods_reading(setting)
+                          for name, setting in SELECTION_LISTS.items()}
+"""Selection lists that apply only to some methods (the others vary every method's setting)."""
 
 
 def number_text(value: float) -> str:
@@ -81,8 +82,8 @@ class Experiment:
     Two fields belong to cells only (adapters leave them empty):
 
     - ``pinned``: settings a sweep row fixes at the profile's own value while the selection
-      grid varies them (Table 9's β = 0.1 when the grid has ``dpo_betas``). Without them the
-      row would be the main cell and select over the very value it exists to fix; with them
+      varies them (Table 9's β = 0.1 when ``training.selection`` has ``dpo_betas``). Without
+      them the row would be the main cell and select over the very value it exists to fix; with them
       it keeps that value and gets a name of its own.
     - ``seeds``: the row's training seeds when they differ from ``training.replicates``
       (Figure 6's λ = 0, the mean of three runs in App. C.2).
@@ -134,7 +135,7 @@ class Experiment:
 
     @property
     def fixed(self) -> dict[str, Any]:
-        """What the cell holds whatever its selection grid says: its overrides and pins."""
+        """What the cell holds whatever its selection lists say: its overrides and pins."""
         return dict((*self.overrides, *self.pinned))
 
     def with_settings(self, base: TrainingSettings, settings: dict[str, Any]) -> Experiment:
@@ -154,7 +155,7 @@ class Experiment:
 
     def training(self, base: TrainingSettings) -> TrainingSettings:
         """The profile's training settings with this cell's overrides (and an adapter's
-        recipe) applied (a grid batch size smaller than the per-device batch also lowers the
+        recipe) applied (a selection batch size smaller than the per-device batch also lowers the
         per-device batch to fit)."""
         if not self.overrides and not self.recipe:
             return base
@@ -166,10 +167,10 @@ class Experiment:
 
 
 def varied_keys(training: TrainingSettings, method: str) -> set[str]:
-    """The training settings the selection grid varies for ``method``'s cells."""
-    grid = training.selection
-    return {key for name, key in GRID.items() if getattr(grid, name) is not None
-            and method in GRID_METHODS.get(name, {method})}
+    """The training settings ``training.selection`` varies for ``method``'s cells."""
+    lists = training.selection
+    return {key for name, key in SELECTION_LISTS.items() if getattr(lists, name) is not None
+            and method in SELECTION_LIST_METHODS.get(name, {method})}
 
 
 def canonical(base: TrainingSettings, settings: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -253,7 +254,7 @@ def recipe_settings(training: TrainingSettings, source: Experiment, method: str,
                     chosen: dict[str, Any]) -> dict[str, Any]:
     """What a ``recipe_from`` cell of ``method`` trains: of the configuration its recipe
     cell ``source`` chose (``chosen``: the selection table's row, or the cell's own
-    settings when its grid is one point), the settings ``source``'s grid varies that
+    settings when it has one configuration), the settings ``source``'s selection varies that
     ``method`` reads (RAFT takes SFT's learning rate, never a β)."""
     keys = varied_keys(training, source.method) - set(source.fixed)
     return {k: chosen[k] for k in ORDER if k in keys and k in chosen
@@ -271,7 +272,7 @@ def _with_recipes(training: TrainingSettings, cells: list[Experiment]) -> list[E
 def _cell(training: TrainingSettings, split: str, method: str, scorer: str,
           settings: dict[str, Any], seeds: int | None = None) -> Experiment:
     """A sweep row's cell: it fixes every key of ``settings`` whatever its value (a value equal
-    to the profile's is pinned where the grid varies it), and trains ``seeds`` seeds."""
+    to the profile's is pinned where the selection varies it), and trains ``seeds`` seeds."""
     overrides = canonical(training, settings)
     varied = varied_keys(training, method) - {k for k, _ in overrides}
     pinned = tuple((k, settings[k]) for k in ORDER if k in settings and k in varied)
@@ -314,7 +315,7 @@ def experiment_matrix(training: TrainingSettings) -> list[Experiment]:
     """Every cell the profile evaluates (main matrix, then sweeps), each once, stable order.
 
     A cell is what a table row reports; the adapters it trains are ``configurations`` x
-    ``replicates`` (just the cell itself when the grid is one point and there is one seed).
+    ``replicates`` (just the cell itself when it has one configuration and one seed).
     """
     cells = main_matrix(training)
     for rows in sweeps(training).values():
@@ -388,23 +389,24 @@ def _usable_batch(training: TrainingSettings, method: str, batch: int, n: int) -
 
 
 def configurations(training: TrainingSettings, cell: Experiment, n: int) -> list[Experiment]:
-    """The selection grid's configurations of ``cell`` (App. B), seed 0 of each; ``[cell]``
-    when the grid has one point for it. Settings the cell fixes (a sweep row's λ, β, learning
-    rate) are not varied; ``n`` is the samples per question (σ-RRHF batch sizes)."""
+    """The configurations of ``cell`` (App. B): every combination of the values
+    ``training.selection`` lists, seed 0 of each; ``[cell]`` when it lists none. Settings the cell
+    fixes (a sweep row's λ, β, learning rate) are not varied; ``n`` is the samples per question
+    (σ-RRHF batch sizes)."""
     if cell.recipe_from is not None:  # trains the recipe its recipe cell chooses
         return [cell]
-    grid = training.selection
+    lists = training.selection
     fixed = set(cell.fixed)
     axes: list[list[tuple[str, Any]]] = []
-    for name, key in GRID.items():
-        values = getattr(grid, name)
-        if values is None or key in fixed or cell.method not in GRID_METHODS.get(
+    for name, key in SELECTION_LISTS.items():
+        values = getattr(lists, name)
+        if values is None or key in fixed or cell.method not in SELECTION_LIST_METHODS.get(
                 name, {cell.method}):
             continue
         if key == "batch_size":
             values = [b for b in values if _usable_batch(training, cell.method, b, n)]
             if not values:
-                raise ValueError(f"training.selection.batch_sizes {grid.batch_sizes}: none "
+                raise ValueError(f"training.selection.batch_sizes {lists.batch_sizes}: none "
                                  f"fits {cell.method} (at least sampling.n={n} and a multiple "
                                  f"of per_device_batch_size={training.per_device_batch_size})")
         axes.append([(key, v) for v in values])
@@ -425,7 +427,7 @@ def replicates(training: TrainingSettings, configuration: Experiment,
 
 def cell_adapters(training: TrainingSettings, cell: Experiment, n: int,
                   data_seeds: int = 1) -> dict[Experiment, list[Experiment]]:
-    """The cell's grid configurations (grid order), each with its replicates (data seeds x
+    """The cell's configurations (configuration order), each with its replicates (data seeds x
     training seeds): the adapters the cell trains; more than one configuration means a
     selection."""
     return {config: replicates(training, config, cell.seeds, data_seeds)
@@ -439,14 +441,14 @@ def trained_adapters(training: TrainingSettings, cells: list[Experiment],
     return distinct_adapters(cell_adapters(training, cell, n, data_seeds) for cell in cells)
 
 
-def grid_key(training: TrainingSettings, cell: Experiment, adapter: Experiment,
+def adapter_partition_key(training: TrainingSettings, cell: Experiment, adapter: Experiment,
              data_seeds: int = 1) -> str:
-    """The name of one adapter of ``cell`` within the cell's grid: the settings the cell's
-    selection grid varies, its data seed (when the profile has several) and its training
-    seed, always written out (``lr0.0003_seed0``; ``seed0`` when only the seed varies;
-    ``lr0.0003_data1_seed0``). It is the adapter's Dagster partition key of the cell's adapter
-    asset; cells of one method and one grid share their keys, so they share a partitions
-    definition and can train in one run."""
+    """The name of one adapter of ``cell`` among the cell's adapters: the settings the cell's
+    selection varies, its data seed (when the profile has several) and its training seed, always
+    written out (``lr0.0003_seed0``; ``seed0`` when only the seed varies; ``lr0.0003_data1_seed0``).
+    It is the adapter's Dagster partition key of the cell's adapter asset; cells of one method and
+    one set of configurations share their keys, so they share a partitions definition and can train
+    in one run."""
     effective = adapter.training(training)
     varied = {"seed"} if cell.recipe_from is not None else (
         varied_keys(training, cell.method) - set(cell.fixed)) | {"seed"}
@@ -459,7 +461,7 @@ def grid_key(training: TrainingSettings, cell: Experiment, adapter: Experiment,
 
 def data_seed_key(data_seed: int) -> str:
     """Data seed ``data_seed`` as a Dagster partition key of the pool-side assets and in an
-    adapter's grid key: ``data0``, ``data1``, ..."""
+    adapter's partition key: ``data0``, ``data1``, ..."""
     return f"{DATA_SEED_SUFFIX}{data_seed}"
 
 
@@ -474,7 +476,8 @@ def data_seed_of(partition: str) -> int:
 
 def distinct_adapters(trained: Iterable[dict[Experiment, list[Experiment]]]
                       ) -> list[Experiment]:
-    """The adapters of cells' ``cell_adapters``, each once, in cell, grid and seed order."""
+    """The adapters of cells' ``cell_adapters``, each once, in cell, configuration and seed
+    order."""
     return list(dict.fromkeys(seeded for by_config in trained
                               for seeds in by_config.values() for seeded in seeds))
 
@@ -486,9 +489,9 @@ class TaskPlan:
     schedule and the printed plan (``saturated_dag.reporting.plan_text``) read.
 
     ``cells``: what the tables report (main matrix, then sweeps), each once. ``trained``: each
-    cell's grid configurations with their training-seed replicates (``cell_adapters``).
-    ``main``: the main matrix's cells. ``sweeps``: each configured sweep's rows. ``grids``:
-    each cell's adapters by grid key (``grid_key``), its adapter asset's Dagster partitions.
+    cell's configurations with their training-seed replicates (``cell_adapters``). ``main``: the
+    main matrix's cells. ``sweeps``: each configured sweep's rows. ``partitions``: each cell's
+    adapters by partition key (``adapter_partition_key``), its adapter asset's Dagster partitions.
     """
 
     task: str
@@ -496,17 +499,17 @@ class TaskPlan:
     trained: dict[Experiment, dict[Experiment, list[Experiment]]] = field(hash=False)
     main: tuple[Experiment, ...]
     sweeps: dict[str, list[SweepRow]] = field(hash=False)
-    grids: dict[Experiment, dict[str, Experiment]] = field(hash=False, default_factory=dict)
+    partitions: dict[Experiment, dict[str, Experiment]] = field(hash=False, default_factory=dict)
 
     @property
     def adapters(self) -> list[Experiment]:
         """Every adapter the task trains, each once (a sweep row equal to a main cell's
-        configuration shares its adapters), in cell, grid and seed order."""
+        configuration shares its adapters), in cell, configuration and seed order."""
         return distinct_adapters(self.trained.values())
 
     @property
     def selections(self) -> list[Experiment]:
-        """The cells whose grid has more than one configuration: each has a selection."""
+        """The cells with more than one configuration: each has a selection."""
         return [cell for cell, by_config in self.trained.items() if len(by_config) > 1]
 
     @property
@@ -518,7 +521,7 @@ class TaskPlan:
                   for row in found)]
 
     def sweep_configurations(self, sweep: str) -> dict[Experiment, list[Experiment]]:
-        """Each row cell of ``sweep`` with its grid configurations (the sweep table's
+        """Each row cell of ``sweep`` with its configurations (the sweep table's
         inputs)."""
         return {row.experiment: list(self.trained[row.experiment])
                 for row in self.sweeps[sweep]}
@@ -532,19 +535,14 @@ class TaskPlan:
                     if c.split == cell.split and c.name == cell.recipe_from
                     and c.recipe_from is None)
 
-    def grid(self, cell: Experiment) -> dict[str, Experiment]:
-        """The cell's adapters by grid key (``grid_key``: the cell's Dagster partition keys),
-        in grid and seed order."""
-        return self.grids[cell]
-
     @property
-    def cells_by_grid(self) -> dict[tuple[str, ...], list[Experiment]]:
-        """The cells of each distinct grid (its keys), in cell order: one partitions
-        definition each, so the cells of one grid can run in one Dagster run
+    def cells_by_partitions(self) -> dict[tuple[str, ...], list[Experiment]]:
+        """The cells of each distinct set of partition keys, in cell order: one partitions
+        definition each, so the cells of one set can run in one Dagster run
         (``jobs/staged.py`` splits a job into parts by it)."""
         groups: dict[tuple[str, ...], list[Experiment]] = {}
         for cell in self.cells:
-            groups.setdefault(tuple(self.grids[cell]), []).append(cell)
+            groups.setdefault(tuple(self.partitions[cell]), []).append(cell)
         return groups
 
 
@@ -553,18 +551,20 @@ def build_task_plan(profile: Profile, task: str) -> TaskPlan:
     training, n, draws = profile.training, profile.sampling.n, profile.data_seeds
     cells = tuple(task_cells(profile, task))
     trained = {cell: cell_adapters(training, cell, n, draws) for cell in cells}
-    grids: dict[Experiment, dict[str, Experiment]] = {}
+    partitions: dict[Experiment, dict[str, Experiment]] = {}
     for cell, by_config in trained.items():
         adapters = [seeded for seeds in by_config.values() for seeded in seeds]
-        grids[cell] = {grid_key(training, cell, a, draws): a for a in adapters}
-        if len(grids[cell]) != len(adapters):  # two adapters, one partition key: refuse
-            raise ValueError(f"the grid of {cell.split}/{cell.name} names two adapters alike: "
-                             f"{sorted(grid_key(training, cell, a, draws) for a in adapters)}")
+        partitions[cell] = {adapter_partition_key(training, cell, a, draws): a
+                            for a in adapters}
+        if len(partitions[cell]) != len(adapters):  # two adapters, one partition key: refuse
+            names = sorted(adapter_partition_key(training, cell, a, draws) for a in adapters)
+            raise ValueError(f"the configurations of {cell.split}/{cell.name} name two "
+                             f"adapters alike: {names}")
     return TaskPlan(
         task, cells, trained,
         tuple(c for c in main_matrix(training) if can_train_split(profile, task, c.split)),
         {name: rows for name, rows in sweeps(training).items()
-         if can_train_split(profile, task, rows[0].experiment.split)}, grids)
+         if can_train_split(profile, task, rows[0].experiment.split)}, partitions)
 
 
 _PLANS: dict[str, dict[str, TaskPlan]] = {}

@@ -21,7 +21,7 @@ class MethodSpec:
     ``dataset``: the preference-dataset kind it trains on (an asset key part,
     ``<task>/<split>/<dataset>/<scorer>``). ``ranked``: it reads a scorer's ranking (SFT does
     not). ``own_settings``: ``training`` settings only this method reads (the plan and the
-    selection grid leave them out of other methods' rows).
+    selection leave them out of other methods' rows).
     """
 
     name: str

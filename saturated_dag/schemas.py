@@ -193,15 +193,15 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         ("validation pass@1", pl.Float64),
         ("behind the best", pl.Float64), ("one standard error", pl.Float64),
         ("chosen", pl.Boolean)),
-        "a cell's selection grid (App. B): each configuration's settings and mean validation "
+        "a cell's selection (App. B): each configuration's settings and mean validation "
         "pass@1 over its training seeds (%), the one training.selection.rule chose (with the "
         "one-SE rule: points behind the best and the gap's paired standard error)"),
     FrameSchema("expected_best_by_budget", _cols(
         ("split", pl.String), ("method", pl.String), ("scorer", pl.String), ("cell", pl.String),
-        ("configurations tried", pl.Int64), ("grid size", pl.Int64),
+        ("configurations tried", pl.Int64), ("configurations in all", pl.Int64),
         ("expected best validation pass@1", pl.Float64), ("low", pl.Float64),
         ("high", pl.Float64)),
-        "each selected cell's expected best validation pass@1 (%) when k of its grid's "
+        "each selected cell's expected best validation pass@1 (%) when k of its "
         "configurations are tried, with the 95% interval over its configurations "
         "(Dodge et al. 2019; saturated_dag/analysis/budget.py)"),
     FrameSchema("styles", _cols(
@@ -226,10 +226,10 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         ("reward margin (last)", pl.Float64), ("chosen log-prob moved", pl.Float64),
         ("rejected log-prob moved", pl.Float64), ("style shift (TV, points)", pl.Float64),
         ("steps share", pl.Float64), ("chosen by the rule", pl.Boolean)),
-        "one row per DPO recipe (β x NLL weight x η), in grid order: Δ validation pass@1 to the "
-        "base model (points) of the oracle's and the shuffled runs with 95% intervals, whether "
-        "DPO's controls pass there, the oracle runs' training log (means over data seeds), the "
-        "style shift and the rule's choice (docs/testbed.md)"),
+        "one row per DPO recipe (β x NLL weight x η), in configuration order: Δ validation "
+        "pass@1 to the base model (points) of the oracle's and the shuffled runs with 95% "
+        "intervals, whether DPO's controls pass there, the oracle runs' training log (means over "
+        "data seeds), the style shift and the rule's choice (docs/testbed.md)"),
     FrameSchema("validation_samples", _cols(
         ("question_id", pl.String), ("sample_index", pl.Int64), ("completion", pl.String),
         ("correct", pl.Boolean)),
@@ -264,8 +264,8 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
           for end in ("", " low", " high")),
         ("questions", pl.Int64), ("replicates", pl.Int64), ("eval_set", pl.String),
         ("adapter_path", pl.String)),
-        "one row per trained adapter (every configuration x training seed of every cell's "
-        "selection grid, sweeps included): its settings, kept epoch, validation pass@1, "
+        "one row per trained adapter (every configuration x training seed of every cell, "
+        "sweeps included): its settings, kept epoch, validation pass@1, "
         "whether its cell chose it, and its eval pass@1 / pass@k with the Δ to the base model "
         "and paired 95% intervals; k is the profile's sampling.n", {"k": 1}),
 )

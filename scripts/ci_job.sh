@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 rm -rf "$DAGSTER_HOME" "$SATURATED_DAG_OUTPUT_DIR"
 .venv/bin/python scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 start=$(date +%s)
-# the demo's parts, one run per grid of the cells' adapters (jobs/staged.py), in order
+# the demo's parts, one run per partition set of the cells' adapters (jobs/staged.py), in order
 parts=$(.venv/bin/python -m jobs.parts demo)
 for job in $parts; do
   .venv/bin/dagster job execute -f definitions.py -j "$job" >> "$DAGSTER_HOME/run.log" 2>&1 || {

@@ -5,7 +5,7 @@
 
 Per task, one line per table row (main matrix, then each sweep): the cell it reports, how many
 configurations it selects among and over how many training seeds, the settings it holds and
-the values its selection grid varies (``saturated_dag.reporting.plan_text``). Check a GPU run with
+the values its selection varies (``saturated_dag.reporting.plan_text``). Check a GPU run with
 it before
 paying for one; docs/paper-run.md embeds its output for ``paper`` and ``paper_instruct``.
 With ``--context``, also each vLLM engine's context need, measured with the model's tokenizer

@@ -32,7 +32,7 @@ from saturated_dag.training.memory import QWEN3_1_7B
 
 STARTUP_MINUTES = 1.0
 """Per training process, for the note on what the table leaves out: a child process starts,
-imports torch/TRL/PEFT and loads the 1.7B base model, once for a cell's whole grid (one step,
+imports torch/TRL/PEFT and loads the 1.7B base model, once for all a cell's adapters (one step,
 ``assets/adapters.py``). A round number, not measured."""
 TOKENIZER_BYTES = 16e6
 """Per adapter folder: the tokenizer files ``train_adapter`` saves beside the weights (Qwen3's
@@ -288,8 +288,8 @@ def report(profile_name: str, rho: float = 0.0, rates: dict[str, Any] | None = N
     lora = QWEN3_1_7B.lora_parameters(profile.training.lora_r, LORA_TARGET_MODULES)
     folder = lora * 4 + TOKENIZER_BYTES  # float32 adapter weights (PEFT upcasts them)
     cells = sum(len(plan.cells) for plan in experiment_plan(profile).values())
-    out += ["", f"Not in the table: each of the {cells:,} cells trains its grid in one training "
-            f"process with one load of the base model (the {adapters:,} adapters share "
+    out += ["", f"Not in the table: each of the {cells:,} cells trains its adapters in one "
+            f"training process with one load of the base model (the {adapters:,} adapters share "
             f"{cells:,} loads); at {STARTUP_MINUTES:.0f} minute each that adds "
             f"{cells * STARTUP_MINUTES / 60:,.1f} GPU-hours (one process per adapter: "
             f"{adapters * STARTUP_MINUTES / 60:,.1f}). Disk: each adapter folder holds "

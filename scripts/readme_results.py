@@ -49,20 +49,21 @@ def rules(profile: object) -> str:
         f"- batch: {t.batch_size} completions (DPO: pairs) per step, learning rate "
         f"{t.learning_rate:g}, {t.epochs} epochs (best by validation pass@1), "
         f"DPO β {t.dpo_beta:g}, σ-RRHF λ {t.rrhf_rank_weight:g}",
-        f"- selection (App. B): {grid(t)}; {t.replicates} training seed(s) per adapter",
+        f"- selection (App. B): {selection_text(t)}; {t.replicates} training seed(s) per adapter",
     ])
 
 
-def grid(training: object) -> str:
-    """The selection grid in words: what each cell chooses among, by validation pass@1."""
-    from saturated_dag.experiments import GRID
+def selection_text(training: object) -> str:
+    """``training.selection`` in words: what each cell chooses among, by validation pass@1."""
+    from saturated_dag.experiments import SELECTION_LISTS
 
     only = {"dpo_betas": " (DPO cells)", "rrhf_rank_weights": " (σ-RRHF cells)"}
     chosen = training.selection  # type: ignore[attr-defined]
     lists = [f"{name} {{{', '.join(f'{v:g}' for v in getattr(chosen, name))}}}"
-             f"{only.get(name, '')}" for name in GRID if getattr(chosen, name) is not None]
+             f"{only.get(name, '')}" for name in SELECTION_LISTS
+             if getattr(chosen, name) is not None]
     if not lists:
-        return "one configuration per cell (no grid)"
+        return "one configuration per cell (no selection)"
     return ("cells train " + " x ".join(lists)
             + " and report the best validation pass@1 (`<split>/selection/<cell>`)")
 

@@ -19,7 +19,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 rm -rf "$DAGSTER_HOME" "$SATURATED_DAG_OUTPUT_DIR"
 "$VENV/bin/python" scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 start=$(date +%s)
-# each task's paper job, as its parts: one run per grid of the cells' adapters (jobs/staged.py)
+# each task's paper job, as its parts: one run per partition set of the cells' adapters (jobs/staged.py)
 jobs=$(for task in $("$VENV/bin/python" -c "from saturated_dag.profiles import load_profile
 print(' '.join(load_profile('$PROFILE').tasks))"); do "$VENV/bin/python" -m jobs.parts "paper_$task"; done)
 for job in $jobs; do

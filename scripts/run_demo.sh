@@ -12,7 +12,7 @@ out=${SATURATED_DAG_OUTPUT_DIR:-outputs}
 .venv/bin/python scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 job=${1:-demo}
 start=$(date +%s)
-# the job's parts: one run per grid of the cells' adapters (jobs/staged.py), in order, in one
+# the job's parts: one run per partition set of the cells' adapters (jobs/staged.py), in order, in one
 # process (the runs `dagster job execute -f definitions.py -j <part>` makes, one load)
 .venv/bin/python -m run_parts "$job"
 wall=$(( $(date +%s) - start ))

@@ -11,7 +11,7 @@ export SATURATED_DAG_OUTPUT_DIR=${SATURATED_DAG_OUTPUT_DIR:-outputs/study}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
 .venv/bin/python scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 start=$(date +%s)
-# the job's parts: one run per grid of the cells' adapters (jobs/staged.py), in order, in one
+# the job's parts: one run per partition set of the cells' adapters (jobs/staged.py), in order, in one
 # process (the runs `dagster job execute -f definitions.py -j <part>` makes, one load)
 .venv/bin/python -m run_parts study
 end=$(date +%s)

@@ -9,7 +9,7 @@ export SATURATED_DAG_OUTPUT_DIR=${SATURATED_DAG_OUTPUT_DIR:-outputs/testbed}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1
 .venv/bin/python scripts/init_instance.py "$DAGSTER_HOME"   # tables exist before any run
 start=$(date +%s)
-# the job's parts (jobs/staged.py): the oracle cells' grids, then the cells that train the
+# the job's parts (jobs/staged.py): the oracle cells' configurations, then the cells that train the
 # recipes their selections chose, the eval reports and the analysis; in one process
 .venv/bin/python -m run_parts testbed
 end=$(date +%s)

@@ -5,7 +5,7 @@ the snapshot between docs/results.md's ``study-results`` markers.
 rewrites a tracked file); refreshing the snapshot is the explicit
 ``python scripts/study_report.py --results-doc`` (docs/results.md, or the file given after
 it; ``--readme`` is its old name). Every number in the section is read
-from that run's outputs (tables, eval reports, selection grids, scorer agreement), and each
+from that run's outputs (tables, eval reports, selections, scorer agreement), and each
 of the paper's findings gets its paired Δ, 95% interval and verdict
 (``saturated_dag.analysis.findings``, docs/study.md); its first line names the commit and machine
 that produced them (``scripts/run_record.py``).
@@ -165,10 +165,10 @@ def selections_section(assets: Path) -> str:
     rows = []
     for path in sorted(assets.glob("*/selection/*.parquet")):
         table = pl.read_parquet(path)
-        grid = ", ".join(f"{r['configuration']} {r['validation pass@1']:.1f}"
+        tried = ", ".join(f"{r['configuration']} {r['validation pass@1']:.1f}"
                          + (" (chosen)" if r["chosen"] else "")
                          for r in table.iter_rows(named=True))
-        rows.append(f"| {path.parent.parent.name}/{path.stem} | {grid} |")
+        rows.append(f"| {path.parent.parent.name}/{path.stem} | {tried} |")
     if not rows:
         return ""
     return "\n".join(["Selection (App. B): validation pass@1 (%) of each configuration, mean "

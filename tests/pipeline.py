@@ -53,9 +53,9 @@ class Staged:
 
 
 def materialize(assets: list[Any], selection: list[Any], **kwargs: Any) -> Staged:
-    """``dg.materialize`` of ``selection`` (asset keys or assets), one run per grid of the
+    """``dg.materialize`` of ``selection`` (asset keys or assets), one run per partition set of the
     selected adapter assets (``jobs.staged.stages``: the whole-task jobs' rule), each over
-    its grid's partitions."""
+    its partition set's partitions."""
     tags = kwargs.pop("tags", None) or {}
     wanted = [k for item in selection for k in (
         item.keys if isinstance(item, dg.AssetsDefinition)

@@ -10,30 +10,30 @@ import pytest
 
 from saturated_dag.analysis import budget
 
-GRID = [61.5, 70.25, 58.0, 70.25, 66.0]  # a tie at the top, as validation grids have
+SCORES = [61.5, 70.25, 58.0, 70.25, 66.0]  # a tie at the top, as validation scores have
 
 
-@pytest.mark.parametrize("k", range(1, len(GRID) + 1))
+@pytest.mark.parametrize("k", range(1, len(SCORES) + 1))
 def test_expected_best_equals_the_mean_maximum_over_every_subset(k):
-    brute = statistics.fmean(max(subset) for subset in itertools.combinations(GRID, k))
-    assert budget.expected_best(GRID, k) == pytest.approx(brute)
+    brute = statistics.fmean(max(subset) for subset in itertools.combinations(SCORES, k))
+    assert budget.expected_best(SCORES, k) == pytest.approx(brute)
 
 
-def test_the_curve_rises_to_the_grid_best_and_brackets_its_estimates():
-    rows = budget.curve(GRID, resamples=500)
+def test_the_curve_rises_to_the_best_tried_and_brackets_its_estimates():
+    rows = budget.curve(SCORES, resamples=500)
     estimates = [e for _, e, _, _ in rows]
-    assert estimates == sorted(estimates) and estimates[-1] == max(GRID)
-    assert estimates[0] == pytest.approx(statistics.fmean(GRID))
+    assert estimates == sorted(estimates) and estimates[-1] == max(SCORES)
+    assert estimates[0] == pytest.approx(statistics.fmean(SCORES))
     assert all(low <= e <= high for _, e, low, high in rows)
-    with pytest.raises(ValueError, match="a budget of 6 configurations from a grid of 5"):
-        budget.expected_best(GRID, 6)
+    with pytest.raises(ValueError, match="a budget of 6 configurations of 5"):
+        budget.expected_best(SCORES, 6)
 
 
-def test_equal_budget_compares_at_the_smaller_grid_with_an_interval():
-    grids = {("hard", "σ-RRHF", "self_judge", "rrhf_self_judge"): [80.0, 84.0],
+def test_equal_budget_compares_at_the_smaller_count_with_an_interval():
+    scores = {("hard", "σ-RRHF", "self_judge", "rrhf_self_judge"): [80.0, 84.0],
              ("hard", "DPO", "self_judge", "dpo_self_judge"): [60.0, 62.0, 61.0, 90.0],
              ("hard", "DPO", "random", "dpo_random"): [50.0, 51.0]}
-    rows = budget.equal_budget_rows(grids)
+    rows = budget.equal_budget_rows(scores)
     assert rows.height == 1  # σ-RRHF has no random cell: no second row
     row = rows.row(0, named=True)
     assert row["configurations tried"] == 2
@@ -42,13 +42,13 @@ def test_equal_budget_compares_at_the_smaller_grid_with_an_interval():
     assert row["σ-RRHF expected best"] == pytest.approx(84.0)  # both of its two tried
     assert row["Δ"] == pytest.approx(84.0 - brute)
     assert row["low"] <= row["Δ"] <= row["high"]
-    table = budget.budget_table(grids, resamples=200)
+    table = budget.budget_table(scores, resamples=200)
     assert table.height == 2 + 4 + 2
-    assert set(table["grid size"]) == {2, 4}
+    assert set(table["configurations in all"]) == {2, 4}
 
 
 def test_the_demo_graph_reports_its_selected_main_cells_at_equal_budget():
-    """The default profile (demo) has the asset, fed by every main-matrix cell whose grid
+    """The default profile (demo) has the asset, fed by every main-matrix cell whose selection
     has more than one configuration (its selection), and no sweep row's."""
     import dagster as dg
 
@@ -89,7 +89,7 @@ def test_float_noise_in_the_resampled_maxima_never_reads_as_a_difference():
     value = 40.104166666666664
     draws = budget._draws([value] * 4, 2, 50, np.random.default_rng(0))
     assert np.allclose(draws, value, rtol=0, atol=budget.FLOAT_NOISE)
-    grids = {("s", "σ-RRHF", "entropy", "a"): [value, value],
+    scores = {("s", "σ-RRHF", "entropy", "a"): [value, value],
              ("s", "DPO", "entropy", "b"): [value] * 4}
-    row = budget.equal_budget_rows(grids).row(0, named=True)
+    row = budget.equal_budget_rows(scores).row(0, named=True)
     assert abs(row["low"]) < budget.FLOAT_NOISE and row["verdict"] == "inconclusive"

@@ -113,8 +113,8 @@ for profile in ("demo", "ci", "study", "testbed", "paper", "paper_instruct"):
     for profile, jobs, schedules, sensors in loaded:
         loaded_profile = load_profile(profile)
         tasks = loaded_profile.tasks  # a task the profile does not run has no job
-        # a whole-task job is one part per grid of its cells' adapters (jobs/staged.py); the
-        # testbed job is one on a profile with a testbed section (study, testbed)
+        # a whole-task job is one part per partition set of its cells' adapters (jobs/staged.py);
+        # the testbed job is one on a profile with a testbed section (study, testbed)
         testbed = (part_names("testbed", loaded_profile, tasks)
                    if loaded_profile.testbed is not None else [])
         parts = [*part_names("demo", loaded_profile, tasks),

@@ -16,7 +16,7 @@ from saturated_dag.experiments import experiment_plan
 from saturated_dag.profiles import load_profile
 
 
-def test_the_search_profile_is_the_testbed_with_dpo_over_the_whole_grid() -> None:
+def test_the_search_profile_is_the_testbed_with_dpo_over_all_its_configurations() -> None:
     """The defaults: the testbed's world (data seeds, questions, thresholds) with DPO alone,
     both cells (oracle, shuffled) over β x NLL weight x η, 4 epochs, no recipes."""
     testbed, search = load_profile("testbed"), load_profile("dpo_search")

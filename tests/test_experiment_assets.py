@@ -90,14 +90,14 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
     assert first.metadata["cache_key"] == event.materialization.metadata["cache_key"]
 
     # issue 18: what each adapter was trained with, on its page and in the run's tags. The
-    # DPO cell's grid (β 0.1 and 2) trains in one step: one row per adapter, each of its
+    # DPO cell's configurations (β 0.1 and 2) train in one step: one row per adapter, each of its
     # partitions recorded with that step's materialisation
     dpo = result.asset_materializations_for_node("chain_sum__saturated__adapter__dpo_entropy")
     assert sorted(m.partition for m in dpo) == ["beta0.1_seed0", "beta2_seed0"]
-    grid = dpo[0].metadata["grid"].value
-    assert [r.data["partition"] for r in grid.records] == ["beta0.1_seed0", "beta2_seed0"]
-    assert [r.data["adapter"] for r in grid.records] == ["dpo_entropy", "dpo_entropy_beta2"]
-    assert all(r.data["epoch kept"] == 1 for r in grid.records)
+    table = dpo[0].metadata["adapters"].value
+    assert [r.data["partition"] for r in table.records] == ["beta0.1_seed0", "beta2_seed0"]
+    assert [r.data["adapter"] for r in table.records] == ["dpo_entropy", "dpo_entropy_beta2"]
+    assert all(r.data["epoch kept"] == 1 for r in table.records)
     assert "2 adapters" in dpo[0].metadata["summary"].value
     # each partition's own record: its β, not the other's
     betas = {m.partition: m.metadata["β (DPO)"].value for m in dpo}
@@ -171,7 +171,7 @@ def test_every_table_names_its_eval_set(tmp_path: Path) -> None:
 
 def test_a_row_pinning_the_profiles_value_names_its_adapter_in_the_sweep_table(
         tmp_path: Path) -> None:
-    """Table 9's β = 0.1 row, with DPO's β in the selection grid: its cell is
+    """Table 9's β = 0.1 row, with DPO's β in the selection: its cell is
     ``dpo_entropy_beta0.1`` (it holds β = 0.1), its one configuration the adapter
     ``dpo_entropy``. The table names that adapter and its kept epoch."""
     overrides = {**OVERRIDES, "sampling": {"n": 2},

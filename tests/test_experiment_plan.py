@@ -22,7 +22,7 @@ def test_the_plan_shows_each_rows_fixed_and_varied_settings_for_paper() -> None:
     assert all("rrhf_rank_weight" not in r.varied for r in rows.values())
 
 
-def test_the_plan_lists_gsm8k_without_strict_rows_and_paper_instruct_with_its_grid() -> None:
+def test_the_plan_lists_gsm8k_without_strict_rows_and_paper_instruct_with_its_selection() -> None:
     assert not [r for r in task_plan(load_profile("paper"), "gsm8k")
                 if r.cell.startswith("strict_saturated/")]
     text = markdown(load_profile("paper_instruct"))

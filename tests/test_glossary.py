@@ -1,8 +1,10 @@
 """docs/glossary.md promises one meaning per word: the meanings it retired stay retired.
 
-Two words had a second meaning in the code. "cell" is a row of the experiment plan (a table's
-(split, method, scorer), or a sweep's row); a point of chain sum's question grid (terms x
-digits) is a ``GridPoint``. "pool" is the generation pool; processes started side by side are
+Three words had a second meaning in the code. "cell" is a row of the experiment plan (a
+table's (split, method, scorer), or a sweep's row); a point of chain sum's question grid (terms
+x digits) is a ``GridPoint``. "grid" is only that question grid: what a cell trains are its
+configurations (from the lists ``training.selection`` holds), an adapter's Dagster partition
+key is its partition key, and cells with the same keys are a partition set. "pool" is the generation pool; processes started side by side are
 "workers", and Dagster's concurrency pool that model steps claim is "the gpu concurrency
 limit". This test searches the Python source of ``saturated_dag/``, ``assets/``, ``jobs/``
 and ``resources/`` for the retired forms (``RETIRED``) and fails naming each hit's file and
@@ -106,6 +108,27 @@ RETIRED: tuple[Retired, ...] = (
             "the engine the level keeps loaded (`POLICY_ENGINE`, `TEACHER_ENGINE`, "
             "`JUDGE_ENGINE`); a stage is a cached, sharded step (`saturated_dag.infra.shards`)",
             _lines_matching(r"\b(?:POLICY|TEACHER|JUDGE)_STAGE\b")),
+    Retired("`per_cell`, `--per-cell`: questions per grid point called per cell (the kept "
+            "profile settings `questions_per_cell` and its kin aside)",
+            "`per_point`, `--per-point`",
+            _lines_matching(r"\bper_cell\b|--per-cell\b")),
+    Retired("a cell's configurations called a grid in names (`SelectionGrid`, `GRID`, "
+            "`GRID_METHODS`, `grid_key`, `cells_by_grid`, `grid_groups`, `grid_table`, "
+            "`TaskPlan.grids`, `plan.grid(cell)`)",
+            "the configurations, from the lists `training.selection` holds (`SelectionSettings`, "
+            "`SELECTION_LISTS`); an adapter's partition key (`adapter_partition_key`); a "
+            "partition set (`TaskPlan.partitions`, `cells_by_partitions`, `partition_groups`)",
+            _lines_matching(r"\b(?:SelectionGrid|GRID|GRID_METHODS|grid_keys?|cells_by_grid"
+                            r"|grid_groups|grid_table|grid_summary|GRID_COLUMNS)\b"
+                            r"|\.grids\b|\.grid\(\w+\)")),
+    Retired("a cell's configurations called a grid in prose (the selection grid, a grid key, "
+            "grid order, a cell's grid, one part per grid)",
+            "its configurations (or the selection); a partition key; configuration order; a "
+            "partition set",
+            _lines_matching(r"(?i)\bselection[- ]grids?\b"
+                            r"|\bgrid[- ](?:keys?|configurations?|order|adapters?|batch)\b"
+                            r"|\b(?:cell|cell's|cells'|method's|DPO's) grids?\b"
+                            r"|\bper (?:distinct )?grid\b(?!\s+point)")),
 )
 """Every retired form, with the meaning that replaces it."""
 
@@ -152,9 +175,21 @@ def test_the_search_finds_each_retired_form() -> None:
                          "with ProcessPoolExecutor(2) as pool:\n    pass\n",
         RETIRED[4].name: "'''its asset takes the ``gpu`` pool, the gpu concurrency pool'''\n",
         RETIRED[5].name: "op_tags=priority(POLICY_STAGE)\n",
+        RETIRED[6].name: "def grid_questions(cells, per_cell: int): ...\n"
+                         "parser.add_argument('--per-cell', type=int)\n",
+        RETIRED[7].name: "class SelectionGrid(_Strict): ...\n"
+                         "for name in GRID: ...\n"
+                         "keys = {grid_key(t, c, a): a for a in adapters}\n"
+                         "for grid, cells in plan.cells_by_grid.items(): ...\n"
+                         "parts = grid_groups(profile, tasks)\n"
+                         "return plan.grids[cell] | plan.grid(cell)\n",
+        RETIRED[8].name: "'''The selection grid's configurations, in grid order.'''\n"
+                         "# its grid key names the cell's grid\n"
+                         "'''one part per grid of its cells' adapters'''\n",
     }
     counts = {RETIRED[0].name: 2, RETIRED[1].name: 1, RETIRED[2].name: 1, RETIRED[3].name: 4,
-              RETIRED[4].name: 1, RETIRED[5].name: 1}
+              RETIRED[4].name: 1, RETIRED[5].name: 1, RETIRED[6].name: 2, RETIRED[7].name: 6,
+              RETIRED[8].name: 3}
     for retired in RETIRED:
         text = samples[retired.name]
         assert len(set(retired.find(text, ast.parse(text)))) == counts[retired.name], retired.name
@@ -166,7 +201,13 @@ def test_the_search_finds_each_retired_form() -> None:
              "workers, lines = _workers(2)\n"
              "pool = generate_pool(questions)  # the generation pool\n"
              "'''runs under the gpu concurrency limit; the strict_pool D_prime'''\n"
-             "op_tags=priority(POLICY_ENGINE)  # a stage: a cached, sharded step\n")
+             "op_tags=priority(POLICY_ENGINE)  # a stage: a cached, sharded step\n"
+             "questions = point_questions(points, per_point)  # questions_per_cell: kept\n"
+             "class SelectionSettings(_Strict): ...  # chain_sum.grid, strict_grid, GridSpec\n"
+             "keys = {adapter_partition_key(t, c, a): a for a in adapters}\n"
+             "ax.grid(axis='x')  # matplotlib's grid lines\n"
+             "'''a grid point of the question grid; one part per partition set'''\n"
+             "'''per grid point of the eval grid, in configuration order'''\n")
     tree = ast.parse(clean)
     assert [r.name for r in RETIRED if list(r.find(clean, tree))] == []
 

@@ -42,8 +42,8 @@ def _leaves(model: type[BaseModel], path: str = "") -> list[str]:
 
 
 def test_any_profile_field_is_a_launch_override_in_the_profiles_own_shape() -> None:
-    """No second description of the profile: a launch override of a nested field (deep in
-    the vLLM, judge, grid and sweep settings) reaches the settings as the model reads it."""
+    """No second description of the profile: a launch override of a nested field (deep in the vLLM,
+    judge, question-grid and sweep settings) reaches the settings as the model reads it."""
     paths = _leaves(Profile)
     assert {"policy.vllm.max_lora_rank", "judges.strong.kind", "chain_sum.grid.terms",
             "stages.shard_questions"} <= set(paths)

@@ -202,7 +202,7 @@ def test_a_zombie_runs_side_by_side_workers_die_and_publish_nothing(
         from pathlib import Path
         sys.path.insert(0, {str(ROOT)!r})
         from saturated_dag.training.runner import SideBySide, run_jobs
-        from tests.test_grid_partitions import _keyed, _sft_jobs
+        from tests.test_adapter_partitions import _keyed, _sft_jobs
         from tests.test_lifeline import wait_then_train
         jobs = _keyed(_sft_jobs(Path({str(grid)!r}), Path({str(tiny_model_dir)!r})))
         run_jobs(jobs, SideBySide(2, train=wait_then_train))

@@ -118,8 +118,8 @@ def test_paper_adapter_count_is_what_the_experiment_matrix_trains() -> None:
 
 def test_adapter_counts_equal_the_adapter_partitions_dagster_builds() -> None:
     """The same adapters as the graph: one adapter asset per cell, one Dagster partition per
-    adapter of its grid; an adapter two cells share (a sweep row equal to a configuration of
-    a main cell's grid) is counted once."""
+    adapter of its configurations; an adapter two cells share (a sweep row equal to a
+    configuration of a main cell) is counted once."""
     from assets import profile_assets
     from saturated_dag.experiments import experiment_plan
 
@@ -133,8 +133,8 @@ def test_adapter_counts_equal_the_adapter_partitions_dagster_builds() -> None:
         trained = set()
         for cell in plan.cells:
             keys = cells[cell.split, cell.name].partitions_def.get_partition_keys()
-            assert list(keys) == list(plan.grid(cell))
-            trained |= {plan.grid(cell)[k] for k in keys}
+            assert list(keys) == list(plan.partitions[cell])
+            trained |= {plan.partitions[cell][k] for k in keys}
         assert len(trained) == len(pc.task_adapters(profile, task))
 
 

@@ -83,7 +83,7 @@ def test_cell_overlay_marks_every_seed_of_the_chosen_configuration(tmp_path: Pat
 
 
 def test_cell_overlay_of_many_runs_names_only_the_chosen(tmp_path: Path) -> None:
-    """A 16-run grid: a legend row per run would cover the curves, so the others are counted."""
+    """A 16-run cell: a legend row per run would cover the curves, so the others are counted."""
     runs = {f"beta{b}_lr{lr}_seed0": _result(dpo=True, shift=0.001 * b * lr)
             for b in range(1, 5) for lr in range(1, 5)}
     png, _ = cell_overlay(runs, {"beta2_lr3_seed0"}, tmp_path / "o.png", "t")

@@ -169,8 +169,8 @@ def test_reports_and_cards_say_what_they_are(tmp_path: Path, tiny_model_dir: Pat
 
 
 def test_a_selected_configuration_is_named_with_its_settings_and_links(tmp_path: Path) -> None:
-    """A cell with a grid: its report names the configuration the selection chose, its
-    recorded hyperparameters, and links the selection and each training seed's adapter."""
+    """A cell with several configurations: its report names the configuration the selection chose,
+    its recorded hyperparameters, and links the selection and each training seed's adapter."""
     from assets.eval_reports import configuration_metadata
     from saturated_dag.experiments import Experiment, replicates
     from saturated_dag.profiles import load_profile

@@ -66,12 +66,12 @@ def test_rehearsals_have_their_paper_profiles_code_paths(ours: str, theirs: str)
     assert rehearsal.answer_check == "rehearsal_coin"
 
 
-def test_the_paper_rehearsal_covers_its_grid_and_both_judge_kinds() -> None:
+def test_the_paper_rehearsal_covers_its_selection_and_both_judge_kinds() -> None:
     rehearsal = load_profile("rehearsal")
     assert rehearsal.judges.self_judge.instruct is False  # the few-shot base self-judge
     assert rehearsal.judges.strong.backend == "vllm" and rehearsal.judges.strong.instruct
     betas = rehearsal.training.selection.dpo_betas
-    assert betas is not None and len(betas) > 1  # the selection grid's path
+    assert betas is not None and len(betas) > 1  # the selection's path
     assert set(rehearsal.training.scorers) >= {"self_judge", "strong_judge"}
 
 

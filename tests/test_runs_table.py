@@ -163,7 +163,7 @@ def test_rows_settings_choice_and_eval(tmp_path: Path) -> None:
     assert int(frame["chosen"].sum()) == 6
 
 
-def test_a_selection_is_needed_where_the_grid_has_several_points() -> None:
+def test_a_selection_is_needed_where_a_cell_has_several_configurations() -> None:
     profile = _profile()
     with pytest.raises(ValueError, match="saturated/sft selects among 2 configurations"):
         chosen_configurations(profile, task_adapters(profile, TASK),

@@ -1,5 +1,5 @@
 """The paper's selection protocol (App. B) and training-seed replicates: each cell trains its
-grid's configurations over its seeds, the best validation pass@1 is chosen, and the cell's
+configurations over its seeds, the best validation pass@1 is chosen, and the cell's
 eval report evaluates the chosen configuration's seeds."""
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from tests.scoring_data import store_pool_and_partitions
 
 
 def _training(**training):
-    """The demo's training section with ``training`` laid over it; the grid mechanics below
+    """The demo's training section with ``training`` laid over it; the selection mechanics below
     start from a single learning rate (the demo selects η from two)."""
     training.setdefault("selection", {}).setdefault("learning_rates", None)
     return load_profile("demo", {"training": training}).training
 
 
-def test_a_one_point_grid_and_one_seed_train_the_cell_itself() -> None:
+def test_one_configuration_and_one_seed_train_the_cell_itself() -> None:
     training = _training(selection={"dpo_betas": None})
     for cell in experiment_matrix(training):
         [adapter] = configurations(training, cell, 8)
@@ -44,7 +44,7 @@ def test_a_one_point_grid_and_one_seed_train_the_cell_itself() -> None:
         assert [len(s) for s in cell_adapters(training, cell, 8).values()] == [seeds]
 
 
-def test_the_grid_is_the_product_of_its_lists_per_method() -> None:
+def test_the_configurations_are_the_product_of_the_lists_per_method() -> None:
     training = _training(selection={"learning_rates": [1e-3, 2e-3], "epochs": [1, 2, 4],
                                     "dpo_betas": [0.1, 2.0], "rrhf_rank_weights": [0.1, 1.0]})
     cells = {(c.split, c.name): c for c in experiment_matrix(training)}
@@ -85,8 +85,8 @@ def test_batch_sizes_a_method_cannot_use_are_skipped() -> None:
     assert small.per_device_batch_size == 2  # lowered to fit the batch
 
 
-def test_the_training_process_trains_each_grid_cell_as_the_graph_keys_it() -> None:
-    """A grid batch below the per-device batch (the paper's 2 and 4 on 8): the spec the
+def test_the_training_process_trains_each_configuration_as_the_graph_keys_it() -> None:
+    """A selection batch below the per-device batch (the paper's 2 and 4 on 8): the spec the
     training process reads carries the lowered per-device batch, so it trains the cell's
     settings instead of refusing 2 as not a multiple of 8."""
     from assets.adapters import training_overrides
@@ -117,7 +117,7 @@ def test_replicates_are_seeds_and_replicate_zero_is_the_configuration() -> None:
 
 @pytest.mark.parametrize("selection", [{"epochs": [0, 2]}, {"learning_rates": [-1.0]},
                                        {"epochs": [2, 2]}, {"batch_sizes": []}])
-def test_a_bad_grid_is_refused_naming_the_list(selection: dict) -> None:
+def test_a_bad_selection_list_is_refused_naming_it(selection: dict) -> None:
     with pytest.raises(ProfileError, match="selection"):
         load_profile("demo", {"training": {"selection": selection}})
 
@@ -162,11 +162,11 @@ def test_a_selected_cell_evaluates_the_chosen_configuration_over_its_seeds(
     everything, checks = graph("demo", overrides)
     keys = {a.key.to_user_string() for a in everything}
     # one adapter asset per cell, one Dagster partition per configuration x seed
-    grids = {a.key.to_user_string(): a.partitions_def.get_partition_keys()
+    keys = {a.key.to_user_string(): a.partitions_def.get_partition_keys()
              for a in everything if "adapter" in a.key.path}
-    grid = ["lr0.01_seed0", "lr0.01_seed1", "lr0.0001_seed0", "lr0.0001_seed1"]
-    assert grids == {"chain_sum/saturated/adapter/sft": grid,
-                     "chain_sum/saturated/adapter/rrhf_entropy_lambda0": grid}
+    expected = ["lr0.01_seed0", "lr0.01_seed1", "lr0.0001_seed0", "lr0.0001_seed1"]
+    assert keys == {"chain_sum/saturated/adapter/sft": expected,
+                     "chain_sum/saturated/adapter/rrhf_entropy_lambda0": expected}
     assert "chain_sum/saturated/selection/sft" in keys
     wanted = [a.key for a in everything if a.key.path[0] == "chain_sum"
               and (a.key.path[1] in ("saturated", "eval", "results_table",

@@ -285,7 +285,7 @@ def test_the_shipped_testbed_profile_is_the_documented_design():
     questions asked for on every draw (the shipped model saturates 281 and 273), the positive
     control's threshold, ±3 null band, two data seeds (two adapters per configuration, the
     data's draw in every interval), the full dial for σ-RRHF and DPO, SFT's two controls, β
-    up to the paper's 5, a learning-rate grid below the demo's 2e-3, and each method's recipe
+    up to the paper's 5, learning rates below the demo's 2e-3, and each method's recipe
     chosen on its own oracle cell by the one-SE rule (RAFT on SFT's)."""
     from saturated_dag.experiments import experiment_plan
 
@@ -377,7 +377,7 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
     verdicts = metadata.metadata
     assert "positive control (σ-RRHF) passed" in verdicts
     assert (tmp_path / "out" / "chain_sum" / "testbed_dose_response.png").is_file()
-    # a grid adapter's partition is its adapter's page: its own settings, curves and hash
+    # a partition of a cell's adapters is its adapter's page: its own settings, curves and hash
     # under the step's summary, and (once its cell's report evaluated it) its eval result
     pages = {m.partition: m.materialization.metadata
              for m in result.get_asset_materialization_events()
@@ -418,7 +418,7 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
     caches = {}
     for m in again.get_asset_materialization_events():
         if "adapter" in m.asset_key.path:
-            for record in m.materialization.metadata["grid"].value.records:
+            for record in m.materialization.metadata["adapters"].value.records:
                 caches[record.data["adapter"]] = record.data["cache"]
     assert caches.pop("rrhf_oracle_shuffled") == "miss"
     assert caches and set(caches.values()) == {"hit"}
@@ -484,22 +484,22 @@ def test_one_standard_error_rule_prefers_the_smaller_step_within_the_noise():
     near[10:18] -= 0.125
     far = base - 0.25  # clearly worse: 25 points on every question
 
-    def grid(rates):
+    def trained(rates):
         return [Trained(f"lr{lr:g}", {"learning_rate": lr}, [float(r.mean())], [1],
                         [_validation(list(r))]) for lr, r in zip((1e-4, 3e-4, 1e-3), rates,
                                                                  strict=True)]
 
-    best = selection_table(grid([far, base, near]), "best")
+    best = selection_table(trained([far, base, near]), "best")
     assert chosen(best) == "lr0.001"  # App. B: the highest validation pass@1
-    one_se = selection_table(grid([far, base, near]), "one_se")
+    one_se = selection_table(trained([far, base, near]), "one_se")
     gap, se = one_se["behind the best"][1], one_se["one standard error"][1]
     assert gap == pytest.approx(100 * 2 * 0.125 / 48) and 0 < gap < se
     assert chosen(one_se) == "lr0.0003"  # within one standard error: the smaller step
     assert one_se["behind the best"][0] > one_se["one standard error"][0]  # never chosen
-    clear = selection_table(grid([far, base - 0.125, near]), "one_se")
+    clear = selection_table(trained([far, base - 0.125, near]), "one_se")
     assert chosen(clear) == "lr0.001"  # now clearly behind: the best stays
     with pytest.raises(ValueError, match="unknown selection rule"):
-        selection_table(grid([far, base, near]), "median")
+        selection_table(trained([far, base, near]), "median")
     with pytest.raises(ValueError, match="per-question validation"):
         selection_table([Trained("a", {"learning_rate": 1e-4}, [0.5], [1])], "one_se")
 
@@ -644,7 +644,7 @@ def test_every_training_setting_reaches_the_trainer_on_every_route(method, tmp_p
         plan = experiment_plan(profile)["chain_sum"]
         cell = next(c for c in plan.main if c.method == method
                     and c.scorer == scorer.get(method))
-        adapter = next(iter(plan.grid(cell).values())).with_recipe(recipe)
+        adapter = next(iter(plan.partitions[cell].values())).with_recipe(recipe)
         if method != "sft":
             assert cell.recipe_from is not None  # a cell that trains another's choice
         job = training_job(profile, "chain_sum", adapter, profile.policy, data,

@@ -384,7 +384,7 @@ def _asset_page(browser: Browser, server: Server, key: str, height: int = 3000) 
 
 
 ADAPTER = "chain_sum/hard/adapter/dpo_correctness_random"
-"""A cell every profile trains, a grid of two (β 0.1 and 2 on the ci profile); its eval report
+"""A cell every profile trains, two configurations (β 0.1 and 2 on the ci profile); its eval report
 is ``chain_sum/hard/eval/dpo_correctness_random``."""
 SINGLE_ADAPTER = "chain_sum/saturated/adapter/sft"
 """A cell of one adapter on the ci profile: its page has the adapter's own metadata."""
@@ -633,7 +633,7 @@ def test_the_testbeds_verdicts_are_in_the_ui_readme_starts(
 @pytest.mark.slow
 def test_selection_table_shows_its_learning_rates_and_every_column(demo_server: Server,
                                                                    browser: Browser) -> None:
-    """The selection grid inline at 1920 px: every column in view (none cut off by the
+    """The selection's configurations inline at 1920 px: every column in view (none cut off by the
     metadata panel or the window) and the learning rate written as a number, not the 0 two
     decimals made of 2e-05."""
     key = ADAPTER.replace("/adapter/", "/selection/")
@@ -674,18 +674,18 @@ def _chosen_partition(home: Path, adapter: str) -> str:
 
 @pytest.mark.slow
 def test_adapter_page_in_browser(demo_server: Server, browser: Browser) -> None:
-    """A cell's adapters: one Dagster partition per configuration x seed; the step's grid
+    """A cell's adapters: one Dagster partition per configuration x seed; the step's adapters
     table inline, a row per adapter with its validation pass@1 and the settings that differ.
     A cell of one adapter: the configuration it was trained with, its validation curve and
     training log as tables, no JSON dump."""
     _asset_page(browser, demo_server, ADAPTER)
-    grid = browser.inline_table("grid")
+    adapters = browser.inline_table("adapters")
     assert {"partition", "adapter", "cache", "epoch kept", "validation pass@1 (%)"
-            } <= set(_headers(grid)), _headers(grid)
-    assert "beta2_seed0" in grid.inner_text()
+            } <= set(_headers(adapters)), _headers(adapters)
+    assert "beta2_seed0" in adapters.inner_text()
     assert "2 adapters" in browser.metadata_value("summary")
-    browser.shot("adapter_grid")
-    # a partition of the grid is its adapter's page: its η, its loss figure, and (once its
+    browser.shot("adapter_partitions")
+    # a partition is its adapter's page: its η, its loss figure, and (once its
     # cell's report evaluated it) its eval result with the interval
     recorded = _recorded(demo_server.home, *ADAPTER.split("/"))
     for key in ("learning rate", "training curves", "weights hash (data version)"):
@@ -830,7 +830,7 @@ def test_materialize_all_runs_the_whole_graph_as_one_backfill(dg_dev: Server, br
     launches one backfill over every asset, every partition (each cell's configurations and
     seeds) included. The adapters' partitions definitions differ from cell to cell, so the UI
     offers "All partitions" (an ``allPartitions`` asset backfill), and the daemon runs it in
-    dependency order, each cell's grid in one run (``BackfillPolicy.single_run``). Every
+    dependency order, each cell's adapters in one run (``BackfillPolicy.single_run``). Every
     materialisable asset is then materialised, every partition of it, by the backfill's
     runs, all of which succeeded; its tables equal those of ``scripts/ci_job.sh``."""
     browser.open(f"{dg_dev.url}/asset-groups")  # Lineage: the global asset graph
@@ -847,7 +847,7 @@ def test_materialize_all_runs_the_whole_graph_as_one_backfill(dg_dev: Server, br
     assert runs and all(r["status"] == "SUCCESS" for r in runs), runs
     ranges = {(t["value"]) for r in runs for t in r["tags"]
               if t["key"] == "dagster/asset_partition_range_start"}
-    assert ranges, "no run trained a grid's partitions as one range"
+    assert ranges, "no run trained a cell's partitions as one range"
     run_ids = {r["runId"] for r in runs}
 
     nodes = _graphql(dg_dev.url, ASSETS_QUERY)["data"]["assetNodes"]

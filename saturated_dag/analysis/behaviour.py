@@ -94,19 +94,19 @@ def style_table(base: pl.DataFrame, runs: Mapping[str, pl.DataFrame],
     for name, samples in {BASE: base, **runs}.items():
         styled = samples.with_columns(
             style=pl.col("completion").map_elements(detect, return_dtype=pl.String))
-        per_cell = styled.group_by("cell").agg(cell_samples=pl.len())
+        per_point = styled.group_by("cell").agg(cell_samples=pl.len())
         counts = (styled.group_by("cell", "style")
                   .agg(samples=pl.len().cast(pl.Int64),
                        accuracy=100 * pl.col("correct").cast(pl.Float64).mean())
-                  .join(per_cell, on="cell")
+                  .join(per_point, on="cell")
                   .with_columns(share=100 * pl.col("samples") / pl.col("cell_samples"))
                   .drop("cell_samples"))
         frames.append(counts.with_columns(pl.lit(name, pl.String).alias("row")))
     table = pl.concat(frames)
     # every (row, cell, style) that any row uses, so a style that vanished shows share 0
-    grid = (table.select("row").unique()
+    combinations = (table.select("row").unique()
             .join(table.select("cell", "style").unique(), how="cross"))
-    table = (grid.join(table, on=["row", "cell", "style"], how="left")
+    table = (combinations.join(table, on=["row", "cell", "style"], how="left")
              .with_columns(pl.col("samples").fill_null(0), pl.col("share").fill_null(0.0)))
     reference = table.filter(pl.col("row") == BASE).select("cell", "style",
                                                            base_share="share")

@@ -2,21 +2,21 @@
 of the number of configurations tried (expected validation performance, Dodge et al. 2019,
 *Show Your Work: Improved Reporting of Experimental Results*).
 
-The paper reports the best configuration of each method's selection grid (App. B). Grids of
-different sizes are not an equal comparison: DPO's grid adds β, so its best is a maximum over
-more tries than σ-RRHF's. The expected maximum of ``k`` configurations drawn from a cell's
-grid without replacement puts every method on the same axis, ``k``:
+The paper reports each method's best configuration (App. B). Methods with different numbers
+of configurations are not an equal comparison: DPO's selection adds β, so its best is a
+maximum over more tries than σ-RRHF's. The expected maximum of ``k`` configurations drawn
+from a cell's N without replacement puts every method on the same axis, ``k``:
 
     E[max of k] = Σ_i v_(i) · C(i − 1, k − 1) / C(N, k)
 
-over the grid's N validation scores sorted ascending (v_(1) ≤ ... ≤ v_(N)): v_(i) is the
+over the cell's N validation scores sorted ascending (v_(1) ≤ ... ≤ v_(N)): v_(i) is the
 maximum of a k-subset exactly when the subset holds it and k − 1 of the i − 1 below it. The
-95% interval resamples the grid's configurations (with replacement, ``RESAMPLES`` times) and
-recomputes the curve: how much the curve owes to which configurations happened to be in the
-grid. Two methods are compared at the largest budget both grids allow, each resampled
-independently (their configurations are different runs). At k = N the estimate is the grid's
-best and the interval's top (a resample's maximum never exceeds the grid's): on a grid of two
-configurations the interval says little more than which of the two carried the maximum.
+95% interval resamples the cell's configurations (with replacement, ``RESAMPLES`` times) and
+recomputes the curve: how much the curve owes to which configurations happened to be tried.
+Two methods are compared at the largest budget both allow, each resampled independently
+(their configurations are different runs). At k = N the estimate is the cell's best and the
+interval's top (a resample's maximum never exceeds the best tried): with two configurations
+the interval says little more than which of the two carried the maximum.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def expected_best(values: Sequence[float], k: int) -> float:
     """The expected maximum of ``k`` of ``values`` drawn without replacement."""
     n = len(values)
     if not 1 <= k <= n:
-        raise ValueError(f"a budget of {k} configurations from a grid of {n}")
+        raise ValueError(f"a budget of {k} configurations of {n}")
     ordered = sorted(values)
     total = comb(n, k)
     return float(sum(ordered[i] * comb(i, k - 1) for i in range(k - 1, n)) / total)
@@ -69,19 +69,19 @@ def curve(values: Sequence[float], resamples: int = RESAMPLES, level: float = LE
 
 
 SCHEMA = {"split": pl.String, "method": pl.String, "scorer": pl.String, "cell": pl.String,
-          "configurations tried": pl.Int64, "grid size": pl.Int64,
+          "configurations tried": pl.Int64, "configurations in all": pl.Int64,
           "expected best validation pass@1": pl.Float64, "low": pl.Float64, "high": pl.Float64}
 
 
-def budget_table(grids: Mapping[tuple[str, str, str, str], Sequence[float]],
+def budget_table(scores: Mapping[tuple[str, str, str, str], Sequence[float]],
                  resamples: int = RESAMPLES) -> pl.DataFrame:
-    """One row per (cell, budget k): ``grids`` maps (split, method label, scorer, cell) to the
+    """One row per (cell, budget k): ``scores`` maps (split, method label, scorer, cell) to the
     cell's validation pass@1 per configuration (%, a selection table's column)."""
     rows = []
-    for (split, method, scorer, cell), values in grids.items():
+    for (split, method, scorer, cell), values in scores.items():
         for k, estimate, low, high in curve(values, resamples):
             rows.append({"split": split, "method": method, "scorer": scorer, "cell": cell,
-                         "configurations tried": k, "grid size": len(values),
+                         "configurations tried": k, "configurations in all": len(values),
                          "expected best validation pass@1": estimate, "low": low,
                          "high": high})
     return pl.DataFrame(rows, schema=SCHEMA)
@@ -89,8 +89,9 @@ def budget_table(grids: Mapping[tuple[str, str, str, str], Sequence[float]],
 
 def equal_budget_delta(a: Sequence[float], b: Sequence[float], resamples: int = RESAMPLES,
                        level: float = LEVEL, seed: int = 0) -> tuple[int, float, float, float]:
-    """Grid ``a`` against grid ``b`` at the largest budget both allow, k = min(N_a, N_b):
-    (k, Δ of expected best, low, high), each grid's configurations resampled on its own."""
+    """Configurations ``a`` against configurations ``b`` at the largest budget both allow, k =
+    min(N_a, N_b): (k, Δ of expected best, low, high), each side's configurations resampled on its
+    own."""
     k = min(len(a), len(b))
     rng = np.random.default_rng(seed)
     draws = _draws(a, k, resamples, rng) - _draws(b, k, resamples, rng)
@@ -99,13 +100,13 @@ def equal_budget_delta(a: Sequence[float], b: Sequence[float], resamples: int = 
     return k, expected_best(a, k) - expected_best(b, k), float(low), float(high)
 
 
-def equal_budget_rows(grids: Mapping[tuple[str, str, str, str], Sequence[float]],
+def equal_budget_rows(scores: Mapping[tuple[str, str, str, str], Sequence[float]],
                       first: str = "σ-RRHF", second: str = "DPO") -> pl.DataFrame:
     """The findings rows "σ-RRHF vs DPO at equal budget": per split and scorer that both
     methods train, their expected best validation pass@1 at the same number of
     configurations tried, and the Δ with its interval."""
     by = {(split, method, scorer): values
-          for (split, method, scorer, _), values in grids.items()}
+          for (split, method, scorer, _), values in scores.items()}
     rows = []
     for (split, method, scorer), values in by.items():
         other = by.get((split, second, scorer))

@@ -2,7 +2,7 @@
 recipe, and if not, why? (issue 45; ``docs/testbed.md``, "DPO's recipe search").
 
 The ``dpo_search`` profile trains DPO on the oracle's pairs and on its shuffled control at
-every recipe of its selection grid (β x NLL anchor weight x learning rate, each run keeping its
+every recipe its selection lists (β x NLL anchor weight x learning rate, each run keeping its
 best epoch of up to 4 on validation), on each data seed. Per recipe this module reads, from the
 adapters' own files:
 
@@ -36,7 +36,7 @@ from saturated_dag.evaluation.statistics import Interval, paired_delta
 from saturated_dag.schemas import schema
 
 RECIPE = ("dpo_beta", "dpo_nll_weight", "learning_rate")
-"""The settings a recipe is named by (the selection grid's DPO axes)."""
+"""The settings a recipe is named by (the DPO settings ``training.selection`` varies)."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def passes(oracle: Interval, shuffled: Interval, min_effect: float, null_band: f
 
 SCHEMA = "dpo_recipe_search"
 """The search table's declared schema (``saturated_dag/schemas.py``): one row per recipe, in
-grid order. Δ in points of validation pass@1 to the base model; the log columns are the
+configuration order. Δ in points of validation pass@1 to the base model; the log columns are the
 oracle runs' means over data seeds."""
 
 
@@ -128,7 +128,7 @@ def search_table(runs: Sequence[SearchRun], base: pl.DataFrame,
         raise ValueError("DPO search: no trained recipe to read")
     keys = [(r.recipe, r.scorer, r.data_seed) for r in runs]
     if len(set(keys)) != len(keys):
-        raise ValueError("DPO search: two runs share a recipe, scorer and data seed; the grid "
+        raise ValueError("DPO search: two runs share a recipe, scorer and data seed; the selection "
                          "may vary only β, the NLL weight and η (and one training seed)")
     questions = sorted(base["question_id"].to_list())
     base_m = _rates(base, questions, "the base model")[None, :]
@@ -250,20 +250,20 @@ def search_figure(table: pl.DataFrame, runs: Sequence[SearchRun], positive: str,
     rows = table.to_dicts()
     for col, weight in enumerate(weights):
         name = "plain DPO" if weight == 0 else f"DPO + NLL (weight {weight:g})"
-        grid = np.full((len(betas), len(rates)), np.nan)
+        matrix = np.full((len(betas), len(rates)), np.nan)
         ax = axes[0][col]
         for r in rows:
             if r["NLL weight"] != weight:
                 continue
             i, j = betas.index(r["β"]), rates.index(r["η"])
-            grid[i, j] = r["oracle Δ"]
+            matrix[i, j] = r["oracle Δ"]
             star = " *" if r["chosen by the rule"] else ""
             ax.text(j, i, f"{r['oracle Δ']:+.1f}{star}\n({r['shuffled Δ']:+.1f})",
                     ha="center", va="center", fontsize=11)
             if r["passes"]:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2.5,
                                            color="black"))
-        image = ax.imshow(grid, cmap="RdBu", vmin=-span, vmax=span, aspect="auto")
+        image = ax.imshow(matrix, cmap="RdBu", vmin=-span, vmax=span, aspect="auto")
         ax.set_xticks(range(len(rates)), [f"{v:.0e}" for v in rates], fontsize=11)
         ax.set_yticks(range(len(betas)), [f"{v:g}" for v in betas], fontsize=11)
         ax.set_xlabel("learning rate η", fontsize=12)

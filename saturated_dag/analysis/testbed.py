@@ -33,7 +33,7 @@ from saturated_dag.scorers import oracle as known
 @dataclass
 class TestbedResult:
     rows: pl.DataFrame          # one per (method, scorer): Δ pass@1 with its interval
-    selection: pl.DataFrame     # each method's recipe grid with validation pass@1
+    selection: pl.DataFrame     # each method's recipe configurations with validation pass@1
     cells: pl.DataFrame         # per eval cell: base pass@1, best style, headroom, Δ
     styles: pl.DataFrame        # per row, cell and style: share and accuracy
     verdicts: dict[str, Any]
@@ -151,14 +151,14 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
                                for sc in ("oracle", "random"))).scaled(100)
                 if ("raft", "oracle") in evals and ("raft", "random") in evals else None)
     verdicts = _verdicts(s, intervals, contrast, hard_intervals)
-    per_cell = _cell_deltas(base, evals.get(("rrhf", "oracle")), cells)
+    per_point = _cell_deltas(base, evals.get(("rrhf", "oracle")), cells)
     samples = {f"{label(m)} · {sc}": report for (m, sc), report in evals.items()}
     from saturated_dag.analysis.behaviour import style_table
     from saturated_dag.tasks.solution_styles import detect_style
 
     styles = style_table(base, samples, detect_style)
     facts = {**facts, "cells used": usable, "base pass@1 (cells used)": 100 * base_m.mean()}
-    return TestbedResult(table, selection, per_cell, styles, verdicts, facts)
+    return TestbedResult(table, selection, per_point, styles, verdicts, facts)
 
 
 def _cell_deltas(base: pl.DataFrame, report: pl.DataFrame | None, cells: pl.DataFrame

@@ -133,7 +133,7 @@ def _chain_sum_eval_set_words(profile: Profile, count: int) -> str:
     if cfg_cs.eval_source is not None:
         return f"{cfg_cs.eval_source} ({count} questions)"
     grid = cfg_cs.eval_grid if cfg_cs.eval_grid is not None else cfg_cs.grid
-    return (f"generated: {cfg_cs.eval_questions_per_cell} per cell over {_grid_label(grid)} "
+    return (f"generated: {cfg_cs.eval_questions_per_cell} per grid point over {_grid_label(grid)} "
             f"({count} questions, seed {cfg_cs.seed})")
 
 

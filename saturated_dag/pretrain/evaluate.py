@@ -3,7 +3,7 @@
 ``python -m saturated_dag.pretrain.evaluate --model saturated_dag/models/arith_base``
 
 Samples n completions per question at T=0.6 / top-p 0.95 with transformers ``generate``,
-checks the last ``\\boxed{}`` against the integer gold, and reports per-cell pass@1, the
+checks the last ``\\boxed{}`` against the integer gold, and reports per-grid-point pass@1, the
 saturated / hard shares, style diversity among saturated questions and the self-judge's
 parse rate. A stand-alone sampler on purpose: it measures the checkpoint, not the pipeline.
 """
@@ -25,19 +25,19 @@ from saturated_dag.tasks.prompts import chain_sum_problem, policy_prompt, render
 from saturated_dag.tasks.solution_styles import Expression, detect_style
 
 
-def grid_questions(cells: list[tuple[int, int]], per_cell: int, seed: int) -> dict:
-    """reasoning-gym chain_sum questions, ``per_cell`` for each (terms, digits) cell."""
+def point_questions(points: list[tuple[int, int]], per_point: int, seed: int) -> dict:
+    """reasoning-gym chain_sum questions, ``per_point`` for each (terms, digits) grid point."""
     from reasoning_gym.arithmetic.chain_sum import ChainSumConfig, ChainSumDataset
 
     out = {}
-    for terms, digits in cells:
+    for terms, digits in points:
         cfg = ChainSumConfig(
             min_terms=terms,
             max_terms=terms,
             min_digits=digits,
             max_digits=digits,
             seed=seed,
-            size=per_cell,
+            size=per_point,
         )
         out[(terms, digits)] = [item["metadata"]["expression"] for item in ChainSumDataset(cfg)]
     return out
@@ -79,8 +79,8 @@ def sample(
 
 def evaluate(
     model_dir: str,
-    cells: list[tuple[int, int]],
-    per_cell: int,
+    points: list[tuple[int, int]],
+    per_point: int,
     n: int,
     seed: int,
     judge_pairs: int,
@@ -91,16 +91,16 @@ def evaluate(
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    questions = grid_questions(cells, per_cell, seed)
+    questions = point_questions(points, per_point, seed)
     t0 = time.monotonic()
-    report: dict = {"cells": {}, "n": n, "per_cell": per_cell, "seed": seed}
+    report: dict = {"points": {}, "n": n, "per_point": per_point, "seed": seed}
     saturated: list[tuple[str, list[str]]] = []
     styles_all: Counter = Counter()
-    for cell, exprs in questions.items():
+    for point, exprs in questions.items():
         prompts = [
             render_prompt(tokenizer, policy_prompt(chain_sum_problem(e)), "auto") for e in exprs
         ]
-        comps = sample(model, tokenizer, prompts, n, max_new_tokens=40 + 20 * cell[0])
+        comps = sample(model, tokenizer, prompts, n, max_new_tokens=40 + 20 * point[0])
         rates = []
         for expr, cs in zip(exprs, comps, strict=True):
             gold = Expression.parse(expr).answer
@@ -109,7 +109,7 @@ def evaluate(
             styles_all.update(detect_style(c) for c in cs)
             if all(ok):
                 saturated.append((expr, cs))
-        report["cells"][f"{cell[0]}x{cell[1]}"] = {
+        report["points"][f"{point[0]}x{point[1]}"] = {
             "pass@1": round(sum(rates) / len(rates), 4),
             "saturated": sum(r == 1 for r in rates) / len(rates),
             "hard": sum(r <= 0.25 for r in rates) / len(rates),
@@ -150,7 +150,7 @@ def judge_check(model, tokenizer, saturated: list[tuple[str, list[str]]], pairs:
     }
 
 
-def _cells(spec: str) -> list[tuple[int, int]]:
+def _points(spec: str) -> list[tuple[int, int]]:
     """``"2-5x1-3"`` -> every (terms, digits) in the ranges."""
     t, d = spec.split("x")
     t0, t1 = (int(v) for v in t.split("-")) if "-" in t else (int(t), int(t))
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="saturated_dag/models/arith_base")
     parser.add_argument("--grid", default="2-5x1-3", help="terms x digits ranges, e.g. 2-5x1-3")
-    parser.add_argument("--per-cell", type=int, default=16)
+    parser.add_argument("--per-point", type=int, default=16)
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--judge-pairs", type=int, default=2)
@@ -172,8 +172,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     report = evaluate(
         args.model,
-        _cells(args.grid),
-        args.per_cell,
+        _points(args.grid),
+        args.per_point,
         args.n,
         args.seed,
         args.judge_pairs,

@@ -72,8 +72,8 @@ def _longest(tokenizer: Any, problems: Sequence[str]) -> list[str]:
 
 
 def labelled_problems(profile: Profile, task: str) -> list[tuple[str, str]]:
-    """``(where, problem)`` for problems at least as long as any the profile's engines will
-    see for ``task``: one question per chain-sum cell of every grid (``where`` names the cell),
+    """``(where, problem)`` for problems at least as long as any the profile's engines will see for
+    ``task``: one question per grid point of every question grid (``where`` names the grid point),
     or every GSM8K train and test question (``where`` is its id)."""
     from saturated_dag.tasks import chain_sum
     from saturated_dag.tasks.chain_sum import grid_of

@@ -1,7 +1,7 @@
 """What the paper's run costs: each stage's work at a profile's sizes, and an estimate of its
 GPU-hours on one 80 GB H100.
 
-Why this exists: nobody has run the ``paper`` profile on a GPU yet, and the selection grid
+Why this exists: nobody has run the ``paper`` profile on a GPU yet, and the selection
 alone trains thousands of adapters. Before anyone books a machine, the work per stage
 (sequences sampled, tokens read and generated, judge comparisons, training tokens) should be
 known exactly where the profile decides it and stated as an assumption where the data decide it
@@ -481,7 +481,7 @@ SPLITS_MODELLED = ("saturated", "strict_saturated", "hard")
 
 
 def task_adapters(profile: Profile, task: str) -> list[Experiment]:
-    """Every adapter the task trains: each cell's grid configurations x training seeds, each
+    """Every adapter the task trains: each cell's configurations x training seeds, each
     once (the task's plan, as the graph builds its adapter assets)."""
     return experiment_plan(profile)[task].adapters
 
@@ -622,7 +622,7 @@ def stage_costs(profile: Profile, assumptions: Assumptions | None = None,
     """Each stage's work for every task of ``profile`` and its estimated GPU-hours.
 
     Rows per task: pool sampling (per pool), self-judge comparisons, strong-judge comparisons,
-    teacher-forced entropy, training per method (its adapters: the selection grid's
+    teacher-forced entropy, training per method (its adapters: each cell's
     configurations x training seeds, sweeps included), validation sampling after each epoch
     (epoch selection), adapter load checks, eval reports (the base model and each cell's chosen
     configuration x training seeds, x eval replicates). Random scores, datasets and tables are

@@ -1,14 +1,12 @@
 """What a profile will train, row by row, before anyone pays for it.
 
 For each table row (main matrix, then each sweep) of each task: the cell it reports, how many
-configurations it selects among and over how many training seeds, the settings it holds fixed
-and the settings its selection grid varies, with their values. Read off the same plan the
-Dagster layer builds its graph from (``saturated_dag.experiments.experiment_plan``), so a
-defect in the grid (a sweep row that selects over the value it exists to fix) shows here as
-it would in a run.
-``scripts/experiment_plan.py`` prints it; ``docs/paper-run.md`` holds its output for ``paper``
-and ``paper_instruct``.
-"""
+configurations it selects among and over how many training seeds, the settings it holds fixed and
+the settings its selection varies, with their values. Read off the same plan the Dagster layer
+builds its graph from (``saturated_dag.experiments.experiment_plan``), so a defect in the
+configurations (a sweep row that selects over the value it exists to fix) shows here as it would in
+a run. ``scripts/experiment_plan.py`` prints it; ``docs/paper-run.md`` holds its output for
+``paper`` and ``paper_instruct``. """
 
 from __future__ import annotations
 
@@ -36,7 +34,7 @@ class PlanRow:
     seeds: int
     adapters: int
     fixed: dict[str, Any]  # every setting the method reads that one value holds for all
-    varied: dict[str, list[Any]]  # the settings its selection grid varies, with their values
+    varied: dict[str, list[Any]]  # the settings its selection varies, with their values
 
 
 def _value(value: Any) -> str:

@@ -273,16 +273,16 @@ def behaviour_heatmaps(table: pl.DataFrame, path: Path, title: str) -> tuple[Pat
                                             1.6 + 0.34 * len(rows)))
     for ax, measure, unit in ((axes[0], "Δ pass@1", "points; * 95% paired interval excludes 0"),
                               (axes[1], "Δ mean_tokens", "tokens; no interval")):
-        grid = np.array([[lookup[(r, c)][measure] for c in cells] for r in rows], dtype=float)
-        limit = max(1.0, float(np.nanmax(np.abs(grid))))  # no change: a scale of ±1
-        shown = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+        matrix = np.array([[lookup[(r, c)][measure] for c in cells] for r in rows], dtype=float)
+        limit = max(1.0, float(np.nanmax(np.abs(matrix))))  # no change: a scale of ±1
+        shown = ax.imshow(matrix, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
         for i, r in enumerate(rows):
             for j, c in enumerate(cells):
                 found = lookup[(r, c)]
                 text = (_cell_text(found[measure], found.get("Δ pass@1 low"),
                                    found.get("Δ pass@1 high")) if measure == "Δ pass@1"
                         else f"{found[measure]:+.1f}")
-                dark = abs(grid[i, j]) > 0.6 * limit
+                dark = abs(matrix[i, j]) > 0.6 * limit
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,
                         color="white" if dark else "black")
         ax.set_xticks(range(len(cells)), cells, fontsize=8, rotation=45)
@@ -315,14 +315,14 @@ def style_shift(styles: pl.DataFrame, path: Path, title: str) -> tuple[Path, Pat
     for ax, cell in zip(axes[0][:-1], cells, strict=True):
         part = styles.filter(pl.col("cell") == cell)
         lookup = {(r["row"], r["style"]): r for r in part.iter_rows(named=True)}
-        grid = [[lookup[(r, k)]["Δ share"] if (r, k) in lookup else 0.0 for k in kinds]
+        matrix = [[lookup[(r, k)]["Δ share"] if (r, k) in lookup else 0.0 for k in kinds]
                 for r in rows]
-        shown = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+        shown = ax.imshow(matrix, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
         for i, r in enumerate(rows):
             for j, k in enumerate(kinds):
                 found = lookup.get((r, k))
                 if found is not None and found["accuracy"] is not None and found["samples"]:
-                    dark = abs(grid[i][j]) > 0.6 * limit  # white on the deep colours
+                    dark = abs(matrix[i][j]) > 0.6 * limit  # white on the deep colours
                     ax.text(j, i, f"{found['accuracy']:.0f}", ha="center", va="center",
                             fontsize=STYLE_DIGITS, color="white" if dark else "black")
         ax.set_xticks(range(len(kinds)), kinds, fontsize=7, rotation=60)
@@ -445,7 +445,7 @@ def adapter_curves(epochs: Sequence[Mapping[str, Any]],
 def cell_overlay(runs: Mapping[str, Mapping[str, Any]], chosen: Collection[str], path: Path,
                  title: str) -> tuple[Path, Path]:
     """All of one cell's trainings in one figure: the training loss per logged step and
-    validation pass@1 per epoch, a line per run. ``runs`` maps a run's label (its grid key,
+    validation pass@1 per epoch, a line per run. ``runs`` maps a run's label (its partition key,
     e.g. ``lr0.0003_seed0``) to its ``result.json`` (``epochs``, ``log_history``); the labels
     in ``chosen`` (every seed of the selected configuration) are drawn black and thick, with
     their kept epoch (``best_epoch``) starred, the others thin in colour.

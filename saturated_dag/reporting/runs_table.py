@@ -1,7 +1,7 @@
 """One row per trained adapter of a task: the runs table (``<task>/runs_table``).
 
 The result tables report a cell's chosen configuration; this table keeps every adapter the
-selection grids and the sweeps trained (each configuration x training seed), so a reader
+selections and the sweeps trained (each configuration x training seed), so a reader
 sees what was tried, what won and by how much: the adapter's settings as its
 ``training_config.json`` records them, its kept epoch and validation pass@1 (what selection
 read, App. B), whether its cell chose it, and, for a chosen configuration, its eval pass@1 /
@@ -54,9 +54,9 @@ def cell_key(cell: Experiment) -> str:
 
 @dataclass(frozen=True)
 class TrainedAdapter:
-    """One adapter of a task and where it sits: its configuration (seed 0 of the grid point),
+    """One adapter of a task and where it sits: its configuration (its seed 0),
     its training replicate r (the eval report's ``training_replicate``) and every cell whose
-    grid trains it."""
+    configurations include it."""
 
     adapter: Experiment
     configuration: Experiment
@@ -65,7 +65,8 @@ class TrainedAdapter:
 
 
 def task_adapters(profile: Profile, task: str) -> list[TrainedAdapter]:
-    """Every adapter ``task`` trains, each once, in the graph's order (cells, grid, seeds)."""
+    """Every adapter ``task`` trains, each once, in the graph's order (cells, configurations,
+    seeds)."""
     found: dict[Experiment, TrainedAdapter] = {}
     for cell, trained in experiment_plan(profile)[task].trained.items():
         for config, seeds in trained.items():
@@ -111,7 +112,7 @@ def _hyperparameters(settings: Mapping[str, Any]) -> dict[str, Any]:
 def chosen_configurations(profile: Profile, adapters: Sequence[TrainedAdapter],
                           selections: Mapping[str, str]) -> dict[str, str]:
     """Each cell's chosen configuration (``cell_key`` -> adapter name): its selection's
-    choice (``selections``), or its one configuration when its grid has one point.
+    choice (``selections``), or its one configuration when it has only one.
 
     A cell with several configurations and no selection is an error naming it: which of its
     adapters the eval report evaluated would otherwise be a guess."""

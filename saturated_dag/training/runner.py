@@ -21,19 +21,19 @@ every policy trains each job with ``train_job``, and shares:
 The policies (``policy_for`` chooses for the run's own process):
 
 - ``InThisProcess``: one after another in the calling process, with one load of each base
-  model (``train.BaseModels``): a grid on a GPU, a single training, or the Pipes child
+  model (``train.BaseModels``): a cell's adapters on a GPU, a single training, or the Pipes child
   (``resources/training_child.py``, which calls this runner with its run process as owner;
   vLLM does not reliably free GPU memory inside a process, and a crashed or OOM-killed trainer
   should not take the run with it, so the Dagster layer trains in that child by default).
-- ``SideBySide``: a cell's grid on a CPU, one spawned one-thread worker process per core.
+- ``SideBySide``: a cell's adapters on a CPU, one spawned one-thread worker process per core.
   On the embedded model a training is bound by Python and small matrix products, so a second
   torch thread in the same process adds little, while a second process training another
-  adapter of the grid doubles what the two cores do (``BENCHMARKS.md``, "Training side by
+  adapter of the cell doubles what the two cores do (``BENCHMARKS.md``, "Training side by
   side"). Dagster's multiprocess executor would give the same overlap across steps, but it
   starts a process per step, which costs more than the demo's short steps last
   (``docs/performance.md``). The workers are started once per process that trains (a few
-  seconds, importing torch, TRL and PEFT at once: ``PRELOAD``) and then serve every grid of
-  its steps, warm. They are spawned, not forked: polars' threads do not survive a fork
+  seconds, importing torch, TRL and PEFT at once: ``PRELOAD``) and then serve every adapter
+  step, warm. They are spawned, not forked: polars' threads do not survive a fork
   (a child forked from a process that had used polars hung in ``read_parquet``), and
   multiprocessing's fork server is one per process, preloaded and given its environment by
   whoever starts it first (Dagster's multiprocess executor under ``one_per_core``). A
@@ -272,7 +272,7 @@ that started it (its owner, the run's), checked before each publication."""
 
 _WORKERS: dict[int, tuple[ProcessPoolExecutor, Any, threading.Thread]] = {}
 """This process's sets of side-by-side workers by their count, each with its log queue and
-the thread that started it: started by the first grid, kept for the next (a worker's
+the thread that started it: started by the first adapter step, kept for the next (a worker's
 imports, allocator and kernels stay warm), and ended when the process exits or a worker dies.
 The kernel's parent-death signal fires when the starting thread ends, so workers whose
 starting thread has ended are replaced."""

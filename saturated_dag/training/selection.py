@@ -1,14 +1,13 @@
-"""The paper's selection protocol (App. B): a cell trains every configuration of its grid and
+"""The paper's selection protocol (App. B): a cell trains every one of its configurations and
 reports the one with the best validation pass@1. The project's selection rules live here, and
 only here: App. B's argmax (``best``) and the one-standard-error rule (``one_se``) that the
 testbed chooses each method's recipe by (``choose_index``), named by ``training.selection.rule``.
 
-Each configuration's validation pass@1 is that of its kept checkpoint (the best epoch of its
-own run, ``training/train.py``), averaged over its training-seed replicates. The winner is the
-highest mean; a tie goes to the configuration listed first (the grid's order), so the choice
+Each configuration's validation pass@1 is that of its kept checkpoint (the best epoch of its own
+run, ``training/train.py``), averaged over its training-seed replicates. The winner is the highest
+mean; a tie goes to the configuration listed first (``training.selection``'s order), so the choice
 is a function of the results alone. Validation questions are disjoint from the eval set
-(``tasks.validation_questions``), so choosing on them does not look at the reported numbers.
-"""
+(``tasks.validation_questions``), so choosing on them does not look at the reported numbers. """
 
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ import polars as pl
 
 SETTINGS = ("learning_rate", "epochs", "batch_size", "dpo_beta", "dpo_nll_weight",
             "rrhf_rank_weight")
-"""The grid's settings, as columns of a selection table."""
+"""The settings a selection varies, as columns of a selection table."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class Trained:
 
 
 def selection_table(configurations: Sequence[Trained], rule: str = "best") -> pl.DataFrame:
-    """One row per configuration (grid order): its settings, seeds, kept epochs, mean
+    """One row per configuration (configuration order): its settings, seeds, kept epochs, mean
     validation pass@1 (%), and whether ``rule`` chose it (exactly one row). With the one-SE
     rule, also each one's points behind the best and the paired standard error of that gap
     (seed-averaged per-question rates, paired over the validation questions)."""
@@ -102,14 +101,14 @@ RULES = ("best", "one_se")
 
 def best_index(means: Sequence[float]) -> int:
     """App. B's argmax: the highest mean validation pass@1, the first listed of equals (the
-    grid lists smaller steps first); rounded so float noise in a mean does not break a tie."""
+    selection lists smaller steps first); rounded so float noise in a mean does not break a tie."""
     return max(range(len(means)), key=lambda i: (round(means[i], 9), -i))
 
 
 def choose_index(rates: Sequence[np.ndarray], steps: Sequence[float], rule: str
                  ) -> tuple[int, list[tuple[float, float]]]:
     """The index of the configuration ``rule`` picks from each configuration's per-question
-    validation pass rates (the same questions, in the same order, for every one; grid
+    validation pass rates (the same questions, in the same order, for every one; configuration
     order), and per configuration (points behind the best, the paired standard error of
     that gap).
 

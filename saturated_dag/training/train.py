@@ -81,10 +81,10 @@ class TrainResult:
 
 
 class BaseModels:
-    """Base models loaded once for several trainings in one process (a cell's grid, trained
-    in one step): each training gets a deep copy of the loaded model, so LoRA's wrapping and
+    """Base models loaded once for several trainings in one process (a cell's adapters,
+    trained in one step): each training gets a deep copy of the loaded model, so LoRA's wrapping and
     any state a trainer leaves never reach the next one, and the copy is the model a fresh
-    load would give (``tests/test_grid_partitions.py`` trains both ways and compares the
+    load would give (``tests/test_adapter_partitions.py`` trains both ways and compares the
     weights). ``loads`` counts the loads from disk."""
 
     def __init__(self) -> None:

@@ -1,5 +1,5 @@
-"""The configuration x seed grid as Dagster partitions: one adapter asset per cell, one
-partition per adapter of its grid; a whole-task job as one run per grid; a cell's grid trained
+"""A cell's configurations x seeds as Dagster partitions: one adapter asset per cell, one
+partition per adapter; a whole-task job as one run per partition set; a cell's adapters trained
 in one step with one load of the base model."""
 
 from pathlib import Path
@@ -11,7 +11,7 @@ import pytest
 from assets import profile_assets
 from jobs.location import build_defs
 from jobs.staged import RANGE_END, RANGE_START, part_names, stages
-from saturated_dag.experiments import experiment_plan, grid_key
+from saturated_dag.experiments import adapter_partition_key, experiment_plan
 from saturated_dag.profiles import load_profile
 from saturated_dag.training import train as train_module
 from saturated_dag.training.job import TrainingJob
@@ -22,44 +22,45 @@ PROFILES = ("demo", "study", "ci", "paper", "rehearsal")
 
 @pytest.mark.parametrize("name", PROFILES)
 def test_every_adapter_is_one_partition_of_its_cells_asset(name: str) -> None:
-    """Each cell's partition keys name its adapters one to one, in grid and seed order; the
+    """Each cell's partition keys name its adapters one to one, in configuration and seed order; the
     adapters of all cells are the plan's (none lost, a shared one under each of its cells)."""
     profile = load_profile(name)
     for task, plan in experiment_plan(profile).items():
         seen = set()
         for cell in plan.cells:
-            grid = plan.grid(cell)
+            keyed = plan.partitions[cell]
             adapters = [a for seeds in plan.trained[cell].values() for a in seeds]
-            assert list(grid.values()) == adapters
-            assert list(grid) == [grid_key(profile.training, cell, a, profile.data_seeds)
-                                  for a in adapters]
-            assert all("seed" in key and "..." not in key for key in grid)
+            assert list(keyed.values()) == adapters
+            assert list(keyed) == [
+                adapter_partition_key(profile.training, cell, a, profile.data_seeds)
+                for a in adapters]
+            assert all("seed" in key and "..." not in key for key in keyed)
             seen |= set(adapters)
         assert seen == set(plan.adapters)
-        # cells of one grid run in one run, in parallel steps: none may train another's
-        # adapter (two cells share one only across grids, so the later part reuses it)
-        for grid, cells in plan.cells_by_grid.items():
-            assert all(tuple(plan.grid(c)) == grid for c in cells)
-            shared = [a for c in cells for a in plan.grid(c).values()]
-            assert len(shared) == len(set(shared)), (name, task, grid)
+        # cells of one partition set run in one run, in parallel steps: none may train another's
+        # adapter (two cells share one only across partition sets, so the later part reuses it)
+        for partition_set, cells in plan.cells_by_partitions.items():
+            assert all(tuple(plan.partitions[c]) == partition_set for c in cells)
+            shared = [a for c in cells for a in plan.partitions[c].values()]
+            assert len(shared) == len(set(shared)), (name, task, partition_set)
 
 
-def test_the_demo_grid_keys_say_what_varies() -> None:
-    """Keys name the settings the cell's grid varies, always written out, then the seed."""
+def test_the_demo_partition_keys_say_what_varies() -> None:
+    """Keys name the settings the cell's selection varies, always written out, then the seed."""
     profile = load_profile("demo")
     plan = experiment_plan(profile)["chain_sum"]
-    keys = {f"{c.split}/{c.name}": list(plan.grid(c)) for c in plan.cells}
+    keys = {f"{c.split}/{c.name}": list(plan.partitions[c]) for c in plan.cells}
     assert keys["saturated/sft"] == ["lr0.0003_seed0", "lr0.001_seed0"]
     assert keys["hard/dpo_correctness_random"][:2] == ["beta0.1_lr0.0003_seed0",
                                                        "beta2_lr0.0003_seed0"]
-    assert len(plan.cells_by_grid) == 4  # four distinct grids: four runs for the demo
-    assert sum(map(len, plan.cells_by_grid.values())) == len(plan.cells)
+    assert len(plan.cells_by_partitions) == 4  # four partition sets: four runs for the demo
+    assert sum(map(len, plan.cells_by_partitions.values())) == len(plan.cells)
 
 
-def test_a_whole_task_job_is_one_part_per_grid_and_covers_the_graph_once() -> None:
+def test_a_whole_task_job_is_one_part_per_partition_set_and_covers_the_graph_once() -> None:
     """``demo``'s parts: each part's adapter assets share one partitions definition; together
     the parts select every asset of the graph exactly once, the upstream assets in the first
-    and the downstream ones in the last; each part carries its grid's whole range."""
+    and the downstream ones in the last; each part carries its partition set's whole range."""
     profile = load_profile("demo")
     defs = build_defs("demo", "outputs")
     graph = defs.resolve_asset_graph()
@@ -73,9 +74,9 @@ def test_a_whole_task_job_is_one_part_per_grid_and_covers_the_graph_once() -> No
         partitioned = {graph.get(k).partitions_def for k in keys
                        if graph.get(k).partitions_def is not None}
         assert len(partitioned) == 1, name
-        (grid,) = partitioned
+        (definition,) = partitioned
         assert (job.tags[RANGE_START], job.tags[RANGE_END]) == (
-            grid.get_partition_keys()[0], grid.get_partition_keys()[-1])
+            definition.get_partition_keys()[0], definition.get_partition_keys()[-1])
         if index == 0:
             assert dg.AssetKey(["chain_sum", "generation_pool"]) in keys
         if index == len(names) - 1:
@@ -99,7 +100,7 @@ def test_the_paper_location_holds_one_adapter_asset_per_cell() -> None:
     plans = experiment_plan(profile)
     assert len(adapters) == sum(len(p.cells) for p in plans.values()) == 53
     assert sum(len(a.partitions_def.get_partition_keys()) for a in adapters) == sum(
-        len(p.grid(c)) for p in plans.values() for c in p.cells)
+        len(p.partitions[c]) for p in plans.values() for c in p.cells)
     assert all(a.backfill_policy == dg.BackfillPolicy.single_run() for a in adapters)
 
 
@@ -124,7 +125,7 @@ def _sft_jobs(tmp_path: Path, model: Path) -> list[TrainingJob]:
             for name, rate, seed in (("a", 1e-2, 0), ("b", 1e-3, 1))]
 
 
-def test_a_grid_trains_with_one_base_model_load_and_the_same_weights(
+def test_a_cells_adapters_train_with_one_base_model_load_and_the_same_weights(
         tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two adapters in one process load the base model once; each gets a copy, so the
     second adapter's weights are those it gets trained alone from a fresh load."""
@@ -224,7 +225,7 @@ def _keyed(jobs: list[TrainingJob]) -> list[TrainingJob]:
 
 def dies_on_b(job: TrainingJob, tag: str) -> dict:
     """A side-by-side worker's training that kills its process on adapter ``b`` (the OOM
-    killer), and waits on the others so the kill lands mid-grid."""
+    killer), and waits on the others so the kill lands mid-step."""
     import os
     import time
 
@@ -245,11 +246,11 @@ def raises_on_b(job: TrainingJob, tag: str) -> dict:
     return train_in_worker(job, tag)
 
 
-def test_a_training_that_raises_lets_the_grid_finish_then_fails_with_its_own_error(
+def test_a_training_that_raises_lets_the_step_finish_then_fails_with_its_own_error(
         tmp_path: Path, tiny_model_dir: Path) -> None:
     """A side-by-side training that raises: the others of the step still publish their
     adapters, then the step fails with that training's own error, naming its adapter."""
-    jobs = _keyed(_sft_jobs(tmp_path / "grid", tiny_model_dir))
+    jobs = _keyed(_sft_jobs(tmp_path / "step", tiny_model_dir))
     with pytest.raises(ValueError, match="planted training error") as raised:
         run_jobs(jobs, SideBySide(2, train=raises_on_b))
     assert any(jobs[1].out_dir in note for note in raised.value.__notes__)
@@ -257,9 +258,9 @@ def test_a_training_that_raises_lets_the_grid_finish_then_fails_with_its_own_err
     assert not Path(jobs[1].out_dir).exists()
 
 
-def test_a_grid_trains_side_by_side_one_thread_per_process_with_the_weights_of_one_alone(
+def test_a_cells_adapters_train_side_by_side_one_thread_per_process_with_the_weights_of_one_alone(
         tmp_path: Path, tiny_model_dir: Path) -> None:
-    """Item 1 of the throughput issue on CPU: a grid's adapters train at the same time in one
+    """Item 1 of the throughput issue on CPU: a cell's adapters train at the same time in one
     process per core, each with one torch thread, and each adapter's weights are those it
     gets trained alone in a one-thread process."""
     import os
@@ -290,11 +291,11 @@ def test_a_grid_trains_side_by_side_one_thread_per_process_with_the_weights_of_o
         Path(alone["adapter_dir"]) / weights).read_bytes()
 
 
-def test_a_training_process_that_dies_fails_the_grid_naming_what_is_not_trained(
+def test_a_training_process_that_dies_fails_the_step_naming_what_is_not_trained(
         tmp_path: Path, tiny_model_dir: Path) -> None:
-    """A side-by-side worker killed mid-grid fails the step with the adapters that were not
+    """A side-by-side worker killed mid-step fails the step with the adapters that were not
     trained, instead of hanging or passing."""
-    jobs = _keyed(_sft_jobs(tmp_path / "grid", tiny_model_dir))
+    jobs = _keyed(_sft_jobs(tmp_path / "step", tiny_model_dir))
     with pytest.raises(RuntimeError, match="a training process died") as raised:
         run_jobs(jobs, SideBySide(2, train=dies_on_b))
     assert jobs[1].out_dir in str(raised.value)
