@@ -203,7 +203,8 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
     ``training.selection``'s values for the settings the row does not fix). A row with several reads
     its selection, and its ``adapter`` and ``epochs`` columns name the chosen one
     (``<split>/selection/<cell>``); a row with one names that one (not the cell: a row pinning the
-    profile's own β is cell ``..._beta0.1`` of adapter ``dpo_self_judge``). """
+    profile's own β is cell ``..._beta0.1`` of adapter ``dpo_self_judge``).
+    """
     configurations = configurations or {}
     ins = {"base": dg.AssetIn(key=[task, "eval", "base"])}
     ins.update({f"row_{i}": dg.AssetIn(key=[task, r.experiment.split, "eval",

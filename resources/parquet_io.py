@@ -57,7 +57,7 @@ from typing import Any, get_origin
 
 import dagster as dg
 import polars as pl
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 from upath import UPath
 
 from resources.experiment import ExperimentLocation
@@ -343,13 +343,25 @@ class ParquetIOManager(dg.ConfigurableIOManager):
     location: ExperimentLocation = Field(
         description="profile and output folder of the code location (not run config)")
 
+    _run_store: PolarsParquetStore | None = PrivateAttr(None)
+
     @property
     def base_dir(self) -> str:
         return str(Path(self.location.output_dir) / "assets")
 
-    def _store(self) -> PolarsParquetStore:
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        # the key prefix comes from the location's profile: read it once per run, not once
+        # per frame stored or loaded
+        self._run_store = self._new_store()
+
+    def _new_store(self) -> PolarsParquetStore:
         return PolarsParquetStore(self.base_dir, self.location.metadata(),
                                   self.location.key_prefix)
+
+    def _store(self) -> PolarsParquetStore:
+        """The run's store; a manager used outside a run (a test calling it directly) makes
+        one per call."""
+        return self._run_store if self._run_store is not None else self._new_store()
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
         self._store().handle_output(context, obj)

@@ -466,7 +466,8 @@ class SelectionSettings(_Strict):
     σ-RRHF at λ = 0.1, and λ is Figure 6's sweep; setting it selects λ per σ-RRHF cell instead, the
     other reading of App. B (``docs/paper-differences.md``). ``batch_sizes`` a method cannot use
     (σ-RRHF: fewer than a question's ``n`` completions, or not a multiple of
-    ``per_device_batch_size``) are skipped for it. """
+    ``per_device_batch_size``) are skipped for it.
+    """
 
     learning_rates: list[float] | None = Field(None, min_length=1)
     epochs: list[int] | None = Field(None, min_length=1)

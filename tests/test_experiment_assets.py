@@ -142,7 +142,7 @@ def test_every_table_names_its_eval_set(tmp_path: Path) -> None:
                                                     "values": [0.0, 1.0]},
                                     "rrhf_variants": None, "dpo_beta": None}}}
     fixed = {**base, "chain_sum": {**OVERRIDES["chain_sum"], "eval_source": str(eval_file)}}
-    expected = {json.dumps(base): "generated: 3 per cell over terms 2-2 x digits 1-1 "
+    expected = {json.dumps(base): "generated: 3 per grid point over terms 2-2 x digits 1-1 "
                                   "(3 questions, seed 0)",
                 json.dumps(fixed): f"{eval_file} (3 questions)"}
     for run, (overrides_json, name) in enumerate(expected.items()):

@@ -1,14 +1,14 @@
 """docs/glossary.md promises one meaning per word: the meanings it retired stay retired.
 
-Three words had a second meaning in the code. "cell" is a row of the experiment plan (a
-table's (split, method, scorer), or a sweep's row); a point of chain sum's question grid (terms
-x digits) is a ``GridPoint``. "grid" is only that question grid: what a cell trains are its
-configurations (from the lists ``training.selection`` holds), an adapter's Dagster partition
-key is its partition key, and cells with the same keys are a partition set. "pool" is the generation pool; processes started side by side are
-"workers", and Dagster's concurrency pool that model steps claim is "the gpu concurrency
-limit". This test searches the Python source of ``saturated_dag/``, ``assets/``, ``jobs/``
-and ``resources/`` for the retired forms (``RETIRED``) and fails naming each hit's file and
-line, with the word that replaces it.
+Three words had a second meaning in the code. "cell" is a row of the experiment plan (a table's
+(split, method, scorer), or a sweep's row); a point of chain sum's question grid (terms x digits) is
+a ``GridPoint``. "grid" is only that question grid: what a cell trains are its configurations (from
+the lists ``training.selection`` holds), an adapter's Dagster partition key is its partition key,
+and cells with the same keys are a partition set. "pool" is the generation pool; processes started
+side by side are "workers", and Dagster's concurrency pool that model steps claim is "the gpu
+concurrency limit". This test searches the Python source of ``saturated_dag/``, ``assets/``,
+``jobs/`` and ``resources/`` for the retired forms (``RETIRED``) and fails naming each hit's file
+and line, with the word that replaces it.
 
 Pure file reading: no project import, no model.
 """

@@ -45,10 +45,10 @@ def test_instruct_profile_is_table_3(profile: str) -> None:
         "gsm8k/hard/eval/dpo_correctness_random",
         "gsm8k/hard/eval/dpo_correctness_self_judge", "gsm8k/eval/base"}
     # each of Table 3's six cells selects among Table 5's configurations, as in `paper` (App. B)
-    keys = [a.partitions_def.get_partition_keys() for a in profile_assets(loaded)[0]
-             if isinstance(a, dg.AssetsDefinition) and a.key.path[0] == "gsm8k"
-             and "adapter" in a.key.path]
-    assert len(keys) == 6 and {len(g) for g in keys} == {3 * 3 * 4 * 5}
+    partition_sets = [a.partitions_def.get_partition_keys() for a in profile_assets(loaded)[0]
+                      if isinstance(a, dg.AssetsDefinition) and a.key.path[0] == "gsm8k"
+                      and "adapter" in a.key.path]
+    assert len(partition_sets) == 6 and {len(g) for g in partition_sets} == {3 * 3 * 4 * 5}
     assert not [k for k in _keys(profile) if k.path[0] == "chain_sum"]
 
 

@@ -162,11 +162,11 @@ def test_a_selected_cell_evaluates_the_chosen_configuration_over_its_seeds(
     everything, checks = graph("demo", overrides)
     keys = {a.key.to_user_string() for a in everything}
     # one adapter asset per cell, one Dagster partition per configuration x seed
-    keys = {a.key.to_user_string(): a.partitions_def.get_partition_keys()
-             for a in everything if "adapter" in a.key.path}
+    partitions = {a.key.to_user_string(): a.partitions_def.get_partition_keys()
+                  for a in everything if "adapter" in a.key.path}
     expected = ["lr0.01_seed0", "lr0.01_seed1", "lr0.0001_seed0", "lr0.0001_seed1"]
-    assert keys == {"chain_sum/saturated/adapter/sft": expected,
-                     "chain_sum/saturated/adapter/rrhf_entropy_lambda0": expected}
+    assert partitions == {"chain_sum/saturated/adapter/sft": expected,
+                          "chain_sum/saturated/adapter/rrhf_entropy_lambda0": expected}
     assert "chain_sum/saturated/selection/sft" in keys
     wanted = [a.key for a in everything if a.key.path[0] == "chain_sum"
               and (a.key.path[1] in ("saturated", "eval", "results_table",

@@ -381,7 +381,7 @@ def test_eval_set_names() -> None:
 
     demo = load_profile("demo")
     assert eval_set_name(demo, "chain_sum", 96) == (
-        "generated: 16 per cell over terms 3-5 x digits 1-2 (96 questions, seed 0)")
+        "generated: 16 per grid point over terms 3-5 x digits 1-2 (96 questions, seed 0)")
     paper = load_profile("paper")
     assert eval_set_name(paper, "chain_sum", 200) == "hannoh/chainsum_eval (200 questions)"
     assert eval_set_name(paper, "gsm8k", 1319) == (

@@ -541,22 +541,14 @@ def test_the_eval_reports_first_screen_shows_pass_at_1_with_its_interval(
     assert not browser.page.get_by_text("Columns", exact=True).count()  # the schema is last
 
 
-TINY_TESTBED = """extends: testbed
-name: testbed_tiny
-chain_sum: {questions_per_cell: 4, eval_questions_per_cell: 2, strict_questions_per_cell: 2}
-sampling: {max_new_tokens: 96}
-training:
-  methods: [rrhf, dpo, sft, raft]
-  scorers: [oracle, oracle_shuffled, oracle_rho0]
-  method_scorers: {dpo: [oracle, oracle_shuffled], raft: [oracle, random]}
-  replicates: 1
-  epochs: 1
-  validation_questions_per_cell: 1
-  selection: {learning_rates: [0.0003, 0.001], dpo_betas: null}
-testbed: {min_training_questions: 1}
-"""
-"""The testbed at toy size (``tests/test_testbed.py``'s ``TINY``), keeping the shipped
-profile's ``key_prefix``: what the browser test runs when no testbed run is given."""
+def tiny_testbed_profile() -> str:
+    """The testbed at toy size (``tests/test_testbed.py``'s ``TINY``) as a profile file that
+    extends the shipped one, so it keeps its ``key_prefix``: what the browser test runs when
+    no testbed run is given."""
+    import yaml
+
+    from tests.test_testbed import TINY
+    return yaml.safe_dump({"extends": "testbed", "name": "testbed_tiny", **TINY})
 
 
 def _tiny_testbed_run(tmp: Path) -> tuple[Path, Path, Path]:
@@ -565,7 +557,7 @@ def _tiny_testbed_run(tmp: Path) -> tuple[Path, Path, Path]:
     home, out, profile = tmp / "testbed_home", tmp / "testbed_outputs", tmp / "testbed_tiny.yaml"
     home.mkdir(parents=True)
     shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
-    profile.write_text(TINY_TESTBED)
+    profile.write_text(tiny_testbed_profile())
     env = {**os.environ, "DAGSTER_HOME": str(home), "SATURATED_DAG_PROFILE": str(profile),
            "SATURATED_DAG_OUTPUT_DIR": str(out), "SATURATED_DAG_CACHE": str(tmp / "cache")}
     done = subprocess.run([str(BIN / "python"), "-m", "run_parts", "testbed"], cwd=REPO_ROOT,
@@ -581,7 +573,7 @@ def test_the_testbeds_verdicts_are_in_the_ui_readme_starts(
     the study's locations over one instance) shows the testbed's verdicts on their asset page,
     ``testbed/chain_sum/testbed_validation``, beside the demo's assets, and README's filter
     ``code_location:"saturated_dag"`` leaves the demo's assets alone for **Materialize all**.
-    The testbed run is the toy testbed (``TINY_TESTBED``), or an instance where
+    The testbed run is the toy testbed (``tiny_testbed_profile``), or an instance where
     ``bash scripts/run_testbed.sh`` ran: ``SATURATED_DAG_UI_TESTBED_HOME`` (its DAGSTER_HOME)
     and ``SATURATED_DAG_UI_TESTBED_OUTPUT_DIR`` (its output folder)."""
     existing = os.environ.get("SATURATED_DAG_UI_TESTBED_HOME")

@@ -6,7 +6,8 @@ the settings its selection varies, with their values. Read off the same plan the
 builds its graph from (``saturated_dag.experiments.experiment_plan``), so a defect in the
 configurations (a sweep row that selects over the value it exists to fix) shows here as it would in
 a run. ``scripts/experiment_plan.py`` prints it; ``docs/paper-run.md`` holds its output for
-``paper`` and ``paper_instruct``. """
+``paper`` and ``paper_instruct``.
+"""
 
 from __future__ import annotations
 

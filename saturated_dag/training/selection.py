@@ -7,7 +7,8 @@ Each configuration's validation pass@1 is that of its kept checkpoint (the best 
 run, ``training/train.py``), averaged over its training-seed replicates. The winner is the highest
 mean; a tie goes to the configuration listed first (``training.selection``'s order), so the choice
 is a function of the results alone. Validation questions are disjoint from the eval set
-(``tasks.validation_questions``), so choosing on them does not look at the reported numbers. """
+(``tasks.validation_questions``), so choosing on them does not look at the reported numbers.
+"""
 
 from __future__ import annotations
 
