@@ -5,7 +5,8 @@ and, with ``tracking.mlflow`` on, each row as an MLflow run
 Its inputs are every eval report of the task (the base model's and each cell's) and every
 cell's selection, so it runs last, once the task's tables are due; each adapter's
 ``training_config.json`` is read from its folder. Metadata: a short summary first, then at
-most ``INLINE_ROWS`` rows inline (``compact``: method, scorer, β, λ, η as columns, Δ with its
+most ``INLINE_ROWS`` rows inline, one table per split (``compact``, ``by_split``: method, scorer,
+β, λ, η as columns, Δ with its
 interval), then where the MLflow runs went. The whole frame is also
 ``<output dir>/<task>/runs_table.csv``, beside the other tables.
 
@@ -31,6 +32,7 @@ from saturated_dag.experiments import Experiment
 from saturated_dag.infra.atomic import atomic_write_csv
 from saturated_dag.reporting.runs_table import (
     INLINE_ROWS,
+    by_split,
     cell_key,
     chosen_configurations,
     compact,
@@ -129,7 +131,8 @@ def runs_table_asset(task: str, cells: list[Experiment],
         metadata: dict[str, object] = {
             "summary": dg.MetadataValue.md(summary(frame, task, logged and logged.uri,
                                                    inline_rows=min(INLINE_ROWS, frame.height))),
-            "table": frame_table(compact(frame), max_rows=INLINE_ROWS),
+            **{f"runs: {split}": frame_table(rows, max_rows=INLINE_ROWS)
+               for split, rows in by_split(compact(frame)).items()},
             "adapters": frame.height,
             "chosen": int(frame["chosen"].sum()),
             "evaluated": int(frame["pass@1"].is_not_null().sum()),

@@ -20,6 +20,7 @@ from saturated_dag.experiments import Experiment
 from saturated_dag.profiles import load_profile
 from saturated_dag.reporting.runs_table import (
     COMPACT,
+    by_split,
     chosen_configurations,
     compact,
     configurations,
@@ -176,7 +177,7 @@ def test_compact_view_and_summary(tmp_path: Path) -> None:
     frame = _frame(tmp_path)
     view = compact(frame)
     assert view.columns == list(COMPACT)
-    assert view.columns[1:6] == ["method", "scorer", "β", "λ", "η"]
+    assert view.columns[2:7] == ["method", "scorer", "β", "λ", "η"]
     assert "Δ pass@1" in view.columns and "pass@1 low" not in view.columns
     assert set(view["η"]) == {"1e-3", "3e-4"}
     assert [scientific(v) for v in (1.5e-5, 5e-6, 2e-3, 1e-4, None)] == [
@@ -185,7 +186,10 @@ def test_compact_view_and_summary(tmp_path: Path) -> None:
     assert (top["method"], top["scorer"], top["β"], top["λ"], top["η"]) == (
         "dpo", "entropy", "0.1", None, "3e-4")
     assert top["Δ pass@1"].startswith("+50.00 [")  # Δ with its interval in one cell
-    assert top["split · seed"] == "saturated · 0"
+    assert (top["split"], top["seed"]) == ("saturated", "0")
+    tables = by_split(view)  # one inline table per split, in the order of their best row
+    assert next(iter(tables)) == "saturated" and "split" not in tables["saturated"].columns
+    assert sum(t.height for t in tables.values()) == view.height
     assert frame.filter(pl.col("Δ pass@1").is_not_null())["chosen"].all()  # Δ: chosen only
     sft = view.filter(pl.col("method") == "sft")
     assert set(sft["scorer"]) == {"—"} and sft["β"].is_null().all()
@@ -292,7 +296,10 @@ def test_materialises_with_tracking_off_and_no_mlflow(tmp_path: Path,
     assert metadata["adapters"].value == len(ADAPTERS) and metadata["chosen"].value == 6
     assert metadata["evaluated"].value == 6
     assert "mlflow_uri" not in metadata and not (out / "mlflow.db").exists()
-    records = metadata["table"].value.records  # 8 rows: under INLINE_ROWS, all inline
+    inline = [key for key in metadata if key.startswith("runs: ")]  # one table per split
+    records = [r for key in inline for r in metadata[key].value.records]  # 8: all inline
+    assert inline and all("split" not in [c.name for c in metadata[k].value.schema.columns]
+                          for k in inline)
     assert len(records) == len(ADAPTERS) and {r.data["η"] for r in records} == {"1e-3", "3e-4"}
     assert "every row;" in metadata["summary"].value
     stored = pl.read_parquet(asset_path(out, TASK, "runs_table"))
