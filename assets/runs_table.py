@@ -5,10 +5,9 @@ and, with ``tracking.mlflow`` on, each row as an MLflow run
 Its inputs are every eval report of the task (the base model's and each cell's) and every
 cell's selection, so it runs last, once the task's tables are due; each adapter's
 ``training_config.json`` is read from its folder. Metadata: a short summary first, then at
-most ``INLINE_ROWS`` rows inline, one table per split (``compact``, ``by_split``: method, scorer,
-β, λ, η as columns, Δ with its
-interval), then where the MLflow runs went. The whole frame is also
-``<output dir>/<task>/runs_table.csv``, beside the other tables.
+most ``INLINE_ROWS`` rows inline, one table per split (``compact``, ``by_split``: method,
+scorer, β, λ, η as columns, Δ with its interval), then where the MLflow runs went. The whole
+frame is also ``<output dir>/<task>/runs_table.csv``, beside the other tables.
 
 With tracking on, the MLflow store is opened first, before any row is computed, and a store
 that cannot be opened fails the step naming ``tracking.tracking_uri``, its value and why. The

@@ -230,14 +230,16 @@ def variant(configuration: str) -> str | None:
 
 
 COMPACT = ("split", "seed", "method", "scorer", "β", "λ", "η", "Δ pass@1")
-"""The inline table's columns: what a reader compares (the settings that vary between configurations
-as columns, not inside an adapter's name, and Δ with its 95% interval in one cell, ``+3.12 [+0.00,
-+6.25]``), few and short enough to fit the UI's metadata panel at 1,440 pixels without scrolling
-sideways. The UI does not wrap a header, so headers are short, and it shows one table per split
-(``by_split``): a split column as wide as ``strict_saturated`` pushed the demo's page 76 px past the
-panel at 1,440 px. Δ is there for the adapters with an eval report, which are the chosen ones; every
-column (the adapter's name, validation pass@1, the kept epoch, whether it was chosen, intervals of
-pass@1 and pass@k, LoRA settings) is in the Parquet file and ``runs_table.csv``."""
+"""The inline table's columns: what a reader compares (the settings that vary between
+configurations as columns, not inside an adapter's name, and Δ with its 95% interval in one
+cell, ``+3.12 [+0.00, +6.25]``), few and short enough for the UI's metadata panel. The UI wraps
+neither a header nor a cell, so headers are short, and it shows one table per split
+(``by_split``), without a split column as wide as ``strict_saturated``: on the demo's page at
+1,440 px the metadata table went from 860 px to 797 px in a 784 px panel, still too wide
+(the ``runs: <split>`` keys widen the key column; issue 47). Δ is there for the adapters with
+an eval report, which are the chosen ones; every column (the adapter's name, validation
+pass@1, the kept epoch, whether it was chosen, intervals of pass@1 and pass@k, LoRA settings)
+is in the Parquet file and ``runs_table.csv``."""
 
 
 def compact(frame: pl.DataFrame, max_rows: int | None = INLINE_ROWS) -> pl.DataFrame:
