@@ -16,7 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from saturated_dag.experiments import Experiment
+from saturated_dag.experiments import Adapter, Cell
 from saturated_dag.infra.shards import file_fingerprint
 from saturated_dag.training.folders import (
     ADAPTER_WEIGHTS,
@@ -27,7 +27,7 @@ from saturated_dag.training.folders import (
 )
 
 
-def adapter_home(output_dir: str, task: str, exp: Experiment) -> Path:
+def adapter_home(output_dir: str, task: str, exp: Adapter) -> Path:
     """``<output_dir>/adapters/<task>/<split>/<name>``: the whole name is the folder, dots and
     all, so ``lambda0.01`` and ``lambda0.5`` never share one. It holds one folder per cache
     key the adapter was trained under and ``current``, naming the one last materialised
@@ -35,12 +35,12 @@ def adapter_home(output_dir: str, task: str, exp: Experiment) -> Path:
     return Path(output_dir) / "adapters" / task / exp.split / exp.name
 
 
-def adapter_identity(task: str, exp: Experiment) -> AdapterIdentity:
+def adapter_identity(task: str, exp: Adapter) -> AdapterIdentity:
     """What adapter ``exp`` of ``task`` is, as its folder's record must say."""
     return AdapterIdentity(task=task, split=exp.split, adapter=exp.name, method=exp.method)
 
 
-def adapter_dir(output_dir: str, task: str, exp: Experiment) -> Path:
+def adapter_dir(output_dir: str, task: str, exp: Adapter) -> Path:
     """The adapter's current folder, ``<home>/<key>`` (what its asset last materialised),
     checked to be this adapter with the weights its training recorded; the home itself,
     which holds no adapter files, when it was never materialised (or ``current`` names a
@@ -59,17 +59,17 @@ def adapter_dir(output_dir: str, task: str, exp: Experiment) -> Path:
     return folder
 
 
-def adapter_key(task: str, cell: Experiment) -> dg.AssetKey:
+def adapter_key(task: str, cell: Cell) -> dg.AssetKey:
     """``<task>/<split>/adapter/<cell>``: the cell's adapters, one Dagster partition each."""
     return dg.AssetKey([task, cell.split, "adapter", cell.name])
 
 
-def adapter_work_dir(output_dir: str, task: str, exp: Experiment) -> Path:
+def adapter_work_dir(output_dir: str, task: str, exp: Adapter) -> Path:
     """Scratch folder of a training run beside the adapter (kept only when training fails)."""
     return adapter_home(output_dir, task, exp).parent / f".{exp.name}-run"
 
 
-def adapter_curves_png(output_dir: str, task: str, exp: Experiment) -> Path:
+def adapter_curves_png(output_dir: str, task: str, exp: Adapter) -> Path:
     """The adapter's training-curve figure, beside its folder."""
     return adapter_home(output_dir, task, exp).parent / f"{exp.name}_curves.png"
 

@@ -20,7 +20,7 @@ import polars as pl
 
 from resources import ExperimentResource
 from saturated_dag.config import Profile
-from saturated_dag.experiments import Experiment, data_seed_key, data_seed_of
+from saturated_dag.experiments import Adapter, data_seed_key, data_seed_of
 
 __all__ = ["FRAMES_BY_DRAW", "by_data_seed", "data_partitions", "dataset_mapping",
            "draw_file", "draw_profile", "partitioned_by_draw"]
@@ -85,7 +85,7 @@ def partitioned_by_draw(assets: Iterable[dg.AssetsDefinition],
         lambda spec: spec.replace_attributes(partitions_def=draws), list(assets)))
 
 
-def dataset_mapping(partitions: Mapping[str, Experiment]) -> dg.StaticPartitionMapping:
+def dataset_mapping(partitions: Mapping[str, Adapter]) -> dg.StaticPartitionMapping:
     """An adapter asset's dataset input: each data-seed partition of the dataset maps to the
     partition keys of the adapters that train on that draw."""
     by_draw: dict[str, list[str]] = {}

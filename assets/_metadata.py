@@ -11,7 +11,7 @@ import polars as pl
 from tabulate import tabulate
 
 from resources.parquet_io import frame_data_version
-from saturated_dag.experiments import Experiment
+from saturated_dag.experiments import Cell
 from saturated_dag.reporting.result_tables import SUMMARY_CHARS
 
 
@@ -137,7 +137,7 @@ def frame_output(frame: pl.DataFrame, metadata: dict[str, Any]) -> dg.Output[pl.
     return dg.Output(frame, metadata=metadata, data_version=frame_data_version(frame))
 
 
-def eval_report_ins(task: str, experiments: Sequence[Experiment]) -> dict[str, dg.AssetIn]:
+def eval_report_ins(task: str, experiments: Sequence[Cell]) -> dict[str, dg.AssetIn]:
     """The base model's eval report as input ``base`` and each experiment's as ``run_<i>``."""
     ins = {"base": dg.AssetIn(key=[task, "eval", "base"])}
     ins.update({f"run_{i}": dg.AssetIn(key=[task, e.split, "eval", e.name])

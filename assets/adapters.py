@@ -52,7 +52,7 @@ from resources.training import train_with_pipes
 from saturated_dag.config import PolicySettings, Profile, TrainingSettings
 from saturated_dag.data.questions import validation_questions
 from saturated_dag.evaluation.reports import recorded_base_model
-from saturated_dag.experiments import Experiment
+from saturated_dag.experiments import Adapter, Cell
 from saturated_dag.infra.shards import (
     file_fingerprint,
     frame_digest,
@@ -76,7 +76,7 @@ from saturated_dag.training.folders import (
     record_current,
     retire_old_layout,
 )
-from saturated_dag.training.job import TrainingJob
+from saturated_dag.training.request import TrainingRequest
 
 
 def _curve_table(epochs: list[dict], kept: int) -> dg.TableMetadataValue:
@@ -115,21 +115,21 @@ def training_log_table(history: list[dict]) -> dg.TableMetadataValue | None:
 
 
 def _train(context: dg.AssetExecutionContext, inference: InferenceResource,
-           jobs: list[TrainingJob], work: Path, isolate: bool) -> dict[str, object]:
-    """Train ``jobs`` (the step's adapters that are not cache hits) with one load of the
+           requests: list[TrainingRequest], work: Path, isolate: bool) -> dict[str, object]:
+    """Train ``requests`` (the step's adapters that are not cache hits) with one load of the
     base model: through Dagster Pipes in one child process (default), or in this one. Each
     training publishes its adapter with its ``result.json``. The parent's engines are
     released first (one owner of the device). Returns what the child reported (Pipes)."""
     inference.release()
     if isolate:
-        return train_with_pipes(context, jobs, work, inference).metadata
-    from saturated_dag.training.runner import policy_for, run_jobs
+        return train_with_pipes(context, requests, work, inference).metadata
+    from saturated_dag.training.runner import policy_for, run_trainings
 
-    run_jobs(jobs, policy_for(jobs), log=context.log.info)
+    run_trainings(requests, policy_for(requests), log=context.log.info)
     return {}
 
 
-def training_key(profile: Profile, task: str, exp: Experiment, code_version: str,
+def training_key(profile: Profile, task: str, exp: Adapter, code_version: str,
                  policy: dict, data: pl.DataFrame) -> str:
     """What the adapter is a function of: data, training and sampling settings, base model,
     validation set (epoch selection) and code. Where it runs (``isolate``) is not part of it."""
@@ -143,7 +143,7 @@ def training_key(profile: Profile, task: str, exp: Experiment, code_version: str
     return stage_key("adapter", code_version, config, {"data": frame_digest(data)})
 
 
-def training_overrides(exp: Experiment, base: TrainingSettings) -> dict[str, Any]:
+def training_overrides(exp: Adapter, base: TrainingSettings) -> dict[str, Any]:
     """What the training process applies to the profile's training section so that it trains
     exactly ``exp.training(base)``: the cell's overrides and the per-device batch they imply
     (a selection batch below the per-device batch lowers it, which the overrides alone do not say:
@@ -152,8 +152,8 @@ def training_overrides(exp: Experiment, base: TrainingSettings) -> dict[str, Any
             "per_device_batch_size": exp.training(base).per_device_batch_size}
 
 
-def training_job(profile: Profile, task: str, exp: Experiment, policy: PolicySettings,
-                 data_path: Path, out: Path, key: str, output_dir: str) -> TrainingJob:
+def training_request(profile: Profile, task: str, exp: Adapter, policy: PolicySettings,
+                     data_path: Path, out: Path, key: str, output_dir: str) -> TrainingRequest:
     """What the training process needs, validated: the profile, the cell, the data's file, and
     how it samples its validation set (the policy's prompts, ``validation_batch_size`` rows
     a batch: the policy's own batch size is the vLLM engine's, far too large beside a
@@ -162,7 +162,7 @@ def training_job(profile: Profile, task: str, exp: Experiment, policy: PolicySet
     adapter's cache key: tracking does not change the weights)."""
     tags = {"saturated_dag.profile": profile.name, "saturated_dag.task": task,
             "saturated_dag.adapter": exp.name}
-    return TrainingJob(
+    return TrainingRequest(
         profile=profile, task=task, method=exp.method,
         training_overrides=training_overrides(exp, profile.training), base_model=policy.model,
         batch_size=profile.training.validation_batch_size, chat_template=policy.chat_template,
@@ -193,7 +193,7 @@ def _cached_result(out: Path, key: str) -> tuple[dict | None, str]:
     return stored, "hit"
 
 
-def adapter_facts(profile: Profile, task: str, exp: Experiment, out: Path, record: dict,
+def adapter_facts(profile: Profile, task: str, exp: Adapter, out: Path, record: dict,
                   result: dict, rows: int, spec: str) -> AdapterFacts:
     """The model card's training part from what the training recorded (``record``:
     ``training_config.json``; ``result``: ``result.json``) and the cell: ``rows`` training
@@ -219,7 +219,7 @@ def adapter_facts(profile: Profile, task: str, exp: Experiment, out: Path, recor
         versions=record.get("versions", {}))
 
 
-def _description(cell: Experiment, partitions: dict[str, Experiment]) -> str:
+def _description(cell: Cell, partitions: dict[str, Adapter]) -> str:
     text = f"LoRA adapters of cell {cell.name}: {cell.method} on the {cell.split} split"
     if cell.scorer:
         text += f", ranked by {cell.scorer}"
@@ -241,7 +241,7 @@ class _Adapter:
     """One adapter of a step: its home, its cache key and key folder (``out``), and its
     record once trained."""
 
-    exp: Experiment
+    exp: Adapter
     home: Path
     out: Path
     key: str
@@ -251,7 +251,7 @@ class _Adapter:
 
 
 def _look_up(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-             inference: InferenceResource, task: str, exp: Experiment,
+             inference: InferenceResource, task: str, exp: Adapter,
              data: pl.DataFrame) -> _Adapter:
     """The adapter's cache key, and its stored record when it is a cache hit."""
     profile = experiment.settings
@@ -276,7 +276,7 @@ def _look_up(context: dg.AssetExecutionContext, experiment: ExperimentResource,
 
 
 def _train_missing(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-                   inference: InferenceResource, task: str, cell: Experiment,
+                   inference: InferenceResource, task: str, cell: Cell,
                    adapters: list[_Adapter], frames: dict[int, pl.DataFrame]
                    ) -> dict[str, object]:
     """Train every adapter of the step that is not a cache hit, in one process with one
@@ -296,9 +296,9 @@ def _train_missing(context: dg.AssetExecutionContext, experiment: ExperimentReso
     for a in missing:
         context.log.info(f"adapter {a.exp.name} trains with: "
                          f"{settings_line(a.exp.method, a.planned)}")
-    jobs = [training_job(profile, task, a.exp, settings, paths[a.exp.data_seed], a.out, a.key,
-                         experiment.output_dir) for a in missing]
-    reported = _train(context, inference, jobs, work, profile.training.isolate)
+    requests = [training_request(profile, task, a.exp, settings, paths[a.exp.data_seed], a.out,
+                                 a.key, experiment.output_dir) for a in missing]
+    reported = _train(context, inference, requests, work, profile.training.isolate)
     for a in missing:  # written by the training, beside the weights it hashes
         a.result = json.loads((a.out / RESULT_FILE).read_text())
     shutil.rmtree(work, ignore_errors=True)  # kept only when training fails
@@ -382,7 +382,7 @@ def partitions_table(done: list[tuple[str, dict[str, object], str]]) -> dg.Table
     return frame_table(frame, max_rows=max(25, len(done)), decimals=2)
 
 
-def partitions_summary(cell: Experiment, done: list[tuple[str, dict[str, object], str]]) -> str:
+def partitions_summary(cell: Cell, done: list[tuple[str, dict[str, object], str]]) -> str:
     """The step's answer first: how many adapters, trained or reused, and the best and worst
     validation pass@1 among them (the spread the selection chooses from)."""
     scored = [(m.get("best validation pass@1 (%)"), p) for p, m, _ in done
@@ -411,11 +411,11 @@ class RecipeSource:
     """Where a ``recipe_from`` cell's recipe comes from: its recipe cell, and that cell's
     selection asset (None when it has one configuration: the recipe is its own settings)."""
 
-    cell: Experiment
+    cell: Cell
     selection: dg.AssetKey | None
 
 
-def chosen_recipe(training: TrainingSettings, source: Experiment, method: str,
+def chosen_recipe(training: TrainingSettings, source: Cell, method: str,
                   table: pl.DataFrame | None) -> dict[str, Any]:
     """The settings ``method``'s ``recipe_from`` cells train: the configuration their recipe
     cell ``source`` chose (``table``: its selection; None when it has one configuration, so the
@@ -435,7 +435,7 @@ def chosen_recipe(training: TrainingSettings, source: Experiment, method: str,
     return recipe_settings(training, source, method, row)
 
 
-def _adapter_asset(task: str, cell: Experiment, partitions: dict[str, Experiment],
+def _adapter_asset(task: str, cell: Cell, partitions: dict[str, Adapter],
                    check_in_step: bool, source: RecipeSource | None = None,
                    by_draw: bool = False) -> dg.AssetsDefinition:
     key = adapter_key(task, cell)
@@ -509,9 +509,9 @@ def _adapter_asset(task: str, cell: Experiment, partitions: dict[str, Experiment
     return adapter
 
 
-def adapter_assets(task: str, by_cell: dict[Experiment, dict[str, Experiment]],
+def adapter_assets(task: str, by_cell: dict[Cell, dict[str, Adapter]],
                    check_in_step: bool = False,
-                   sources: dict[Experiment, RecipeSource] | None = None,
+                   sources: dict[Cell, RecipeSource] | None = None,
                    by_draw: bool = False) -> list[dg.AssetsDefinition]:
     """One asset per cell, one Dagster partition per adapter (``by_cell``: each cell's
     ``TaskPlan.partitions``). ``check_in_step``: its ``loads_and_generates`` check runs at the end
@@ -526,7 +526,7 @@ def adapter_assets(task: str, by_cell: dict[Experiment, dict[str, Experiment]],
 
 
 def _loads_one(experiment: ExperimentResource, inference: InferenceResource, task: str,
-               exp: Experiment) -> dict[str, object]:
+               exp: Adapter) -> dict[str, object]:
     """Load one adapter on the policy and generate 32 greedy tokens for a validation
     question: a row of the check's table (``error`` empty when it worked)."""
     from saturated_dag.data.questions import validation_questions
@@ -556,7 +556,7 @@ def _loads_one(experiment: ExperimentResource, inference: InferenceResource, tas
 
 
 def loads_and_generates(experiment: ExperimentResource, inference: InferenceResource,
-                        task: str, adapters: list[Experiment]) -> dg.AssetCheckResult:
+                        task: str, adapters: list[Adapter]) -> dg.AssetCheckResult:
     """Each adapter loads on the policy and generates; any failure to load or generate is a
     failed check (its row says which and why), not an error."""
     rows = [_loads_one(experiment, inference, task, exp) for exp in adapters]
@@ -570,7 +570,7 @@ def loads_and_generates(experiment: ExperimentResource, inference: InferenceReso
                       "generated tokens": pl.Int64, "text": pl.String, "error": pl.String}))})
 
 
-def run_partitions(context: dg.AssetCheckExecutionContext, partitions: dict[str, Experiment]
+def run_partitions(context: dg.AssetCheckExecutionContext, partitions: dict[str, Adapter]
                    ) -> list[str]:
     """The partition keys a run targets, from its partition tags (one key or a range in partition
     order); every key when the run names none."""
@@ -585,7 +585,7 @@ def run_partitions(context: dg.AssetCheckExecutionContext, partitions: dict[str,
     return keys
 
 
-def _loads_check(task: str, cell: Experiment, partitions: dict[str, Experiment]
+def _loads_check(task: str, cell: Cell, partitions: dict[str, Adapter]
                  ) -> dg.AssetChecksDefinition:
     @dg.asset_check(asset=adapter_key(task, cell), name=LOADS_CHECK, blocking=True,
                     op_tags=priority(AFTER_TRAINING), description=LOADS_DESCRIPTION)
@@ -597,7 +597,7 @@ def _loads_check(task: str, cell: Experiment, partitions: dict[str, Experiment]
     return check
 
 
-def adapter_checks(task: str, by_cell: dict[Experiment, dict[str, Experiment]]
+def adapter_checks(task: str, by_cell: dict[Cell, dict[str, Adapter]]
                    ) -> list[dg.AssetChecksDefinition]:
     """The separate check steps of ``adapter_assets(check_in_step=False)``."""
     return [_loads_check(task, cell, partitions) for cell, partitions in by_cell.items()]

@@ -27,7 +27,7 @@ from assets._metadata import (
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.analysis.behaviour import BASE, behaviour_table, style_table, summary
-from saturated_dag.experiments import Experiment
+from saturated_dag.experiments import Cell
 from saturated_dag.infra.atomic import atomic_write_csv
 from saturated_dag.reporting.plots import behaviour_heatmaps, style_shift
 from saturated_dag.reporting.result_tables import NOT_APPLICABLE, with_interval
@@ -107,7 +107,7 @@ def inline_note(shown_rows: int, total: int, what: str, file: str) -> str:
     return f"{what}: {shown_rows} of {total} rows inline; all of them in `{file}`."
 
 
-def behaviour_asset(task: str, experiments: list[Experiment]) -> dg.AssetsDefinition:
+def behaviour_asset(task: str, experiments: list[Cell]) -> dg.AssetsDefinition:
     ins = eval_report_ins(task, experiments)
 
     @dg.asset(key=[task, "behaviour"], group_name=task, ins=ins, io_manager_key="parquet_io",

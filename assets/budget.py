@@ -18,7 +18,7 @@ from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.analysis import budget
-from saturated_dag.experiments import Experiment
+from saturated_dag.experiments import Cell
 from saturated_dag.infra.atomic import atomic_write_csv
 from saturated_dag.methods import label
 from saturated_dag.reporting.plots import budget_plot
@@ -39,7 +39,7 @@ def _summary(findings: pl.DataFrame, cells: int) -> str:
             "Dodge et al. 2019):\n\n" + "\n".join(f"- {r}" for r in rows))
 
 
-def budget_asset(task: str, cells: list[Experiment]) -> dg.AssetsDefinition:
+def budget_asset(task: str, cells: list[Cell]) -> dg.AssetsDefinition:
     """``cells``: the main matrix's cells with more than one configuration."""
     ins = {f"selection_{i}": dg.AssetIn(key=selection_key(task, c)) for i, c in enumerate(cells)}
 

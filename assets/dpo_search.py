@@ -28,7 +28,7 @@ from saturated_dag.analysis import dpo_search
 from saturated_dag.config import TrainingSettings
 from saturated_dag.data.questions import validation_questions
 from saturated_dag.evaluation.reports import evaluate_samples, per_question_results, summarise
-from saturated_dag.experiments import Experiment, TaskPlan
+from saturated_dag.experiments import Cell, TaskPlan
 from saturated_dag.infra.atomic import atomic_write_text
 from saturated_dag.training.folders import RESULT_FILE, VALIDATION_FILE, VALIDATION_SAMPLES_FILE
 from saturated_dag.training.selection import chosen
@@ -64,7 +64,7 @@ def base_validation_asset(task: str) -> dg.AssetsDefinition:
     return base_validation
 
 
-def search_cells(plan: TaskPlan, split: str) -> dict[str, Experiment]:
+def search_cells(plan: TaskPlan, split: str) -> dict[str, Cell]:
     """The search's two cells: DPO ranked by the oracle and by its shuffle, on ``split``."""
     found = {c.scorer: c for c in plan.main
              if c.split == split and c.method == "dpo" and c.scorer in (POSITIVE, NEGATIVE)}
@@ -81,7 +81,7 @@ def search_cells(plan: TaskPlan, split: str) -> dict[str, Experiment]:
     return found
 
 
-def _runs(output_dir: str, plan: TaskPlan, cell: Experiment, training: TrainingSettings
+def _runs(output_dir: str, plan: TaskPlan, cell: Cell, training: TrainingSettings
           ) -> list[dpo_search.SearchRun]:
     """Every adapter of ``cell`` as the analysis reads it, from its own folder."""
     runs = []

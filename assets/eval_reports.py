@@ -43,13 +43,13 @@ from saturated_dag.config import Profile
 from saturated_dag.data.questions import eval_questions, eval_set_name
 from saturated_dag.evaluation.reports import (
     ReportIdentity,
-    ShardJob,
+    ReportShards,
     adapter_backends,
     evaluate_samples,
     per_question_results,
     sample_shards_together,
 )
-from saturated_dag.experiments import Experiment, adapter_partition_key
+from saturated_dag.experiments import Adapter, Cell, Configuration, adapter_partition_key
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.infra.shards import ShardStore, questions_digest
 from saturated_dag.reporting.model_card import (
@@ -290,15 +290,15 @@ def _sample_together(context: dg.AssetExecutionContext, experiment: ExperimentRe
                                  "adapters in one pass: set evaluation.adapters_per_pass: 1")
         return loaded[0]
 
-    jobs = [ShardJob(store, params, target[1]) for _, target, _, params, store, _ in plan
+    to_sample = [ReportShards(store, params, target[1]) for _, target, _, params, store, _ in plan
             if store is not None]
     with write_errors_reported():
         sampled = sample_shards_together(
-            questions, jobs, policy, profile.stages.shard_questions, profile.verify_workers,
+            questions, to_sample, policy, profile.stages.shard_questions, profile.verify_workers,
             log=context.log.info, answer_check=profile.answer_check, per_pass=per_pass)
     if any(sampled.values()):
         context.log.info(f"batched passes sampled {sum(sampled.values())} shard(s) of "
-                         f"{len(jobs)} report part(s), up to {per_pass} side by side")
+                         f"{len(to_sample)} report part(s), up to {per_pass} side by side")
     return sampled
 
 
@@ -319,8 +319,8 @@ def base_eval_asset(task: str) -> dg.AssetsDefinition:
     return base_eval
 
 
-def adapter_eval_asset(task: str, cell: Experiment,
-                       trained: dict[Experiment, list[Experiment]]) -> dg.AssetsDefinition:
+def adapter_eval_asset(task: str, cell: Cell,
+                       trained: dict[Configuration, list[Adapter]]) -> dg.AssetsDefinition:
     """The cell's report: its one configuration, or (several: ``trained`` has more than one
     entry) the one its selection asset chose, over that configuration's training seeds."""
     selected = len(trained) > 1
@@ -392,7 +392,7 @@ def _link(name: str, index: int, count: int) -> str:
     return name if count == 1 else f"{name} (training replicate {index})"
 
 
-def configuration_metadata(task: str, cell: Experiment, name: str, seeds: list[Experiment],
+def configuration_metadata(task: str, cell: Cell, name: str, seeds: list[Adapter],
                            output_dir: str, selected: bool, base_model: str, profile: Profile
                            ) -> dict[str, object]:
     """What a cell's report evaluated: the configuration (the selection's choice when the
@@ -454,7 +454,7 @@ def eval_observation(adapter: dg.AssetKey, partition: str, facts: EvalFacts,
 
 
 def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
-                       base: pl.DataFrame, seeds: list[Experiment], folders: list[Path | None],
+                       base: pl.DataFrame, seeds: list[Adapter], folders: list[Path | None],
                        task: str, key: dg.AssetKey, k: int, eval_set: str,
                        partitions: tuple[dg.AssetKey, list[str]] | None = None
                        ) -> dict[str, object]:

@@ -15,7 +15,7 @@ from assets._metadata import frame_output, markdown_table
 from resources import ExperimentResource, ParquetIOManager
 from resources.parquet_io import asset_file, schema_metadata
 from saturated_dag.data import preference_data as pdata
-from saturated_dag.experiments import HARD_PAIRS_SHUFFLED, Experiment
+from saturated_dag.experiments import HARD_PAIRS_SHUFFLED, Cell
 
 
 def _split_rows(frame: pl.DataFrame, split: str) -> pl.DataFrame:
@@ -140,7 +140,7 @@ def _correctness_asset(task: str, selection: str) -> dg.AssetsDefinition:
 
 
 def preference_dataset_assets(
-    task: str, experiments: list[Experiment], score_assets: dict[str, str]
+    task: str, experiments: list[Cell], score_assets: dict[str, str]
 ) -> list[dg.AssetsDefinition]:
     """The datasets the experiment matrix trains on (each built once); ``score_assets`` maps
     a scorer to its score asset's name (``quality_scores.score_asset_names``)."""

@@ -32,7 +32,7 @@ from resources.parquet_io import schema_metadata
 from saturated_dag.analysis.testbed import VERDICTS_FILE, unvalidated_note
 from saturated_dag.data.questions import eval_set_name
 from saturated_dag.evaluation.reports import per_question_results
-from saturated_dag.experiments import SWEEP_TITLES, Experiment, SweepRow
+from saturated_dag.experiments import SWEEP_TITLES, Adapter, Cell, Configuration, SweepRow
 from saturated_dag.infra.atomic import atomic_write_csv, atomic_write_text
 from saturated_dag.reporting.plots import forest_plot, sweep_plot
 from saturated_dag.reporting.result_tables import (
@@ -135,7 +135,7 @@ def headline(frame: pl.DataFrame) -> dict[str, object]:
     return out
 
 
-def results_table_asset(task: str, experiments: list[Experiment],
+def results_table_asset(task: str, experiments: list[Cell],
                         testbed: bool = False) -> dg.AssetsDefinition:
     """The main table. ``testbed``: the same run has the testbed's analysis
     (``chain_sum/testbed_validation``), which runs first, so the caption names each method
@@ -195,7 +195,7 @@ SWEEP_ASSETS = {"rank_weight": "rank_weight_ablation", "rrhf_variants": "rrhf_va
                 "dpo_beta": "dpo_beta_sweep"}
 
 
-def _best_epoch(output_dir: str, task: str, exp: Experiment) -> int | None:
+def _best_epoch(output_dir: str, task: str, exp: Adapter) -> int | None:
     record = adapter_dir(output_dir, task, exp) / "training_config.json"
     if not record.is_file():
         return None
@@ -203,7 +203,7 @@ def _best_epoch(output_dir: str, task: str, exp: Experiment) -> int | None:
 
 
 def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
-                      configurations: dict[Experiment, list[Experiment]] | None = None
+                      configurations: dict[Configuration, list[Adapter]] | None = None
                       ) -> dg.AssetsDefinition:
     """One sweep's table (and, for λ, Figure 6) from its adapters' eval reports.
 

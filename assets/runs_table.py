@@ -27,7 +27,7 @@ from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.data.questions import eval_set_name
 from saturated_dag.evaluation.reports import per_question_results
-from saturated_dag.experiments import Experiment
+from saturated_dag.experiments import Adapter, Cell, Configuration
 from saturated_dag.infra.atomic import atomic_write_csv
 from saturated_dag.reporting.runs_table import (
     INLINE_ROWS,
@@ -80,8 +80,8 @@ def _track(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     return logged
 
 
-def runs_table_asset(task: str, cells: list[Experiment],
-                     trained: dict[Experiment, dict[Experiment, list[Experiment]]]
+def runs_table_asset(task: str, cells: list[Cell],
+                     trained: dict[Cell, dict[Configuration, list[Adapter]]]
                      ) -> dg.AssetsDefinition:
     """``trained``: each cell's configurations and their seeds (``experiments.cell_adapters``),
     the graph's own; a cell with several reads its selection."""

@@ -20,7 +20,7 @@ from assets._metadata import frame_output, frame_table, image, summary_entry
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.config import Profile
-from saturated_dag.experiments import Experiment, cell_adapters
+from saturated_dag.experiments import Adapter, Cell, Configuration, cell_adapters
 from saturated_dag.reporting.plots import cell_overlay
 from saturated_dag.reporting.result_tables import selection_summary
 from saturated_dag.reporting.runs_table import INLINE_ROWS, scientific
@@ -33,7 +33,7 @@ SETTING_NAMES = {"learning_rate": "η", "epochs": "max epochs",
 """The settings a selection varies, as the inline table heads them."""
 
 
-def selection_key(task: str, cell: Experiment) -> dg.AssetKey:
+def selection_key(task: str, cell: Cell) -> dg.AssetKey:
     return dg.AssetKey([task, cell.split, "selection", cell.name])
 
 
@@ -65,8 +65,8 @@ def shown(table: pl.DataFrame, cell: str) -> dg.TableMetadataValue:
                        formats={"η": scientific, "β": "g", "λ": "g"})
 
 
-def same_adapters(profile: Profile, cell: Experiment,
-                  trained: dict[Experiment, list[Experiment]]) -> None:
+def same_adapters(profile: Profile, cell: Cell,
+                  trained: dict[Configuration, list[Adapter]]) -> None:
     """Refuse a run whose settings would train other adapters than the graph holds: the
     configurations and the training seeds shape the asset graph, so they are set in the code
     location's profile, not in a run's config overrides."""
@@ -109,8 +109,8 @@ def _per_question(folder: Path) -> pl.DataFrame:
     return pl.read_parquet(path)
 
 
-def _overlay(output_dir: str, task: str, cell: Experiment,
-             records: dict[Experiment, list[dict]], winner: str) -> Path:
+def _overlay(output_dir: str, task: str, cell: Cell,
+             records: dict[Configuration, list[dict]], winner: str) -> Path:
     """One figure of the cell's trainings (``plots.cell_overlay``; ``records``: each
     configuration's seeds' ``result.json``), each labelled by its configuration's short name
     and seed, the chosen configuration's seeds marked."""
@@ -126,8 +126,8 @@ def _overlay(output_dir: str, task: str, cell: Experiment,
     return png
 
 
-def selection_asset(task: str, cell: Experiment,
-                    trained: dict[Experiment, list[Experiment]]) -> dg.AssetsDefinition:
+def selection_asset(task: str, cell: Cell,
+                    trained: dict[Configuration, list[Adapter]]) -> dg.AssetsDefinition:
     """``trained``: each configuration of the cell (configuration order) and its training-seed
     replicates (``experiments.configurations``, ``experiments.replicates``)."""
 

@@ -23,7 +23,7 @@ from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.analysis import testbed
 from saturated_dag.analysis.behaviour import BASE
-from saturated_dag.experiments import Experiment, TaskPlan
+from saturated_dag.experiments import Cell, TaskPlan
 from saturated_dag.methods import label
 from saturated_dag.reporting.result_tables import scientific
 from saturated_dag.scorers.agreement import rho_with_oracle
@@ -57,13 +57,13 @@ def _cells_display(cells: pl.DataFrame) -> pl.DataFrame:
             return_dtype=pl.String).alias("positive control Δ"))
 
 
-def testbed_cells(plan: TaskPlan, split: str) -> list[Experiment]:
+def testbed_cells(plan: TaskPlan, split: str) -> list[Cell]:
     """The main-matrix cells the testbed reads: every cell of ``split`` (its methods'
     positive and negative controls, the dial, the real scorers, SFT and its controls)."""
     return [c for c in plan.main if c.split == split]
 
 
-def hard_control_cells(plan: TaskPlan) -> list[Experiment]:
+def hard_control_cells(plan: TaskPlan) -> list[Cell]:
     """The hard split's DPO cells on random and on half-swapped pairs: its known-signal
     control (``training.hard_pair_control``); none when the plan does not train the latter."""
     cells = {c.scorer: c for c in plan.main if c.split == "hard" and c.method == "dpo"
@@ -104,12 +104,9 @@ def testbed_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.Asset
     @dg.asset(
         key=TESTBED_KEY, group_name="testbed", io_manager_key="parquet_io", ins=ins,
         kinds={"polars", "parquet"}, metadata=schema_metadata("testbed_validation", report=True),
-        description="The calibrated testbed: each method with the oracle (its positive "
-        "control), its shuffled scores (its negative control) and the reliability dial, SFT "
-        "with its two controls, and the real scorers; each row a paired Δ pass@1 to the base "
-        "model with its 95% interval over data seeds, training seeds and questions, read from "
-        "the rows' own eval reports (docs/testbed.md); with training.hard_pair_control, the "
-        "hard split's DPO on random against half-swapped correct-vs-incorrect pairs.")
+        description="The calibrated testbed: each method's positive control (the oracle), "
+        "negative control (shuffled scores) and reliability dial, beside the real scorers; "
+        "each row a paired Δ pass@1 to the base model with its 95% interval (docs/testbed.md).")
     def testbed_validation(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                            base: pl.DataFrame, agreement: Any,
                            partitions: Any, **reports: pl.DataFrame

@@ -2,7 +2,7 @@
 
 A crashed or OOM-killed trainer must not take the run with it, and the parent's engines must
 not share the device with it, so each adapter trains in a child process
-(``resources/training_child.py``). Pipes carries the ``TrainingJob`` there and brings back
+(``resources/training_child.py``). Pipes carries the ``TrainingRequest`` there and brings back
 the child's log lines (into the run's log as they happen), its metadata and the adapter's
 data version; the result record comes back as a JSON file the child writes last. Swapping
 ``dg.PipesSubprocessClient`` for a Kubernetes client (``dagster_k8s.PipesK8sClient``) runs the
@@ -23,7 +23,7 @@ import dagster as dg
 from resources import training_child
 from resources.inference import InferenceResource, current_step
 from saturated_dag.infra.residency import ResidencyLog
-from saturated_dag.training.job import TrainingJob
+from saturated_dag.training.request import TrainingRequest
 
 # run by path (see the child's docstring); imported here so the adapters' code version covers it
 CHILD = Path(training_child.__file__)
@@ -49,7 +49,7 @@ def _tail(path: Path, lines: int) -> str:
 
 
 class ChildTraining(NamedTuple):
-    """What one training child gave back: a result record per job, in order; the metadata it
+    """What one training child gave back: a result record per request, in order; the metadata it
     reported (the caller puts it on the step's materialisation: seconds, base-model loads,
     and for one adapter its epochs and loss); and its data version (the adapter's weights
     hash for one adapter, a hash over them for several)."""
@@ -59,11 +59,11 @@ class ChildTraining(NamedTuple):
     data_version: str
 
 
-def train_with_pipes(context: dg.AssetExecutionContext, jobs: list[TrainingJob],
+def train_with_pipes(context: dg.AssetExecutionContext, requests: list[TrainingRequest],
                      work_dir: Path, inference: InferenceResource | None = None,
                      client: dg.PipesSubprocessClient | None = None,
                      tail_lines: int = 40) -> ChildTraining:
-    """Train the adapters ``jobs`` describe in one Pipes child (one base-model load); their
+    """Train the adapters ``requests`` describe in one Pipes child (one base-model load); their
     result records, in order, with what the child reported (``ChildTraining``).
 
     ``inference`` (when given) is released first: no engine of this process stays on the
@@ -81,13 +81,13 @@ def train_with_pipes(context: dg.AssetExecutionContext, jobs: list[TrainingJob],
     for stale in (result_path, log_path, work_dir / "pipes_context.json",
                   work_dir / "pipes_messages.jsonl"):  # a killed run's, if any
         stale.unlink(missing_ok=True)
-    extras = {"jobs": [job.model_dump(mode="json") for job in jobs], "result": str(result_path),
-              "log": str(log_path),
+    extras = {"requests": [request.model_dump(mode="json") for request in requests],
+              "result": str(result_path), "log": str(log_path),
               "residency_log": str(residency.path) if residency.path else None,
               "parent_pid": os.getpid()}  # the child dies with this process
     command = [sys.executable, "-P", str(CHILD)]
-    what = f"training {jobs[0].out_dir}" + (f" and {len(jobs) - 1} more" if len(jobs) > 1
-                                             else "")
+    what = f"training {requests[0].out_dir}" + (
+        f" and {len(requests) - 1} more" if len(requests) > 1 else "")
     step = current_step()
     residency.record("train_start", "training", step,
                      engines_held=inference.loaded_roles() if inference is not None else [])
@@ -110,7 +110,7 @@ def train_with_pipes(context: dg.AssetExecutionContext, jobs: list[TrainingJob],
                          f"reported: {len(reported)}, data version: {version}); its last "
                          f"lines:\n{_tail(log_path, tail_lines)}")
     records = json.loads(result_path.read_text(encoding="utf-8"))
-    if len(records) != len(jobs):
+    if len(records) != len(requests):
         raise dg.Failure(f"{what}: the child recorded {len(records)} results for "
-                         f"{len(jobs)} jobs")
+                         f"{len(requests)} requests")
     return ChildTraining(records, dict(reported[0].metadata or {}), version.value)

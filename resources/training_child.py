@@ -2,12 +2,12 @@
 
 ``resources.training.train_with_pipes`` starts ``python -P resources/training_child.py``
 (by path, so the parent's ``resources`` package and Dagster itself are not imported here; ``-P``
-keeps this folder off ``sys.path``). Pipes hands over, as extras, the training jobs
-(``TrainingJob``, as JSON, validated here), where to write the result records and where to
-keep a plain-text log. The jobs are the adapters of one step (a cell's adapters). The child trains
-them with the core's one runner (``saturated_dag.training.runner.run_jobs``, in this process:
-one after another with one load of the base model, each adapter published with its
-``result.json``), with the run process as their owner, sends each progress line to the run's
+keeps this folder off ``sys.path``). Pipes hands over, as extras, the training requests
+(``TrainingRequest``, as JSON, validated here), where to write the result records and where to
+keep a plain-text log. The requests are the adapters of one step (a cell's adapters). The child
+trains them with the core's one runner (``saturated_dag.training.runner.run_trainings``, in
+this process: one after another with one load of the base model, each adapter published with
+its ``result.json``), with the run process as their owner, sends each progress line to the run's
 log through Pipes, writes the list of result records, and reports one materialisation:
 metadata and a data version, the hash of the adapter's weights file for one adapter (the same
 ``file_fingerprint`` the adapter asset uses on a cache hit), a hash over them for several.
@@ -59,22 +59,23 @@ def main() -> None:
 
     from saturated_dag.infra.atomic import atomic_write_text
     from saturated_dag.infra.residency import ResidencyLog
-    from saturated_dag.training.job import TrainingJob
+    from saturated_dag.training.request import TrainingRequest
     from saturated_dag.training.runner import (
         InThisProcess,
         bind_to_owner,
         one_torch_thread,
-        run_jobs,
+        run_trainings,
     )
     from saturated_dag.training.train import BaseModels
 
     with open_dagster_pipes() as pipes:
         parent = int(pipes.get_extra("parent_pid"))
-        jobs = [TrainingJob.from_json(json.dumps(job), f"training job {i} received through Pipes")
-                for i, job in enumerate(pipes.get_extra("jobs"))]
+        requests = [TrainingRequest.from_json(json.dumps(request),
+                                              f"training request {i} received through Pipes")
+                    for i, request in enumerate(pipes.get_extra("requests"))]
         # die with the run process (killed, or a zombie not yet reaped), and on a CPU run one
         # torch thread: the same lifeline and thread limit as every process that trains
-        bind_to_owner(parent, one_torch_thread(jobs))
+        bind_to_owner(parent, one_torch_thread(requests))
         result_path = Path(pipes.get_extra("result"))
         where = pipes.get_extra("residency_log") if "residency_log" in pipes.extras else None
         residency = ResidencyLog(Path(where) if where else None)
@@ -88,21 +89,21 @@ def main() -> None:
                 pipes.log.info(message)
 
             @contextmanager
-            def recorded(job: TrainingJob) -> Iterator[None]:
+            def recorded(request: TrainingRequest) -> Iterator[None]:
                 """Each training's life in the residency log; a failure's traceback in the
                 log file, so the parent can show it."""
-                residency.record("child_start", "training", job.out_dir)
+                residency.record("child_start", "training", request.out_dir)
                 try:
                     yield
                 except BaseException:
                     log_file.write(traceback.format_exc())
-                    residency.record("child_end", "training", job.out_dir, failed=True)
+                    residency.record("child_end", "training", request.out_dir, failed=True)
                     raise
-                residency.record("child_end", "training", job.out_dir)
+                residency.record("child_end", "training", request.out_dir)
 
             # each the adapter's result.json record, its weights' hash included; published
             # only while the run process lives
-            records = run_jobs(jobs, InThisProcess(owner=parent, bases=bases,
+            records = run_trainings(requests, InThisProcess(owner=parent, bases=bases,
                                                    around=recorded), log=say)
         versions = [record["weights_version"] for record in records]
         atomic_write_text(result_path, json.dumps(records, default=float))

@@ -12,7 +12,7 @@ import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeAlias
 
 from saturated_dag.config import Profile, TrainingSettings
 from saturated_dag.data.questions import can_train_split
@@ -182,13 +182,32 @@ def canonical(base: TrainingSettings, settings: dict[str, Any]) -> tuple[tuple[s
     return tuple((k, settings[k]) for k in ORDER if k in settings and current[k] != settings[k])
 
 
+Cell: TypeAlias = Experiment
+"""A row of the experiment plan: one (split, method, scorer) of a table, or a sweep's row
+(``task_cells``); its adapter asset, selection and eval report share its name. The fields
+``pinned``, ``seeds`` and ``recipe_from`` are a cell's."""
+Configuration: TypeAlias = Experiment
+"""One combination of the values ``training.selection`` lists that a cell trains
+(``configurations``): seed 0, data seed 0; its adapters are its replicates."""
+Adapter: TypeAlias = Experiment
+"""One trained LoRA: a configuration with one data seed and one training seed
+(``replicates``). The fields ``recipe`` and ``data_seed`` are an adapter's.
+
+Why three names for one class and not three classes: a configuration whose settings equal a
+cell's is that cell (a cell without a selection trains itself), and a sweep row equal to a main
+cell's configuration shares its adapters; both rest on a cell, a configuration and an adapter of
+the same settings being equal and hashing alike, which a class per role would break. So the
+roles are names, in every signature and in ``TaskPlan``: ``dict[Cell, dict[Configuration,
+list[Adapter]]]``."""
+
+
 @dataclass(frozen=True)
 class SweepRow:
-    """One row of a sweep's table: its label, its settings and the adapter that runs it."""
+    """One row of a sweep's table: its label, its settings and its cell."""
 
     label: str
     settings: dict[str, Any] = field(hash=False)
-    experiment: Experiment
+    experiment: Cell
 
 
 def _dataset(split: str, method: str, scorer: str) -> tuple[str, ...]:
@@ -209,11 +228,11 @@ def hard_pair_picks(training: TrainingSettings) -> tuple[str, ...]:
                                       else ()))
 
 
-def main_matrix(training: TrainingSettings) -> list[Experiment]:
+def main_matrix(training: TrainingSettings) -> list[Cell]:
     """Tables 1, 2 and 7: every (split, method, scorer) the profile asks for (a method's
     scorers: ``training.method_scorers``, else ``training.scorers``); with
     ``training.recipes``, each cell names the cell its recipe is chosen on (``recipe_from``)."""
-    cells: list[Experiment] = []
+    cells: list[Cell] = []
     for split in training.splits:
         for method in training.methods:
             if method == "sft":
@@ -232,8 +251,8 @@ def main_matrix(training: TrainingSettings) -> list[Experiment]:
     return cells if training.recipes is None else _with_recipes(training, cells)
 
 
-def recipe_cell_of(training: TrainingSettings, cells: list[Experiment], split: str,
-                   method: str) -> Experiment:
+def recipe_cell_of(training: TrainingSettings, cells: list[Cell], split: str,
+                   method: str) -> Cell:
     """The cell ``method``'s recipe is chosen on in ``split`` (``training.recipes``): its
     cell ranked by ``recipes.scorer`` (SFT's own, unranked, cell for SFT), or that of the
     method it borrows from."""
@@ -261,7 +280,7 @@ def recipe_settings(training: TrainingSettings, source: Experiment, method: str,
             and method in methods_reading(k) and chosen[k] is not None}
 
 
-def _with_recipes(training: TrainingSettings, cells: list[Experiment]) -> list[Experiment]:
+def _with_recipes(training: TrainingSettings, cells: list[Cell]) -> list[Cell]:
     out = []
     for cell in cells:
         source = recipe_cell_of(training, cells, cell.split, cell.method)
@@ -311,7 +330,7 @@ def sweeps(training: TrainingSettings) -> dict[str, list[SweepRow]]:
     return out
 
 
-def experiment_matrix(training: TrainingSettings) -> list[Experiment]:
+def experiment_matrix(training: TrainingSettings) -> list[Cell]:
     """Every cell the profile evaluates (main matrix, then sweeps), each once, stable order.
 
     A cell is what a table row reports; the adapters it trains are ``configurations`` x
@@ -321,7 +340,7 @@ def experiment_matrix(training: TrainingSettings) -> list[Experiment]:
     for rows in sweeps(training).values():
         cells += [row.experiment for row in rows]
     cells = list(dict.fromkeys(cells))
-    named: dict[tuple[str, str], Experiment] = {}
+    named: dict[tuple[str, str], Cell] = {}
     for cell in cells:
         other = named.setdefault((cell.split, cell.name), cell)
         if other != cell:  # one asset key, two meanings: refuse rather than pick one
@@ -331,26 +350,25 @@ def experiment_matrix(training: TrainingSettings) -> list[Experiment]:
     return cells
 
 
-def task_cells(profile: Profile, task: str) -> list[Experiment]:
+def task_cells(profile: Profile, task: str) -> list[Cell]:
     """The cells ``task`` evaluates: every cell of the matrix whose split the task has (GSM8K
     has no strictly easier pool D_prime)."""
     return [c for c in experiment_matrix(profile.training)
             if can_train_split(profile, task, c.split)]
 
 
-def table_rows(training: TrainingSettings) -> list[tuple[str | None, SweepRow | None,
-                                                          Experiment]]:
+def table_rows(training: TrainingSettings) -> list[tuple[str | None, SweepRow | None, Cell]]:
     """Every table row in print order: the main matrix's (sweep ``None``), then each sweep's
     (its name and row), each with the cell it reports. The one enumeration the load-time
     checks (``row_labels``) and the plan (``saturated_dag.reporting.plan_text``) read."""
-    rows: list[tuple[str | None, SweepRow | None, Experiment]] = [
+    rows: list[tuple[str | None, SweepRow | None, Cell]] = [
         (None, None, c) for c in main_matrix(training)]
     for sweep, found in sweeps(training).items():
         rows += [(sweep, row, row.experiment) for row in found]
     return rows
 
 
-def row_labels(training: TrainingSettings) -> list[tuple[str, Experiment]]:
+def row_labels(training: TrainingSettings) -> list[tuple[str, Cell]]:
     """Every table row with the profile field that asks for it: the main matrix's rows
     (``training.splits/methods/scorers``), then each sweep's (``training.sweeps.<name>``)."""
     return [(f"main matrix row {c.split}/{c.name}" if row is None else
@@ -358,7 +376,7 @@ def row_labels(training: TrainingSettings) -> list[tuple[str, Experiment]]:
             for sweep, row, c in table_rows(training)]
 
 
-def inert(training: TrainingSettings, adapter: Experiment) -> bool:
+def inert(training: TrainingSettings, adapter: Adapter) -> bool:
     """An adapter whose loss and gradient are exactly 0, so training leaves the base model:
     σ-RRHF with no SFT term and rank-loss weight λ = 0."""
     effective = adapter.training(training)
@@ -388,7 +406,7 @@ def _usable_batch(training: TrainingSettings, method: str, batch: int, n: int) -
     return batch >= n and batch % training.per_device_batch_size == 0
 
 
-def configurations(training: TrainingSettings, cell: Experiment, n: int) -> list[Experiment]:
+def configurations(training: TrainingSettings, cell: Cell, n: int) -> list[Configuration]:
     """The configurations of ``cell`` (App. B): every combination of the values
     ``training.selection`` lists, seed 0 of each; ``[cell]`` when it lists none. Settings the cell
     fixes (a sweep row's λ, β, learning rate) are not varied; ``n`` is the samples per question
@@ -414,8 +432,8 @@ def configurations(training: TrainingSettings, cell: Experiment, n: int) -> list
     return list(dict.fromkeys(points)) or [cell]
 
 
-def replicates(training: TrainingSettings, configuration: Experiment,
-               count: int | None = None, data_seeds: int = 1) -> list[Experiment]:
+def replicates(training: TrainingSettings, configuration: Configuration,
+               count: int | None = None, data_seeds: int = 1) -> list[Adapter]:
     """The replicates of one configuration: for each data seed 0, 1, ... (``data_seeds``, the
     profile's draws of the data), the training seeds ``seed``, ``seed + 1``, ...; ``count``
     of them, ``training.replicates`` unless the cell asks for its own (``Experiment.seeds``).
@@ -425,8 +443,8 @@ def replicates(training: TrainingSettings, configuration: Experiment,
             for d in range(data_seeds) for r in range(count or training.replicates)]
 
 
-def cell_adapters(training: TrainingSettings, cell: Experiment, n: int,
-                  data_seeds: int = 1) -> dict[Experiment, list[Experiment]]:
+def cell_adapters(training: TrainingSettings, cell: Cell, n: int,
+                  data_seeds: int = 1) -> dict[Configuration, list[Adapter]]:
     """The cell's configurations (configuration order), each with its replicates (data seeds x
     training seeds): the adapters the cell trains; more than one configuration means a
     selection."""
@@ -434,15 +452,15 @@ def cell_adapters(training: TrainingSettings, cell: Experiment, n: int,
             for config in configurations(training, cell, n)}
 
 
-def trained_adapters(training: TrainingSettings, cells: list[Experiment],
-                     n: int, data_seeds: int = 1) -> list[Experiment]:
+def trained_adapters(training: TrainingSettings, cells: list[Cell],
+                     n: int, data_seeds: int = 1) -> list[Adapter]:
     """Every adapter the cells train, each once (a sweep row equal to a main cell's
     configuration shares its adapters), stable order."""
     return distinct_adapters(cell_adapters(training, cell, n, data_seeds) for cell in cells)
 
 
-def adapter_partition_key(training: TrainingSettings, cell: Experiment, adapter: Experiment,
-             data_seeds: int = 1) -> str:
+def adapter_partition_key(training: TrainingSettings, cell: Cell, adapter: Adapter,
+                          data_seeds: int = 1) -> str:
     """The name of one adapter of ``cell`` among the cell's adapters: the settings the cell's
     selection varies, its data seed (when the profile has several) and its training seed, always
     written out (``lr0.0003_seed0``; ``seed0`` when only the seed varies; ``lr0.0003_data1_seed0``).
@@ -474,8 +492,8 @@ def data_seed_of(partition: str) -> int:
     return int(digits)
 
 
-def distinct_adapters(trained: Iterable[dict[Experiment, list[Experiment]]]
-                      ) -> list[Experiment]:
+def distinct_adapters(trained: Iterable[dict[Configuration, list[Adapter]]]
+                      ) -> list[Adapter]:
     """The adapters of cells' ``cell_adapters``, each once, in cell, configuration and seed
     order."""
     return list(dict.fromkeys(seeded for by_config in trained
@@ -495,38 +513,38 @@ class TaskPlan:
     """
 
     task: str
-    cells: tuple[Experiment, ...]
-    trained: dict[Experiment, dict[Experiment, list[Experiment]]] = field(hash=False)
-    main: tuple[Experiment, ...]
+    cells: tuple[Cell, ...]
+    trained: dict[Cell, dict[Configuration, list[Adapter]]] = field(hash=False)
+    main: tuple[Cell, ...]
     sweeps: dict[str, list[SweepRow]] = field(hash=False)
-    partitions: dict[Experiment, dict[str, Experiment]] = field(hash=False, default_factory=dict)
+    partitions: dict[Cell, dict[str, Adapter]] = field(hash=False, default_factory=dict)
 
     @property
-    def adapters(self) -> list[Experiment]:
+    def adapters(self) -> list[Adapter]:
         """Every adapter the task trains, each once (a sweep row equal to a main cell's
         configuration shares its adapters), in cell, configuration and seed order."""
         return distinct_adapters(self.trained.values())
 
     @property
-    def selections(self) -> list[Experiment]:
+    def selections(self) -> list[Cell]:
         """The cells with more than one configuration: each has a selection."""
         return [cell for cell, by_config in self.trained.items() if len(by_config) > 1]
 
     @property
-    def rows(self) -> list[tuple[str | None, SweepRow | None, Experiment]]:
+    def rows(self) -> list[tuple[str | None, SweepRow | None, Cell]]:
         """Every table row of the task in print order (``table_rows``' layout): the main
         matrix's (sweep ``None``), then each sweep's, each with the cell it reports."""
         return [*((None, None, c) for c in self.main),
                 *((sweep, row, row.experiment) for sweep, found in self.sweeps.items()
                   for row in found)]
 
-    def sweep_configurations(self, sweep: str) -> dict[Experiment, list[Experiment]]:
+    def sweep_configurations(self, sweep: str) -> dict[Cell, list[Configuration]]:
         """Each row cell of ``sweep`` with its configurations (the sweep table's
         inputs)."""
         return {row.experiment: list(self.trained[row.experiment])
                 for row in self.sweeps[sweep]}
 
-    def recipe_cell(self, cell: Experiment) -> Experiment | None:
+    def recipe_cell(self, cell: Cell) -> Cell | None:
         """The cell whose selection chooses ``cell``'s recipe (``training.recipes``), or
         None when the cell selects its own."""
         if cell.recipe_from is None:
@@ -536,11 +554,11 @@ class TaskPlan:
                     and c.recipe_from is None)
 
     @property
-    def cells_by_partitions(self) -> dict[tuple[str, ...], list[Experiment]]:
+    def cells_by_partitions(self) -> dict[tuple[str, ...], list[Cell]]:
         """The cells of each distinct set of partition keys, in cell order: one partitions
         definition each, so the cells of one set can run in one Dagster run
         (``jobs/staged.py`` splits a job into parts by it)."""
-        groups: dict[tuple[str, ...], list[Experiment]] = {}
+        groups: dict[tuple[str, ...], list[Cell]] = {}
         for cell in self.cells:
             groups.setdefault(tuple(self.partitions[cell]), []).append(cell)
         return groups
@@ -551,7 +569,7 @@ def build_task_plan(profile: Profile, task: str) -> TaskPlan:
     training, n, draws = profile.training, profile.sampling.n, profile.data_seeds
     cells = tuple(task_cells(profile, task))
     trained = {cell: cell_adapters(training, cell, n, draws) for cell in cells}
-    partitions: dict[Experiment, dict[str, Experiment]] = {}
+    partitions: dict[Cell, dict[str, Adapter]] = {}
     for cell, by_config in trained.items():
         adapters = [seeded for seeds in by_config.values() for seeded in seeds]
         partitions[cell] = {adapter_partition_key(training, cell, a, draws): a

@@ -14,8 +14,8 @@ from jobs.staged import RANGE_END, RANGE_START, part_names, stages
 from saturated_dag.experiments import adapter_partition_key, experiment_plan
 from saturated_dag.profiles import load_profile
 from saturated_dag.training import train as train_module
-from saturated_dag.training.job import TrainingJob
-from saturated_dag.training.runner import InThisProcess, SideBySide, run_jobs
+from saturated_dag.training.request import TrainingRequest
+from saturated_dag.training.runner import InThisProcess, SideBySide, run_trainings
 
 PROFILES = ("demo", "study", "ci", "paper", "rehearsal")
 
@@ -104,7 +104,7 @@ def test_the_paper_location_holds_one_adapter_asset_per_cell() -> None:
     assert all(a.backfill_policy == dg.BackfillPolicy.single_run() for a in adapters)
 
 
-def _sft_jobs(tmp_path: Path, model: Path) -> list[TrainingJob]:
+def _sft_requests(tmp_path: Path, model: Path) -> list[TrainingRequest]:
     profile = load_profile("demo", {
         "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
                       "strict_grid": None, "eval_questions_per_cell": 2},
@@ -118,7 +118,7 @@ def _sft_jobs(tmp_path: Path, model: Path) -> list[TrainingJob]:
     data = tmp_path / "data.parquet"
     pl.DataFrame({"prompt": [prompt] * 4, "completion": [" 1 + 2 = 3. Answer: 3"] * 4}
                  ).write_parquet(data)
-    return [TrainingJob(profile=profile, task="chain_sum", method="sft", base_model=str(model),
+    return [TrainingRequest(profile=profile, task="chain_sum", method="sft", base_model=str(model),
                         batch_size=8, data=str(data), out_dir=str(tmp_path / name),
                         training_overrides={"learning_rate": rate, "seed": seed},
                         record={"cache_key": name})
@@ -133,20 +133,20 @@ def test_a_cells_adapters_train_with_one_base_model_load_and_the_same_weights(
     real = train_module.load_model
     monkeypatch.setattr(train_module, "load_model",
                         lambda *a, **k: loads.append(a) or real(*a, **k))
-    together = _sft_jobs(tmp_path / "together", tiny_model_dir)
-    run_jobs(together, InThisProcess())
+    together = _sft_requests(tmp_path / "together", tiny_model_dir)
+    run_trainings(together, InThisProcess())
     assert len(loads) == 1
-    alone = _sft_jobs(tmp_path / "alone", tiny_model_dir)[1]
-    run_jobs([alone], InThisProcess())
+    alone = _sft_requests(tmp_path / "alone", tiny_model_dir)[1]
+    run_trainings([alone], InThisProcess())
     assert len(loads) == 2
     weights = "adapter_model.safetensors"
     assert (Path(together[1].out_dir) / weights).read_bytes() == (
         Path(alone.out_dir) / weights).read_bytes()
     assert (Path(together[0].out_dir) / weights).read_bytes() != (
         Path(alone.out_dir) / weights).read_bytes()
-    for job in together:  # each published whole, with the record a cache hit checks
-        record = pl.read_json(Path(job.out_dir) / "result.json")
-        assert record["cache_key"][0] == job.record["cache_key"]
+    for request in together:  # each published whole, with the record a cache hit checks
+        record = pl.read_json(Path(request.out_dir) / "result.json")
+        assert record["cache_key"][0] == request.record["cache_key"]
         assert record["weights_version"][0]
 
 
@@ -218,12 +218,13 @@ def test_run_parts_builds_each_run_from_the_code_location() -> None:
     assert part_job(name) is definitions.defs.resolve_job_def(name)
 
 
-def _keyed(jobs: list[TrainingJob]) -> list[TrainingJob]:
-    """``jobs`` with the adapter folders' layout: ``<adapter name>/<key folder>``."""
-    return [job.model_copy(update={"out_dir": str(Path(job.out_dir) / "key")}) for job in jobs]
+def _keyed(requests: list[TrainingRequest]) -> list[TrainingRequest]:
+    """``requests`` with the adapter folders' layout: ``<adapter name>/<key folder>``."""
+    return [request.model_copy(update={"out_dir": str(Path(request.out_dir) / "key")})
+            for request in requests]
 
 
-def dies_on_b(job: TrainingJob, tag: str) -> dict:
+def dies_on_b(request: TrainingRequest, tag: str) -> dict:
     """A side-by-side worker's training that kills its process on adapter ``b`` (the OOM
     killer), and waits on the others so the kill lands mid-step."""
     import os
@@ -231,31 +232,31 @@ def dies_on_b(job: TrainingJob, tag: str) -> dict:
 
     from saturated_dag.training.runner import train_in_worker
 
-    if Path(job.out_dir).parent.name == "b":
+    if Path(request.out_dir).parent.name == "b":
         os._exit(9)
     time.sleep(2)
-    return train_in_worker(job, tag)
+    return train_in_worker(request, tag)
 
 
-def raises_on_b(job: TrainingJob, tag: str) -> dict:
+def raises_on_b(request: TrainingRequest, tag: str) -> dict:
     """A side-by-side worker's training that raises on adapter ``b`` at once."""
     from saturated_dag.training.runner import train_in_worker
 
-    if Path(job.out_dir).parent.name == "b":
+    if Path(request.out_dir).parent.name == "b":
         raise ValueError("planted training error")
-    return train_in_worker(job, tag)
+    return train_in_worker(request, tag)
 
 
 def test_a_training_that_raises_lets_the_step_finish_then_fails_with_its_own_error(
         tmp_path: Path, tiny_model_dir: Path) -> None:
     """A side-by-side training that raises: the others of the step still publish their
     adapters, then the step fails with that training's own error, naming its adapter."""
-    jobs = _keyed(_sft_jobs(tmp_path / "step", tiny_model_dir))
+    requests = _keyed(_sft_requests(tmp_path / "step", tiny_model_dir))
     with pytest.raises(ValueError, match="planted training error") as raised:
-        run_jobs(jobs, SideBySide(2, train=raises_on_b))
-    assert any(jobs[1].out_dir in note for note in raised.value.__notes__)
-    assert (Path(jobs[0].out_dir) / "adapter_model.safetensors").is_file()
-    assert not Path(jobs[1].out_dir).exists()
+        run_trainings(requests, SideBySide(2, train=raises_on_b))
+    assert any(requests[1].out_dir in note for note in raised.value.__notes__)
+    assert (Path(requests[0].out_dir) / "adapter_model.safetensors").is_file()
+    assert not Path(requests[1].out_dir).exists()
 
 
 def test_a_cells_adapters_train_side_by_side_one_thread_per_process_with_the_weights_of_one_alone(
@@ -272,8 +273,8 @@ def test_a_cells_adapters_train_side_by_side_one_thread_per_process_with_the_wei
     # the defaults: the demo's profile trains side by side on every core of a CPU
     assert training_workers(load_profile("demo")) == cpu_cores()
     lines: list[str] = []
-    jobs = _keyed(_sft_jobs(tmp_path / "together", tiny_model_dir))
-    records = run_jobs(jobs, SideBySide(2), log=lines.append)
+    requests = _keyed(_sft_requests(tmp_path / "together", tiny_model_dir))
+    records = run_trainings(requests, SideBySide(2), log=lines.append)
     assert [r["cache_key"] for r in records] == ["a", "b"]
     workers = [r["worker"] for r in records]
     assert {w["torch_threads"] for w in workers} == {1}
@@ -284,7 +285,7 @@ def test_a_cells_adapters_train_side_by_side_one_thread_per_process_with_the_wei
     assert any(line.startswith("a: training sft") for line in lines)  # progress, named
     assert any(line.startswith("b: training sft") for line in lines)
     threads = torch.get_num_threads()
-    [alone] = run_jobs([_sft_jobs(tmp_path / "alone", tiny_model_dir)[1]], InThisProcess())
+    [alone] = run_trainings([_sft_requests(tmp_path / "alone", tiny_model_dir)[1]], InThisProcess())
     assert torch.get_num_threads() == threads  # one thread for the training, then as before
     weights = "adapter_model.safetensors"
     assert (Path(records[1]["adapter_dir"]) / weights).read_bytes() == (
@@ -295,7 +296,7 @@ def test_a_training_process_that_dies_fails_the_step_naming_what_is_not_trained(
         tmp_path: Path, tiny_model_dir: Path) -> None:
     """A side-by-side worker killed mid-step fails the step with the adapters that were not
     trained, instead of hanging or passing."""
-    jobs = _keyed(_sft_jobs(tmp_path / "step", tiny_model_dir))
+    requests = _keyed(_sft_requests(tmp_path / "step", tiny_model_dir))
     with pytest.raises(RuntimeError, match="a training process died") as raised:
-        run_jobs(jobs, SideBySide(2, train=dies_on_b))
-    assert jobs[1].out_dir in str(raised.value)
+        run_trainings(requests, SideBySide(2, train=dies_on_b))
+    assert requests[1].out_dir in str(raised.value)

@@ -9,7 +9,7 @@ import dagster as dg
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from saturated_dag.evaluation.reports import ShardJob, evaluate_samples, sample_shards_together
+from saturated_dag.evaluation.reports import ReportShards, evaluate_samples, sample_shards_together
 from saturated_dag.generation.base import SamplingParams
 from saturated_dag.generation.transformers_backend import TransformersBackend
 from saturated_dag.infra.shards import ShardStore
@@ -32,11 +32,11 @@ def test_batched_shards_equal_each_model_sampled_alone(tiny_model_dir: Path,
     def params(replicate: int) -> SamplingParams:
         return SamplingParams(**{**PARAMS.__dict__, "seed": PARAMS.seed + replicate})
 
-    jobs = [ShardJob(ShardStore(tmp_path / "together" / str(k)), params(r), a)
+    reports = [ReportShards(ShardStore(tmp_path / "together" / str(k)), params(r), a)
             for k, (a, r) in enumerate(parts)]
-    sampled = sample_shards_together(questions, jobs, backend, shard_size=3, per_pass=3)
+    sampled = sample_shards_together(questions, reports, backend, shard_size=3, per_pass=3)
     assert sorted(sampled.values()) == [3] * len(parts)  # 3 shards each, none stored before
-    again = sample_shards_together(questions, jobs, backend, shard_size=3)
+    again = sample_shards_together(questions, reports, backend, shard_size=3)
     assert sum(again.values()) == 0  # all stored
 
     for k, (adapter, replicate) in enumerate(parts):

@@ -84,11 +84,12 @@ class Retired:
 
 
 RETIRED: tuple[Retired, ...] = (
-    Retired("`Cell`: the type of a chain-sum grid point (`Cell = tuple[int, int]`, "
-            "`Iterable[Cell]`, `list[Cell]`, `chain_sum.Cell`)",
-            "`GridPoint` (a point of the question grid: terms x digits); a cell is a row of "
-            "the experiment plan",
-            _lines_matching(r"\bCell\b")),
+    Retired("`Cell` as the type of a chain-sum grid point (`Cell = tuple[int, int]`, "
+            "`chain_sum.Cell`, imported from `chain_sum`)",
+            "`GridPoint` (a point of the question grid: terms x digits); `Cell` is a row of "
+            "the experiment plan (`saturated_dag.experiments.Cell`)",
+            _lines_matching(r"\bCell\s*=\s*tuple\b|\bchain_sum\.Cell\b"
+                            r"|\bchain_sum import\b.*\bCell\b")),
     Retired("`cell_seed`, `cell_name`, `grid_cells`: a grid point called a cell",
             "`point_seed`, `point_name`, `grid_points`",
             _lines_matching(r"\b(?:cell_seed|cell_name|grid_cells)\b")),
@@ -129,6 +130,13 @@ RETIRED: tuple[Retired, ...] = (
                             r"|\bgrid[- ](?:keys?|configurations?|order|adapters?|batch)\b"
                             r"|\b(?:cell|cell's|cells'|method's|DPO's) grids?\b"
                             r"|\bper (?:distinct )?grid\b(?!\s+point)")),
+    Retired("a job that is not a Dagster job: a training's or an eval report's work "
+            "(`TrainingJob`, `ShardJob`, `run_jobs`, `train_job`, `training_job`, "
+            "`saturated_dag.training.job`, training jobs in prose)",
+            "a training request (`TrainingRequest`, `run_trainings`, `train_request`, "
+            "`training_request`); an eval report's shards to sample (`ReportShards`)",
+            _lines_matching(r"\b(?:TrainingJob|ShardJob|run_jobs|train_job|training_job)\b"
+                            r"|\btraining\.job\b|(?i:\btraining jobs?\b)")),
 )
 """Every retired form, with the meaning that replaces it."""
 
@@ -165,7 +173,8 @@ def test_the_search_finds_each_retired_form() -> None:
     """Each pattern catches the form it names (a search that finds nothing proves nothing)."""
     samples = {
         RETIRED[0].name: "Cell = tuple[int, int]  # (terms, digits)\n"
-                         "def f(exclude: Iterable[Cell] = ()) -> list[Cell]: ...\n",
+                         "from saturated_dag.tasks.chain_sum import Cell, GridSpec\n"
+                         "def f(exclude: Iterable[chain_sum.Cell] = ()) -> list[int]: ...\n",
         RETIRED[1].name: "seed = cell_seed(0, 'D', (6, 6))\n",
         RETIRED[2].name: "'''Verify many completions; over a process pool when large.'''\n",
         RETIRED[3].name: "from concurrent.futures import ProcessPoolExecutor\n"
@@ -186,10 +195,14 @@ def test_the_search_finds_each_retired_form() -> None:
         RETIRED[8].name: "'''The selection grid's configurations, in grid order.'''\n"
                          "# its grid key names the cell's grid\n"
                          "'''one part per grid of its cells' adapters'''\n",
+        RETIRED[9].name: "from saturated_dag.training.job import TrainingJob\n"
+                         "records = run_jobs(jobs, policy)  # the training jobs\n"
+                         "def train_job(job: TrainingJob): ...\n"
+                         "todo = [ShardJob(store, params, None)]\n",
     }
-    counts = {RETIRED[0].name: 2, RETIRED[1].name: 1, RETIRED[2].name: 1, RETIRED[3].name: 4,
+    counts = {RETIRED[0].name: 3, RETIRED[1].name: 1, RETIRED[2].name: 1, RETIRED[3].name: 4,
               RETIRED[4].name: 1, RETIRED[5].name: 1, RETIRED[6].name: 2, RETIRED[7].name: 6,
-              RETIRED[8].name: 3}
+              RETIRED[8].name: 3, RETIRED[9].name: 4}
     for retired in RETIRED:
         text = samples[retired.name]
         assert len(set(retired.find(text, ast.parse(text)))) == counts[retired.name], retired.name
@@ -207,7 +220,9 @@ def test_the_search_finds_each_retired_form() -> None:
              "keys = {adapter_partition_key(t, c, a): a for a in adapters}\n"
              "ax.grid(axis='x')  # matplotlib's grid lines\n"
              "'''a grid point of the question grid; one part per partition set'''\n"
-             "'''per grid point of the eval grid, in configuration order'''\n")
+             "'''per grid point of the eval grid, in configuration order'''\n"
+             "records = run_trainings(requests, policy)  # a Dagster job runs the step\n"
+             "def task_cells(profile, task) -> list[Cell]: ...  # a cell: a row of the plan\n")
     tree = ast.parse(clean)
     assert [r.name for r in RETIRED if list(r.find(clean, tree))] == []
 

@@ -171,17 +171,17 @@ def test_a_step_process_exits_soon_after_its_run_process_is_killed(tmp_path: Pat
                 process.kill()
 
 
-def wait_then_train(job: object, tag: str) -> dict:
+def wait_then_train(request: object, tag: str) -> dict:
     """A side-by-side worker's training that says it has started (a file named by its pid
     beside the adapters) and waits for ``go`` before training and publishing as every
     worker does (``runner.train_in_worker``), so the test kills the run in between."""
     from saturated_dag.training.runner import train_in_worker
 
-    grid = Path(job.out_dir).parents[1]  # type: ignore[attr-defined]
+    grid = Path(request.out_dir).parents[1]  # type: ignore[attr-defined]
     (grid / f"worker-{os.getpid()}").write_text("")
     while not (grid / "go").exists():
         time.sleep(0.05)
-    return train_in_worker(job, tag)  # type: ignore[arg-type]
+    return train_in_worker(request, tag)  # type: ignore[arg-type]
 
 
 def _zombie(pid: int) -> bool:
@@ -201,11 +201,11 @@ def test_a_zombie_runs_side_by_side_workers_die_and_publish_nothing(
         import sys
         from pathlib import Path
         sys.path.insert(0, {str(ROOT)!r})
-        from saturated_dag.training.runner import SideBySide, run_jobs
-        from tests.test_adapter_partitions import _keyed, _sft_jobs
+        from saturated_dag.training.runner import SideBySide, run_trainings
+        from tests.test_adapter_partitions import _keyed, _sft_requests
         from tests.test_lifeline import wait_then_train
-        jobs = _keyed(_sft_jobs(Path({str(grid)!r}), Path({str(tiny_model_dir)!r})))
-        run_jobs(jobs, SideBySide(2, train=wait_then_train))
+        requests = _keyed(_sft_requests(Path({str(grid)!r}), Path({str(tiny_model_dir)!r})))
+        run_trainings(requests, SideBySide(2, train=wait_then_train))
     """)])
     workers: list[int] = []
     try:

@@ -14,6 +14,7 @@ from saturated_dag.reporting.result_tables import (
     named_rows,
     results_table,
     row_label,
+    sample_text,
     selection_summary,
     summary,
     sweep_table,
@@ -178,9 +179,10 @@ def test_summary_counts_rows_by_their_paired_interval_not_their_estimate() -> No
     assert (f"Best: **hard · σ-RRHF · entropy**, Δ pass@1 {best['Δ pass@1']:+.2f} "
             f"[{best['Δ pass@1 low']:+.2f}, {best['Δ pass@1 high']:+.2f}] points") in text
     assert ("Sample: 30 eval questions × 8 samples, 1 eval replicate, 1 training seed per "
-            "adapter; eval set toy.") in text
+            "adapter (the eval set: `eval_set`).") in text  # the page's own entry
+    assert "eval set toy" in sample_text(frame, 8)
     # issue 47: the rows below and above are named, not only counted
-    assert "Below the base model: saturated · SFT; above the base model: none." in text
+    assert "Below the base model: saturated · SFT; above: none." in text
     assert len(text) < SUMMARY_CHARS
 
 
@@ -193,8 +195,10 @@ def test_named_rows_stay_within_the_summary_budget() -> None:
     frame = results_table(base, worse, eval_set="toy")
     text = named_rows(frame)
     assert text.startswith("Below the base model: strict_saturated · σ-RRHF · scorer_number_")
-    assert text.endswith("more (marked * in the table); above the base model: none.")
-    assert len(text) < NAMED_CHARS + 120
+    assert text.endswith("more (marked * in the table); above: none.")
+    assert len(text) < NAMED_CHARS + 80  # the side with none leaves its half to the other
+    label = "strict_saturated · σ-RRHF · scorer_number_00"
+    assert text.count("scorer_number_") > (NAMED_CHARS // 2) // len(label)  # more than half
     assert len(summary(frame, samples=8)) < SUMMARY_CHARS
     assert "the table's 30 rows" in eval_set_caption(frame)
 

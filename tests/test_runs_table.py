@@ -177,21 +177,23 @@ def test_compact_view_and_summary(tmp_path: Path) -> None:
     frame = _frame(tmp_path)
     view = compact(frame)
     assert view.columns == list(COMPACT)
-    assert view.columns[2:7] == ["method", "scorer", "β", "λ", "η"]
+    assert view.columns[1:6] == ["method", "scorer", "β", "λ", "η"]
     assert "Δ pass@1" in view.columns and "pass@1 low" not in view.columns
     assert set(view["η"]) == {"1e-3", "3e-4"}
     assert [scientific(v) for v in (1.5e-5, 5e-6, 2e-3, 1e-4, None)] == [
         "1.5e-5", "5e-6", "2e-3", "1e-4", None]
     top = view.row(0, named=True)  # dpo_entropy_lr0.0003: Δ +50, the largest
     assert (top["method"], top["scorer"], top["β"], top["λ"], top["η"]) == (
-        "dpo", "entropy", "0.1", None, "3e-4")
+        "dpo seed 0", "entropy", "0.1", None, "3e-4")  # trained with 2 seeds: its seed named
     assert top["Δ pass@1"].startswith("+50.00 [")  # Δ with its interval in one cell
-    assert (top["split"], top["seed"]) == ("saturated", "0")
+    assert top["split"] == "saturated"
+    one_seed = compact(frame.filter(pl.col("seed") == 0))  # one seed each: no seed named
+    assert set(one_seed["method"]) == {"dpo", "sft"}
     tables = by_split(view)  # one inline table per split, in the order of their best row
     assert next(iter(tables)) == "saturated" and "split" not in tables["saturated"].columns
     assert sum(t.height for t in tables.values()) == view.height
     assert frame.filter(pl.col("Δ pass@1").is_not_null())["chosen"].all()  # Δ: chosen only
-    sft = view.filter(pl.col("method") == "sft")
+    sft = view.filter(pl.col("method").str.starts_with("sft"))
     assert set(sft["scorer"]) == {"—"} and sft["β"].is_null().all()
     deltas = [float(d.split()[0]) for d in view["Δ pass@1"].drop_nulls()]
     assert deltas == sorted(deltas, reverse=True)

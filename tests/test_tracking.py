@@ -241,7 +241,7 @@ def test_a_bad_store_fails_the_runs_table_naming_the_setting_and_keeps_its_csv(
 
 def test_a_bad_store_fails_training_before_it_starts_naming_the_setting(
         tmp_path: Path) -> None:
-    """The trainers' store is opened when the step builds its training jobs, so a bad one
+    """The trainers' store is opened when the step builds its training requests, so a bad one
     names its setting instead of failing the trainer with ``FileNotFoundError``."""
     tracking = TrackingSettings(mlflow=True, tracking_uri=BAD_URI)
     with pytest.raises(TrackingError, match=r"tracking\.tracking_uri = 'sqlite:////proc/nope/"

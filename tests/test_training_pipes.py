@@ -20,7 +20,7 @@ from saturated_dag.infra.residency import read_events, violations
 from saturated_dag.infra.shards import file_fingerprint
 from saturated_dag.profiles import load_profile
 from saturated_dag.training.folders import ADAPTER_WEIGHTS
-from saturated_dag.training.job import TrainingJob
+from saturated_dag.training.request import TrainingRequest
 
 PROMPT = "<|user|>Compute the following step by step:\n1 + 2 =<|end|><|assistant|>"
 OVERRIDES = {
@@ -43,12 +43,12 @@ def _adapter_asset(work: Path, out: Path, data: Path, seen: dict[str, Any]
         policy = inference.policy_settings()
         inference.policy_backend(context.log)  # an engine the training must not share with
         seen["before"] = inference.loaded_roles()
-        job = TrainingJob(profile=profile, task="chain_sum", method="sft",
+        request = TrainingRequest(profile=profile, task="chain_sum", method="sft",
                           base_model=policy.model, batch_size=policy.batch_size,
                           chat_template=policy.chat_template,
                           enable_thinking=policy.enable_thinking, data=str(data),
                           out_dir=str(out), record={"cache_key": "test"})
-        trained = train_with_pipes(context, [job], work, inference=inference)
+        trained = train_with_pipes(context, [request], work, inference=inference)
         (record,) = trained.records
         seen["after"], seen["record"] = inference.loaded_roles(), record
         seen["data_version"] = trained.data_version
@@ -116,17 +116,17 @@ def test_the_child_samples_validation_in_batches_of_its_own_size() -> None:
     """``paper``'s policy batch (1,024, the vLLM engine's) is not the validation sampler's
     beside the trainer; the key of an adapter ignores the setting (samples do not depend on
     it)."""
-    from assets.adapters import training_job, training_key
+    from assets.adapters import training_key, training_request
     from saturated_dag.experiments import main_matrix
     from saturated_dag.profiles import load_profile
 
     paper = load_profile("paper")  # the rehearsal's structure, with paper's policy batch
     profile = load_profile("rehearsal").model_copy(update={"policy": paper.policy})
     exp = main_matrix(profile.training)[0]
-    job = training_job(profile, "chain_sum", exp, profile.policy, Path("d"), Path("o"), "k",
+    request = training_request(profile, "chain_sum", exp, profile.policy, Path("d"), Path("o"), "k",
                        "out")
     assert profile.policy.batch_size == 1024
-    assert job.batch_size == profile.training.validation_batch_size == 64
+    assert request.batch_size == profile.training.validation_batch_size == 64
     data = pl.DataFrame({"prompt": ["p"], "completion": ["c"]})
     other = profile.model_copy(update={"training": profile.training.model_copy(
         update={"validation_batch_size": 8})})
@@ -165,7 +165,7 @@ def test_release_happens_before_the_child_starts(tmp_path: Path, tiny_model_dir:
         seen["inference"] = inference
         inference.policy_backend()
         with pytest.raises(dg.Failure, match="stopped before starting the child"):
-            train_with_pipes(context, [TrainingJob(
+            train_with_pipes(context, [TrainingRequest(
                 profile=load_profile("demo"), task="chain_sum", method="sft",
                 base_model="m", batch_size=1, data="d", out_dir="x")], tmp_path / "work",
                 inference=inference, client=Probe())

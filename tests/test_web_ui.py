@@ -51,6 +51,8 @@ class Server:
     port: int
     home: Path
     log: Path
+    profile: str = "ci"
+    """The profile the served instance's assets were materialised with."""
 
 
 def _chromium() -> str | None:
@@ -192,7 +194,7 @@ def _serve(tmp: Path, job: str, existing: Path | None = None) -> Iterator[Server
                                  text=True, timeout=2400, check=False)
             assert out.returncode == 0, out.stderr[-3000:]
         _wait_loaded(url, process, log, timeout=300)
-        yield Server(url=url, port=port, home=home, log=log)
+        yield Server(url=url, port=port, home=home, log=log, profile=profile)
     finally:
         _stop(process)
 
@@ -386,8 +388,6 @@ def _asset_page(browser: Browser, server: Server, key: str, height: int = 3000) 
 ADAPTER = "chain_sum/hard/adapter/dpo_correctness_random"
 """A cell every profile trains, two configurations (β 0.1 and 2 on the ci profile); its eval report
 is ``chain_sum/hard/eval/dpo_correctness_random``."""
-SINGLE_ADAPTER = "chain_sum/saturated/adapter/sft"
-"""A cell of one adapter on the ci profile: its page has the adapter's own metadata."""
 
 
 @pytest.mark.slow
@@ -673,12 +673,19 @@ def test_adapter_page_in_browser(demo_server: Server, browser: Browser) -> None:
     table inline, a row per adapter with its validation pass@1 and the settings that differ.
     A cell of one adapter: the configuration it was trained with, its validation curve and
     training log as tables, no JSON dump."""
+    from saturated_dag.experiments import build_task_plan
+    from saturated_dag.profiles import load_profile
+
+    plan = build_task_plan(load_profile(demo_server.profile), "chain_sum")
+    by_key = {f"{c.split}/adapter/{c.name}": c for c in plan.cells}
+    keys = plan.partitions[by_key[ADAPTER.removeprefix("chain_sum/")]]  # the served profile's
     _asset_page(browser, demo_server, ADAPTER)
     adapters = browser.inline_table("adapters")
     assert {"partition", "cache", "epoch kept", "validation pass@1 (%)"
             } <= set(_headers(adapters)), _headers(adapters)
-    assert "beta2_seed0" in adapters.inner_text()
-    assert "2 adapters" in browser.metadata_value("summary")
+    shown = adapters.inner_text()
+    assert all(key in shown for key in keys), (sorted(keys), shown)
+    assert f"{len(keys)} adapters" in browser.metadata_value("summary")
     browser.shot("adapter_partitions")
     # a partition is its adapter's page: its η, its loss figure, and (once its
     # cell's report evaluated it) its eval result with the interval
@@ -692,7 +699,9 @@ def test_adapter_page_in_browser(demo_server: Server, browser: Browser) -> None:
     _visible(browser, "training curves")
     _visible(browser, "eval pass@1")
     browser.shot("adapter_partition")
-    _asset_page(browser, demo_server, SINGLE_ADAPTER)
+    single = next(f"chain_sum/{key}" for key, cell in by_key.items()
+                  if len(plan.partitions[cell]) == 1)  # a cell of one adapter
+    _asset_page(browser, demo_server, single)
     for key in ("method", "learning rate", "batch size", "epochs (max)", "LoRA r",
                 "LoRA α", "LoRA dropout", "LoRA targets", "seed"):
         assert browser.metadata_value(key), key

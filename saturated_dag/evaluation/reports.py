@@ -142,7 +142,7 @@ def evaluate_samples(
 
 
 @dataclass(frozen=True)
-class ShardJob:
+class ReportShards:
     """One eval report part to sample: its shard store, its sampling settings (the eval
     replicate's seed) and its LoRA adapter folder (None: the base model)."""
 
@@ -153,7 +153,7 @@ class ShardJob:
 
 def sample_shards_together(
     questions: Sequence[Question],
-    jobs: Sequence[ShardJob],
+    reports: Sequence[ReportShards],
     backend: BackendSource,
     shard_size: int | None,
     verify_workers: int = 1,
@@ -161,26 +161,26 @@ def sample_shards_together(
     answer_check: AnswerCheck = "math_verify",
     per_pass: int = 8,
 ) -> dict[str, int]:
-    """Sample every job's missing shards, up to ``per_pass`` jobs' shard ``i`` in one batched
+    """Sample every report's missing shards, up to ``per_pass`` reports' shard ``i`` in one batched
     pass (``backend.sample_many``: the base model and LoRA adapters side by side), each shard
-    verified and written to its own job's store. Returns the shards sampled per store folder.
+    verified and written to its own report's store. Returns the shards sampled per store folder.
 
     Why: the eval reports of many adapters (training replicates, eval replicates) then cost
     one decoding pass instead of one pass and one model load each. Each shard equals what
-    ``generate_pool`` would sample for its job alone (same shard seed, per-row seeds), so
+    ``generate_pool`` would sample for its report alone (same shard seed, per-row seeds), so
     ``evaluate_samples`` afterwards finds it stored and a resumed or partly batched run gives
     the same report (``tests/test_eval_batching.py``).
     """
     say = log or (lambda _msg: None)
-    unique = list({str(job.store.root): job for job in jobs}.values())
-    sampled = {str(job.store.root): 0 for job in unique}
+    unique = list({str(report.store.root): report for report in reports}.values())
+    sampled = {str(report.store.root): 0 for report in unique}
     if not questions or not unique:
         return sampled
-    plans = [job.store.prepare(len(questions), shard_size, say) for job in unique]
+    plans = [report.store.prepare(len(questions), shard_size, say) for report in unique]
     plan = plans[0]  # every store records the same plan
     loaded: list[GenerationBackend] = []
     for index, span in enumerate(plan):
-        missing = [job for job in unique if not job.store.has(index, say)]
+        missing = [report for report in unique if not report.store.has(index, say)]
         if not missing:
             continue
         if not loaded:
@@ -190,16 +190,16 @@ def sample_shards_together(
         prompts = [model.render(q.prompt_text) for q in part]  # once per shard, every group
         for start in range(0, len(missing), per_pass):
             group = missing[start : start + per_pass]
-            requests = [SampleRequest(prompts, replace(job.params, seed=shard_seed(
-                job.params.seed, index)), job.adapter) for job in group]
-            adapters = sum(job.adapter is not None for job in group)
+            requests = [SampleRequest(prompts, replace(report.params, seed=shard_seed(
+                report.params.seed, index)), report.adapter) for report in group]
+            adapters = sum(report.adapter is not None for report in group)
             say(f"shard {index + 1}/{len(plan)}: {len(part)} questions x n for {len(group)} "
                 f"model(s) ({adapters} adapter(s)) in one batched pass on {model.name}")
             results = model.sample_many(requests, progress=progress_logger(say))
-            for job, request, samples in zip(group, requests, results, strict=True):
-                job.store.save(index, verified_frame(part, prompts, samples, request.params,
+            for report, request, samples in zip(group, requests, results, strict=True):
+                report.store.save(index, verified_frame(part, prompts, samples, request.params,
                                                      verify_workers, say, answer_check))
-                sampled[str(job.store.root)] += 1
+                sampled[str(report.store.root)] += 1
     return sampled
 
 

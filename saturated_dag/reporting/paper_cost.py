@@ -29,7 +29,7 @@ from types import MappingProxyType
 
 from saturated_dag.config import Profile
 from saturated_dag.data.questions import can_train_split as _trainable
-from saturated_dag.experiments import Experiment, experiment_plan
+from saturated_dag.experiments import Adapter, experiment_plan
 from saturated_dag.methods import label as method_label
 from saturated_dag.scorers.tournament import expected_calls
 from saturated_dag.tasks.chain_sum import grid_of
@@ -480,7 +480,7 @@ class StageCost:
 SPLITS_MODELLED = ("saturated", "strict_saturated", "hard")
 
 
-def task_adapters(profile: Profile, task: str) -> list[Experiment]:
+def task_adapters(profile: Profile, task: str) -> list[Adapter]:
     """Every adapter the task trains: each cell's configurations x training seeds, each
     once (the task's plan, as the graph builds its adapter assets)."""
     return experiment_plan(profile)[task].adapters
@@ -562,7 +562,7 @@ def _check_sizes(profile: Profile, task: str, pools: dict[str, int], data: TaskA
                          f"({data.hard}) and hard x floor(n/4)")
 
 
-def training_examples(profile: Profile, data: TaskAssumptions, exp: Experiment
+def training_examples(profile: Profile, data: TaskAssumptions, exp: Adapter
                       ) -> tuple[int, float]:
     """(sequences per epoch, tokens per epoch) of one adapter's training set.
 
@@ -688,7 +688,7 @@ def stage_costs(profile: Profile, assumptions: Assumptions | None = None,
         val_questions = validation_size(profile, task)
         val = data.length("validation")
         val_passes = 0
-        by_method: dict[str, list[Experiment]] = {}
+        by_method: dict[str, list[Adapter]] = {}
         for exp in adapters:
             by_method.setdefault(exp.method, []).append(exp)
         for method, exps in by_method.items():

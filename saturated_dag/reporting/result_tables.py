@@ -417,10 +417,12 @@ def _directions(frame: pl.DataFrame, metric: str) -> tuple[int, int, int, int]:
             sum(a and h for a, h in zip(above, holds, strict=True)))
 
 
-def sample_text(frame: pl.DataFrame, samples: int | None = None) -> str:
+def sample_text(frame: pl.DataFrame, samples: int | None = None,
+                eval_set: bool = True) -> str:
     """What a table's intervals rest on, in one line: questions × samples, eval replicates and
     the adapters' data seeds × training seeds (``samples``: completions per question, when
-    known)."""
+    known), and how the eval set was made (``eval_set``; a page that shows it as its own
+    entry leaves it out of the summary)."""
     questions = int(frame["questions"].max())
     text = f"{questions} eval questions" + (f" × {samples} samples" if samples else "")
     replicates = int(frame[INTERVALS].min())
@@ -432,7 +434,7 @@ def sample_text(frame: pl.DataFrame, samples: int | None = None) -> str:
         text += (f", {_count(data)} data seeds × " if data.max() > 1 else ", ") + (
             f"{_count(seeds)} training seed{'s' if high != 1 else ''} per "
             + ("data seed of each adapter row" if data.max() > 1 else "adapter"))
-    if EVAL_SET in frame.columns and not frame.is_empty():
+    if eval_set and EVAL_SET in frame.columns and not frame.is_empty():
         text += f"; eval set {frame[EVAL_SET][0]}"
     return text
 
@@ -443,37 +445,43 @@ def _value(row: Mapping[str, Any], column: str, signed: bool) -> str:
                          row.get(f"{column} high"), signed)
 
 
-NAMED_CHARS = 420
-"""Characters the rows named below and above the base model may take in a summary: with the
-summary's other lines it stays under ``SUMMARY_CHARS``, so it is read without a click."""
+NAMED_CHARS = 180
+"""Characters the rows named below and above the base model may take in a summary, both sides
+together: with the summary's other lines it stays on a 1,440 x 900 first screen (``summary``;
+at 420 a long list alone took eight lines of the metadata panel)."""
 
 
 def named_rows(frame: pl.DataFrame, metric: str = "pass@1") -> str:
     """Which rows lie below and which above the base model on ``metric`` (their 95% paired
-    interval on Δ excludes 0), by name, the largest |Δ| first: ``Below: hard · dpo · random,
-    ...; above: none.`` A list longer than ``NAMED_CHARS`` ends with how many more there are.
+    interval on Δ excludes 0), by name, the largest |Δ| first: ``Below the base model: hard ·
+    dpo · random, ...; above: none.`` The two lists share ``NAMED_CHARS`` (a side needing less
+    than half leaves the rest to the other); a list cut short ends with how many more there
+    are.
 
     Why names and not only counts: "3 rows below" sends the reader hunting through the table
     for the three."""
     runs = frame.slice(1)
     delta = f"Δ {metric}"
-    parts = []
+    names = {}
     for side, hits in (("below", [hi is not None and hi < 0 for hi in runs[f"{delta} high"]]),
                        ("above", [lo is not None and lo > 0 for lo in runs[f"{delta} low"]])):
         picked = sorted((r for r, hit in zip(runs.iter_rows(named=True), hits, strict=True)
                          if hit), key=lambda r: -abs(r[delta]))
-        names = [row_label(r) for r in picked]
-        budget = NAMED_CHARS // 2
+        names[side] = [row_label(r) for r in picked]
+    needs = {side: sum(len(n) + 2 for n in found) for side, found in names.items()}
+    parts = []
+    for side, other in (("below", "above"), ("above", "below")):
+        budget = max(NAMED_CHARS // 2, NAMED_CHARS - needs[other])
         shown: list[str] = []
-        for name in names:
+        for name in names[side]:
             if sum(len(n) + 2 for n in shown) + len(name) > budget:
                 break
             shown.append(name)
         text = ", ".join(shown) if shown else "none"
-        if len(shown) < len(names):
-            text += f" and {len(names) - len(shown)} more (marked * in the table)"
-        parts.append(f"{side} the base model: {text}")
-    return f"{parts[0][0].upper()}{parts[0][1:]}; {parts[1]}."
+        if len(shown) < len(names[side]):
+            text += f" and {len(names[side]) - len(shown)} more (marked * in the table)"
+        parts.append(f"{side}: {text}")
+    return f"Below the base model: {parts[0].removeprefix('below: ')}; {parts[1]}."
 
 
 def count_rule(frame: pl.DataFrame) -> str:
@@ -484,10 +492,13 @@ def count_rule(frame: pl.DataFrame) -> str:
 
 
 def summary(frame: pl.DataFrame, samples: int | None = None) -> str:
-    """The table's answer in four Markdown lines, for the top of its page: per metric, how
-    many rows lie below and above the base model (their 95% paired interval on Δ excludes 0;
-    and after Holm's correction; ``count_rule`` says so under the table), which rows those are
-    on pass@1 (``named_rows``), the best row by Δ pass@1 with its interval, and the sample.
+    """The table's answer in three Markdown paragraphs, for the top of its page: per metric,
+    how many rows lie below and above the base model (their 95% paired interval on Δ excludes
+    0; and after Holm's correction; ``count_rule`` says so under the table); which rows those
+    are on pass@1 (``named_rows``); the best row by Δ pass@1 with its interval, and the sample.
+    How the eval set was made is the page's ``eval_set`` entry, and the best row and the sample
+    share a paragraph: on the demo's page at 1,440 x 900 the summary of four paragraphs, with
+    the eval set, ended 11 px below the first screen.
 
     Why counts of intervals and not of point estimates: a Δ of -0.3 whose interval spans 0 is
     no evidence of harm; the counts say what the table can support.
@@ -511,8 +522,8 @@ def summary(frame: pl.DataFrame, samples: int | None = None) -> str:
         "; ".join(counts) + ".",
         named_rows(frame, metrics[0]),
         f"Best: **{row_label(best)}**, Δ {metrics[0]} {_value(best, f'Δ {metrics[0]}', True)}"
-        f" points (base model {_value(base, metrics[0], False)}%).",
-        f"Sample: {sample_text(frame, samples)}.",
+        f" points (base model {_value(base, metrics[0], False)}%). Sample: "
+        f"{sample_text(frame, samples, eval_set=False)} (the eval set: `eval_set`).",
     ]
     return "\n\n".join(lines)
 
@@ -548,8 +559,10 @@ def selection_summary(table: pl.DataFrame) -> str:
             "adapter's eval report gives its Δ with a paired interval.")
 
 
-FOREST_WIDTH = 41
-"""Characters of a text forest plot's axis (``text_forest``)."""
+FOREST_WIDTH = 31
+"""Characters of a text forest plot's axis (``text_forest``). At 41 the axis column was 360 px
+and the results page's metadata table 781 px in a 784 px panel at 1,440 x 900 (the demo at
+6b84060, 3 px from scrolling sideways); 31 draws it in about 280 px."""
 _BLANK, _ZERO, _LINE, _POINT = "\u2007", "│", "─", "●"  # a figure space: HTML keeps it
 
 

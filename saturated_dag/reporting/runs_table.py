@@ -28,7 +28,13 @@ from typing import Any
 import polars as pl
 
 from saturated_dag.config import Profile
-from saturated_dag.experiments import SWITCHES, Experiment, experiment_plan
+from saturated_dag.experiments import (
+    SWITCHES,
+    Adapter,
+    Cell,
+    Configuration,
+    experiment_plan,
+)
 from saturated_dag.reporting.result_tables import results_table, scientific
 from saturated_dag.schemas import schema
 from saturated_dag.training.config import settings_record
@@ -47,7 +53,7 @@ HYPERPARAMETERS = (*TRAINER_COLUMNS.values(), *LORA_COLUMNS.values(), "precision
 """The columns that say how an adapter was trained (MLflow params, ``tracking``)."""
 
 
-def cell_key(cell: Experiment) -> str:
+def cell_key(cell: Cell) -> str:
     """``<split>/<name>``: a cell's name is unique within its split only."""
     return f"{cell.split}/{cell.name}"
 
@@ -58,16 +64,16 @@ class TrainedAdapter:
     its training replicate r (the eval report's ``training_replicate``) and every cell whose
     configurations include it."""
 
-    adapter: Experiment
-    configuration: Experiment
+    adapter: Adapter
+    configuration: Configuration
     replicate: int
-    cells: tuple[Experiment, ...]
+    cells: tuple[Cell, ...]
 
 
 def task_adapters(profile: Profile, task: str) -> list[TrainedAdapter]:
     """Every adapter ``task`` trains, each once, in the graph's order (cells, configurations,
     seeds)."""
-    found: dict[Experiment, TrainedAdapter] = {}
+    found: dict[Adapter, TrainedAdapter] = {}
     for cell, trained in experiment_plan(profile)[task].trained.items():
         for config, seeds in trained.items():
             for replicate, seeded in enumerate(seeds):
@@ -133,10 +139,10 @@ def chosen_configurations(profile: Profile, adapters: Sequence[TrainedAdapter],
 
 def _eval_rows(adapters: Sequence[TrainedAdapter], chosen: Mapping[str, str],
                reports: Mapping[str, pl.DataFrame], base: pl.DataFrame | None, k: int,
-               eval_set: str | None) -> dict[Experiment, dict[str, Any]]:
+               eval_set: str | None) -> dict[Adapter, dict[str, Any]]:
     """Each evaluated adapter's eval numbers: its own training seed's share of the report of
     a cell that chose its configuration, against the base model's report."""
-    picked: dict[Experiment, tuple[str, pl.DataFrame]] = {}
+    picked: dict[Adapter, tuple[str, pl.DataFrame]] = {}
     for a in adapters:
         for cell in a.cells:
             key = cell_key(cell)
@@ -160,8 +166,8 @@ def _eval_rows(adapters: Sequence[TrainedAdapter], chosen: Mapping[str, str],
 
 
 def runs_table(profile: Profile, task: str, adapters: Sequence[TrainedAdapter],
-               records: Mapping[Experiment, AdapterRecord | None],
-               paths: Mapping[Experiment, str],
+               records: Mapping[Adapter, AdapterRecord | None],
+               paths: Mapping[Adapter, str],
                chosen: Mapping[str, str], reports: Mapping[str, pl.DataFrame],
                base: pl.DataFrame | None, eval_set: str | None = None) -> pl.DataFrame:
     """The runs table of ``task``: one row per adapter, in ``adapters``' order.
@@ -229,25 +235,32 @@ def variant(configuration: str) -> str | None:
     return " ".join(tokens) or None
 
 
-COMPACT = ("split", "seed", "method", "scorer", "β", "λ", "η", "Δ pass@1")
+COMPACT = ("split", "method", "scorer", "β", "λ", "η", "Δ pass@1")
 """The inline table's columns: what a reader compares (the settings that vary between
 configurations as columns, not inside an adapter's name, and Δ with its 95% interval in one
-cell, ``+3.12 [+0.00, +6.25]``), few and short enough for the UI's metadata panel. The UI wraps
-neither a header nor a cell, so headers are short, and it shows one table per split
-(``by_split``), without a split column as wide as ``strict_saturated``: on the demo's page at
-1,440 px the metadata table went from 860 px to 797 px in a 784 px panel, still too wide
-(the ``runs: <split>`` keys widen the key column; issue 47). Δ is there for the adapters with
-an eval report, which are the chosen ones; every column (the adapter's name, validation
-pass@1, the kept epoch, whether it was chosen, intervals of pass@1 and pass@k, LoRA settings)
-is in the Parquet file and ``runs_table.csv``."""
+cell, ``+3.12 [+0.00, +6.25]``), few and short enough for the UI's metadata panel. The UI
+breaks a cell only at a space, so a page is as wide as the longest words of its columns added
+up, and it shows one table per split (``by_split``) without a split column as wide as
+``strict_saturated``. Measured in Chromium on the demo's page at 1,440 x 900 (6b84060): one
+table with a split column made the metadata table 860 px in a 784 px panel; one table per
+split with a seed column, 790 px (``runs: strict_saturated`` and ``no_logistic`` are words
+the UI cannot break); without the seed column, 744 px at the narrowest. So a training seed is
+named in the method's cell (``rrhf seed 2``), and only where the configuration was trained
+with more than one. Δ is there for the adapters with an eval report, which are the chosen
+ones; every column (the adapter's name, its seed, validation pass@1, the kept epoch, whether
+it was chosen, intervals of pass@1 and pass@k, LoRA settings) is in the Parquet file and
+``runs_table.csv``."""
 
 
 def compact(frame: pl.DataFrame, max_rows: int | None = INLINE_ROWS) -> pl.DataFrame:
     """The runs table as the UI shows it inline: the evaluated adapters first, by Δ pass@1
     from the highest, then the rest by validation pass@1; at most ``max_rows`` rows (None:
     all). A σ-RRHF switch that the configuration changes follows its method
-    (``rrhf no_hinge``); learning rates in scientific notation (``3e-4``), β and λ as the
+    (``rrhf no_hinge``), and so does the training seed of a configuration trained with
+    several (``rrhf seed 2``); learning rates in scientific notation (``3e-4``), β and λ as the
     profile writes them, an empty cell where the method has no such setting."""
+    seeded = set(frame.group_by("split", "configuration").agg(pl.col("seed").n_unique())
+                 .filter(pl.col("seed") > 1).select("split", "configuration").iter_rows())
     ordered = frame.with_row_index("_order").sort(
         [pl.col("Δ pass@1").is_null(), "Δ pass@1", "validation pass@1", "_order"],
         descending=[False, True, True, False], nulls_last=True, maintain_order=True)
@@ -255,10 +268,11 @@ def compact(frame: pl.DataFrame, max_rows: int | None = INLINE_ROWS) -> pl.DataF
         ordered = ordered.head(max_rows)
     rows = []
     for row in ordered.iter_rows(named=True):
-        switches = variant(row["configuration"])
+        method = " ".join(filter(None, (
+            row["method"], variant(row["configuration"]),
+            f"seed {row['seed']}" if (row["split"], row["configuration"]) in seeded else None)))
         rows.append({
-            "split": row["split"], "seed": str(row["seed"]),
-            "method": row["method"] if switches is None else f"{row['method']} {switches}",
+            "split": row["split"], "method": method,
             "scorer": row["scorer"] or "—",
             "β": _number(row["dpo_beta"]), "λ": _number(row["rrhf_rank_weight"]),
             "η": scientific(row["learning_rate"]),

@@ -111,7 +111,7 @@ def trainer_environment(tracking: TrackingSettings, output_dir: str | Path,
     ``tags`` (profile, task, adapter) on the trainer's run of per-step logs. Empty when
     tracking is off, so nothing is set and MLflow is never looked up.
 
-    The store is opened here, when the step builds its first training job, before anything
+    The store is opened here, when the step builds its first training request, before anything
     trains (once per process and store: ``_OPENED``), so a bad ``tracking.tracking_uri``
     fails the step naming it, not the trainer with a bare library error."""
     if not tracking.mlflow:

@@ -123,7 +123,7 @@ def settings_record(method: str, training: TrainingSettings) -> dict[str, Any]:
     already on disk hold and what their readers read (the model card, ``settings_summary``,
     the runs table's columns, the adapter's metadata), so they stay as they were when the
     trainer stopped reading them from per-method settings classes
-    (``tests/test_training_job.py`` pins them)."""
+    (``tests/test_training_request.py`` pins them)."""
     if method not in METHOD_ENTRIES:
         raise ValueError(f"unknown training method {method!r}; known: {sorted(METHOD_ENTRIES)}")
 

@@ -1,9 +1,9 @@
-"""The one runner of training jobs: a list of ``TrainingJob``s trained under a policy, in this
+"""The one runner of trainings: a list of ``TrainingRequest``s trained under a policy, in this
 process or side by side on the cores, with the same lifeline, thread limit and publish rule.
 
 Why one runner: a list of trainings used to run through several runners (this process,
 side-by-side worker processes, the Dagster Pipes child), each with its own guarantees. Here
-every policy trains each job with ``train_job``, and shares:
+every policy trains each request with ``train_request``, and shares:
 
 - **the publish rule.** An adapter is published by one rename (``train.train_adapter``), then
   its kept epoch's per-question validation results (``VALIDATION_FILE``) and completions
@@ -43,7 +43,7 @@ The policies (``policy_for`` chooses for the run's own process):
   lines travel back through a queue, prefixed by their adapter.
 
 Without Dagster: ``python -m saturated_dag.training.runner JOB.json RESULT.json`` trains one
-job (a ``TrainingJob`` as JSON) in that process and writes its result record.
+request (a ``TrainingRequest`` as JSON) in that process and writes its result record.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ from saturated_dag.training.folders import (
     VALIDATION_FILE,
     VALIDATION_SAMPLES_FILE,
 )
-from saturated_dag.training.job import TrainingJob
+from saturated_dag.training.request import TrainingRequest
 
 if TYPE_CHECKING:
     from saturated_dag.training.train import BaseModels
@@ -78,13 +78,13 @@ if TYPE_CHECKING:
 Record = dict[str, Any]
 """A training's result record: ``TrainResult``'s fields, ``weights_version``, ``cache_key``
 (what ``result.json`` holds)."""
-WorkerTrain = Callable[[TrainingJob, str], Record]
-"""What a side-by-side worker runs for one job and its tag (``train_in_worker``)."""
+WorkerTrain = Callable[[TrainingRequest, str], Record]
+"""What a side-by-side worker runs for one request and its tag (``train_in_worker``)."""
 
 
 @dataclass(frozen=True)
 class InThisProcess:
-    """Train the jobs one after another in the calling process, with one load of each base
+    """Train the requests one after another in the calling process, with one load of each base
     model.
 
     ``owner``: the process these trainings run for, when it is not this one (the Pipes
@@ -96,13 +96,13 @@ class InThisProcess:
 
     owner: int | None = None
     bases: BaseModels | None = field(default=None, compare=False)
-    around: Callable[[TrainingJob], AbstractContextManager[Any]] | None = None
+    around: Callable[[TrainingRequest], AbstractContextManager[Any]] | None = None
 
 
 @dataclass(frozen=True)
 class SideBySide:
-    """Train the jobs side by side in ``workers`` one-thread worker processes (at most one per
-    job), bound to this process. ``train`` is what a worker runs for one job
+    """Train the requests side by side in ``workers`` one-thread worker processes (at most one per
+    request), bound to this process. ``train`` is what a worker runs for one request
     (``train_in_worker`` when None; tests pass a stand-in)."""
 
     workers: int
@@ -112,49 +112,49 @@ class SideBySide:
 Policy = InThisProcess | SideBySide
 
 
-def one_torch_thread(jobs: list[TrainingJob]) -> bool:
-    """Whether every training of ``jobs`` runs one torch thread: on a CPU
+def one_torch_thread(requests: list[TrainingRequest]) -> bool:
+    """Whether every training of ``requests`` runs one torch thread: on a CPU
     (``parallel.training_workers`` > 0), wherever it runs; on an accelerator, torch's own
     threads."""
     from saturated_dag.infra.parallel import training_workers
 
-    return bool(jobs) and training_workers(jobs[0].profile) > 0
+    return bool(requests) and training_workers(requests[0].profile) > 0
 
 
-def policy_for(jobs: list[TrainingJob]) -> Policy:
-    """How the run's own process trains ``jobs``: side by side on the cores when the profile
-    runs on a CPU with several (``parallel.training_workers``) and there are several jobs,
+def policy_for(requests: list[TrainingRequest]) -> Policy:
+    """How the run's own process trains ``requests``: side by side on the cores when the profile
+    runs on a CPU with several (``parallel.training_workers``) and there are several requests,
     else in this process."""
     from saturated_dag.infra.parallel import training_workers
 
-    workers = training_workers(jobs[0].profile) if jobs else 0
-    if workers > 1 and len(jobs) > 1:
+    workers = training_workers(requests[0].profile) if requests else 0
+    if workers > 1 and len(requests) > 1:
         return SideBySide(workers)
     return InThisProcess()
 
 
-def run_jobs(jobs: list[TrainingJob], policy: Policy, log: LogFn | None = None
+def run_trainings(requests: list[TrainingRequest], policy: Policy, log: LogFn | None = None
              ) -> list[Record]:
-    """Train ``jobs`` under ``policy``; their result records, in ``jobs``' order. Each
+    """Train ``requests`` under ``policy``; their result records, in ``requests``' order. Each
     adapter is published, with its ``result.json``, as soon as its training ends, whatever
     happens to the trainings after it."""
-    if not jobs:
+    if not requests:
         return []
     if isinstance(policy, SideBySide):
-        return _side_by_side(jobs, policy, log)
+        return _side_by_side(requests, policy, log)
     from saturated_dag.infra.parallel import torch_threads
     from saturated_dag.training.train import BaseModels, time_left
 
     bases = policy.bases if policy.bases is not None else BaseModels()
     records = []
     started = time.monotonic()
-    with torch_threads(1 if one_torch_thread(jobs) else None):
-        for index, job in enumerate(jobs, 1):
-            if log is not None and len(jobs) > 1:
-                left = time_left(time.monotonic() - started, index - 1, len(jobs))
-                log(f"adapter {index} of {len(jobs)} ({left} for this step): {job.out_dir}")
-            with policy.around(job) if policy.around is not None else nullcontext():
-                records.append(train_job(job, log=log, owner=policy.owner, bases=bases))
+    with torch_threads(1 if one_torch_thread(requests) else None):
+        for index, request in enumerate(requests, 1):
+            if log is not None and len(requests) > 1:
+                left = time_left(time.monotonic() - started, index - 1, len(requests))
+                log(f"adapter {index} of {len(requests)} ({left} for this step): {request.out_dir}")
+            with policy.around(request) if policy.around is not None else nullcontext():
+                records.append(train_request(request, log=log, owner=policy.owner, bases=bases))
     return records
 
 
@@ -170,16 +170,16 @@ def bind_to_owner(owner: int, one_thread: bool) -> None:
         limit_threads(1)
 
 
-def train_job(job: TrainingJob, log: LogFn | None = None, owner: int | None = None,
+def train_request(request: TrainingRequest, log: LogFn | None = None, owner: int | None = None,
               bases: BaseModels | None = None) -> Record:
-    """Train the adapter ``job`` describes in this process and publish it by the publish rule:
+    """Train the adapter ``request`` describes in this process and publish it by the publish rule:
     the adapter, then its kept epoch's per-question validation results, then its
     ``result.json`` last, so a trained adapter is whole, and reusable, the moment its training
     ends. Returns the ``result.json`` record, so no caller reads the file back or hashes the
     weights again.
 
-    ``job.data`` is the training set's Parquet file, read as a polars frame; the trainer is
-    built from ``job.training``, the profile's validated training settings. ``owner``: the
+    ``request.data`` is the training set's Parquet file, read as a polars frame; the trainer is
+    built from ``request.training``, the profile's validated training settings. ``owner``: the
     process this training runs for, which must be alive right before the adapter is published
     (``lifeline.require_parent``). ``bases`` (``train.BaseModels``) shares one base-model
     load among several trainings."""
@@ -191,17 +191,17 @@ def train_job(job: TrainingJob, log: LogFn | None = None, owner: int | None = No
     from saturated_dag.infra.lifeline import require_parent
     from saturated_dag.training.train import train_adapter
 
-    profile = job.profile
-    questions = validation_questions(profile, job.task)
+    profile = request.profile
+    questions = validation_questions(profile, request.task)
     params = profile.sampling.params()
     per_epoch: list[pl.DataFrame] = []
     samples: list[pl.DataFrame] = []
 
     def validation_pass_at_1(model: Any, tokenizer: Any) -> float:
-        backend = TransformersBackend(model, tokenizer, batch_size=job.batch_size,
-                                      chat_template=job.chat_template)
+        backend = TransformersBackend(model, tokenizer, batch_size=request.batch_size,
+                                      chat_template=request.chat_template)
         # the same prompts and answer rule as the pool and the eval reports
-        backend.enable_thinking = job.enable_thinking
+        backend.enable_thinking = request.enable_thinking
         written = evaluate_samples(questions, backend, params,
                                    answer_check=profile.answer_check)
         table = per_question_results(written)
@@ -211,12 +211,12 @@ def train_job(job: TrainingJob, log: LogFn | None = None, owner: int | None = No
 
     def before_publish() -> None:
         if owner is not None:
-            require_parent(owner, job.out_dir)
+            require_parent(owner, request.out_dir)
 
-    with environment(job.tracking_env):  # the MLflow callback's store and tags
-        result = train_adapter(job.method, job.base_model, pl.read_parquet(job.data),
-                               job.training, job.out_dir, eval_fn=validation_pass_at_1,
-                               log=log, record=job.record, before_publish=before_publish,
+    with environment(request.tracking_env):  # the MLflow callback's store and tags
+        result = train_adapter(request.method, request.base_model, pl.read_parquet(request.data),
+                               request.training, request.out_dir, eval_fn=validation_pass_at_1,
+                               log=log, record=request.record, before_publish=before_publish,
                                report_to=profile.tracking.report_to, bases=bases)
     folder = Path(result.adapter_dir)
     if per_epoch:  # the kept epoch's per-question results: the one-SE rule pairs them
@@ -224,7 +224,7 @@ def train_job(job: TrainingJob, log: LogFn | None = None, owner: int | None = No
 
         atomic_write_parquet(per_epoch[result.best_epoch - 1], folder / VALIDATION_FILE)
         atomic_write_parquet(samples[result.best_epoch - 1], folder / VALIDATION_SAMPLES_FILE)
-    return write_result(folder, asdict(result), job.record.get("cache_key"))
+    return write_result(folder, asdict(result), request.record.get("cache_key"))
 
 
 def write_result(folder: Path, record: dict[str, Any], cache_key: str | None) -> Record:
@@ -290,20 +290,20 @@ def _start_worker(lines: Any, owner: int) -> None:
     _WORKER["owner"] = owner
 
 
-def train_in_worker(job: TrainingJob, tag: str) -> Record:
-    """Train ``job`` in this worker (``train_job``, with the workers' owner); its log lines go
-    to the parent, named by its adapter, then ``(tag, None)`` to say they are all sent. The
-    record ``train_job`` returns, with where it was trained (``worker``: process, torch
+def train_in_worker(request: TrainingRequest, tag: str) -> Record:
+    """Train ``request`` in this worker (``train_request``, with the workers' owner); its log
+    lines go to the parent, named by its adapter, then ``(tag, None)`` to say they are all sent. The
+    record ``train_request`` returns, with where it was trained (``worker``: process, torch
     threads, monotonic start and end), which is not written to ``result.json``. The base
     model is read from disk for each training (milliseconds, once the worker is warm), so a
     base model rewritten on disk between two steps is never served stale."""
     import torch
 
-    name = Path(job.out_dir).parent.name
+    name = Path(request.out_dir).parent.name
     lines, owner = _WORKER["lines"], _WORKER["owner"]
     start = time.monotonic()
     try:
-        record = train_job(job, log=lambda line: lines.put((tag, f"{name}: {line}")),
+        record = train_request(request, log=lambda line: lines.put((tag, f"{name}: {line}")),
                            owner=owner)
     finally:
         lines.put((tag, None))
@@ -334,39 +334,39 @@ def _discard(count: int) -> None:
         workers.shutdown(wait=False, cancel_futures=True)
 
 
-def _side_by_side(jobs: list[TrainingJob], policy: SideBySide, log: LogFn | None
+def _side_by_side(requests: list[TrainingRequest], policy: SideBySide, log: LogFn | None
                   ) -> list[Record]:
-    """Train ``jobs`` over ``policy.workers`` processes (one torch thread each); what its
-    ``train`` returns for each, in ``jobs``' order.
+    """Train ``requests`` over ``policy.workers`` processes (one torch thread each); what its
+    ``train`` returns for each, in ``requests``' order.
 
     Every training runs to its end, even when another fails, so each finished adapter is
     published; then the first failure is raised as it was, with a note naming its adapter
     and the others that failed."""
     train = policy.train or train_in_worker
     say = log or (lambda _line: None)
-    count = max(1, min(policy.workers, len(jobs)))
+    count = max(1, min(policy.workers, len(requests)))
     workers, lines = _workers(count)
-    say(f"training {len(jobs)} adapters side by side in {count} processes, one torch "
+    say(f"training {len(requests)} adapters side by side in {count} processes, one torch "
         "thread each")
     from saturated_dag.training.train import time_left
 
     began = time.monotonic()
     step = f"{os.getpid()}-{time.monotonic_ns()}"
-    tags = {f"{step}-{i}": i for i in range(len(jobs))}
+    tags = {f"{step}-{i}": i for i in range(len(requests))}
     records: dict[int, Record] = {}
     errors: dict[int, BaseException] = {}
     sent: set[str] = set()
     try:
-        futures = {workers.submit(train, job, tag): i
-                   for (tag, i), job in zip(tags.items(), jobs, strict=True)}
+        futures = {workers.submit(train, request, tag): i
+                   for (tag, i), request in zip(tags.items(), requests, strict=True)}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             _drain(lines, say, tags, sent)
             for future in done:
                 finished = len(records) + len(errors) + 1
-                say(f"{finished} of {len(jobs)} adapters done ("
-                    f"{time_left(time.monotonic() - began, finished, len(jobs))} for this step)")
+                left = time_left(time.monotonic() - began, finished, len(requests))
+                say(f"{finished} of {len(requests)} adapters done ({left} for this step)")
                 try:
                     records[futures[future]] = future.result()
                 except BrokenProcessPool:
@@ -375,7 +375,7 @@ def _side_by_side(jobs: list[TrainingJob], policy: SideBySide, log: LogFn | None
                     errors[futures[future]] = err
     except BrokenProcessPool as err:
         _discard(count)
-        missing = [jobs[i].out_dir for i in range(len(jobs)) if i not in records]
+        missing = [requests[i].out_dir for i in range(len(requests)) if i not in records]
         raise RuntimeError(f"a training process died (killed, or out of memory); "
                            f"not trained: {', '.join(missing)}") from err
     except BaseException:
@@ -385,12 +385,12 @@ def _side_by_side(jobs: list[TrainingJob], policy: SideBySide, log: LogFn | None
     if errors:  # the training's own error (its type and message), named
         first = min(errors)
         error = errors[first]
-        error.add_note(f"training {jobs[first].out_dir} side by side"
+        error.add_note(f"training {requests[first].out_dir} side by side"
                        + (f"; {len(errors) - 1} more of this step failed too: "
-                          + ", ".join(jobs[i].out_dir for i in sorted(errors)[1:])
+                          + ", ".join(requests[i].out_dir for i in sorted(errors)[1:])
                           if len(errors) > 1 else ""))
         raise error
-    return [records[i] for i in range(len(jobs))]
+    return [records[i] for i in range(len(requests))]
 
 
 def _drain(lines: Any, say: LogFn, tags: dict[str, int], sent: set[str],
@@ -414,11 +414,12 @@ def _drain(lines: Any, say: LogFn, tags: dict[str, int], sent: set[str],
             say(line)
 
 
-def _main(job_path: str, result_path: str) -> None:
+def _main(request_path: str, result_path: str) -> None:
     from saturated_dag.infra.atomic import atomic_write_text
 
-    job = TrainingJob.from_json(Path(job_path).read_text(), job_path)
-    [record] = run_jobs([job], InThisProcess(), log=lambda m: print(f"[train] {m}", flush=True))
+    request = TrainingRequest.from_json(Path(request_path).read_text(), request_path)
+    [record] = run_trainings([request], InThisProcess(),
+                             log=lambda m: print(f"[train] {m}", flush=True))
     atomic_write_text(Path(result_path), json.dumps(record, default=float))
 
 

@@ -366,7 +366,7 @@ def trainer_config(method: str, training: TrainingSettings, output_dir: str, pre
     """The trainer's config object the profile's training settings build: TRL's
     ``DPOConfig`` (DPO) or ``SFTConfig`` (SFT, RAFT), or the project's ``RrhfConfig``
     (σ-RRHF). ``training`` is the validated section (a cell's overrides applied,
-    ``TrainingJob.training``). Every route to a trainer builds its config here, so a test can
+    ``TrainingRequest.training``). Every route to a trainer builds its config here, so a test can
     check that each training setting reaches it (``tests/test_testbed.py``). ``per_device``:
     σ-RRHF's questions per forward pass (``rrhf_questions_per_device``)."""
     # TRACKING: the one place report_to reaches the trainers (train_adapter's argument)

@@ -1,10 +1,10 @@
-"""``TrainingJob``: one adapter's training, as one validated object from the asset to the
+"""``TrainingRequest``: one adapter's training, as one validated object from the asset to the
 trainer.
 
-Why a model and not a dict: the job crosses a process boundary (the Dagster Pipes child,
+Why a model and not a dict: the request crosses a process boundary (the Dagster Pipes child,
 ``resources/training_child.py``, a side-by-side worker, or
 ``python -m saturated_dag.training.runner``). It is validated where it is built and again
-where it arrives (``TrainingJob.from_json``), so a misspelt or missing field fails with its
+where it arrives (``TrainingRequest.from_json``), so a misspelt or missing field fails with its
 name in the parent or the child, never as a ``KeyError`` halfway through training. The
 training settings it carries are the profile's ``training`` section with the cell's overrides
 applied *and validated* (``training``), from which the trainer is built directly
@@ -23,7 +23,7 @@ from saturated_dag.config import Method, Profile, TaskName, TrainingSettings
 from saturated_dag.profiles import merge_settings
 
 
-class TrainingJob(BaseModel):
+class TrainingRequest(BaseModel):
     """Everything a training process needs to train one adapter (JSON-serialisable)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -49,13 +49,13 @@ class TrainingJob(BaseModel):
     """Environment for the trainers' MLflow callback (``saturated_dag.reporting.tracking``)."""
 
     @model_validator(mode="after")
-    def _overrides_are_valid(self) -> TrainingJob:
+    def _overrides_are_valid(self) -> TrainingRequest:
         self.training  # noqa: B018  (validates the overrides now, naming the bad field)
         return self
 
     @property
     def training(self) -> TrainingSettings:
-        """The profile's training section with this job's overrides, validated."""
+        """The profile's training section with this request's overrides, validated."""
         merged = merge_settings(self.profile.training.model_dump(mode="json"),
                                 self.training_overrides)
         return TrainingSettings.model_validate(merged)
@@ -64,8 +64,8 @@ class TrainingJob(BaseModel):
         return self.model_dump_json()
 
     @classmethod
-    def from_json(cls, text: str | bytes, source: str = "training job") -> TrainingJob:
-        """The job in ``text``, validated; an invalid one names its fields and ``source``."""
+    def from_json(cls, text: str | bytes, source: str = "training request") -> TrainingRequest:
+        """The request in ``text``, validated; an invalid one names its fields and ``source``."""
         from pydantic import ValidationError
 
         try:

@@ -1,4 +1,4 @@
-"""The training job and the σ-RRHF config: one validated object from the asset to the
+"""The training request and the σ-RRHF config: one validated object from the asset to the
 trainer, and a config class shaped like TRL's (compared with the library's own parsing)."""
 
 import dataclasses
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from transformers import HfArgumentParser, TrainingArguments
 
-from assets.adapters import training_job
+from assets.adapters import training_request
 from saturated_dag.config import TrainingSettings
 from saturated_dag.experiments import experiment_plan
 from saturated_dag.profiles import load_profile
@@ -18,28 +18,28 @@ from saturated_dag.training.config import (
     settings_summary,
     training_of_record,
 )
-from saturated_dag.training.job import TrainingJob
+from saturated_dag.training.request import TrainingRequest
 from saturated_dag.training.rrhf_trainer import RrhfConfig
 from saturated_dag.training.train import lora_config, trainer_config
 
 
-def _rrhf_job(tmp_path: Path) -> TrainingJob:
-    """The demo's first σ-RRHF adapter with λ = 0.5, as the adapter asset builds its job."""
+def _rrhf_request(tmp_path: Path) -> TrainingRequest:
+    """The demo's first σ-RRHF adapter with λ = 0.5, as the adapter asset builds its request."""
     profile = load_profile("demo")
     adapter = next(a for a in experiment_plan(profile)["chain_sum"].adapters
                    if a.method == "rrhf")
     adapter = adapter.with_settings(profile.training, {"rrhf_rank_weight": 0.5})
-    return training_job(profile, "chain_sum", adapter, profile.policy, tmp_path / "d.parquet",
+    return training_request(profile, "chain_sum", adapter, profile.policy, tmp_path / "d.parquet",
                         tmp_path / "out", "key", str(tmp_path))
 
 
 def test_the_job_survives_json_and_builds_the_trainer_of_the_cell(tmp_path: Path) -> None:
-    job = _rrhf_job(tmp_path)
-    again = TrainingJob.from_json(job.to_json())
-    assert again == job
+    request = _rrhf_request(tmp_path)
+    again = TrainingRequest.from_json(request.to_json())
+    assert again == request
     training = again.training
     # exactly what the cell trains (Experiment.training), the profile's values elsewhere
-    profile = job.profile
+    profile = request.profile
     adapter = next(a for a in experiment_plan(profile)["chain_sum"].adapters
                    if a.method == "rrhf").with_settings(profile.training,
                                                          {"rrhf_rank_weight": 0.5})
@@ -100,13 +100,15 @@ def test_a_record_builds_the_trainer_its_settings_built(method: str) -> None:
 
 
 def test_a_bad_job_is_refused_naming_its_field_on_either_side(tmp_path: Path) -> None:
-    job = json.loads(_rrhf_job(tmp_path).to_json())
-    with pytest.raises(ValueError, match=r"invalid training job received.*\n.*batch_size"):
-        TrainingJob.from_json(json.dumps({**job, "batch_size": 0}), "training job received")
+    request = json.loads(_rrhf_request(tmp_path).to_json())
+    with pytest.raises(ValueError, match=r"invalid training request received.*\n.*batch_size"):
+        TrainingRequest.from_json(json.dumps({**request, "batch_size": 0}),
+                                  "training request received")
     with pytest.raises(ValueError, match="bacth_size"):
-        TrainingJob.from_json(json.dumps({**job, "bacth_size": 8}))
+        TrainingRequest.from_json(json.dumps({**request, "bacth_size": 8}))
     with pytest.raises(ValueError, match="learning_rate"):  # an override is validated too
-        TrainingJob.from_json(json.dumps({**job, "training_overrides": {"learning_rate": -1}}))
+        TrainingRequest.from_json(json.dumps({**request,
+                                              "training_overrides": {"learning_rate": -1}}))
 
 
 def test_rrhf_config_is_a_training_arguments_class_like_trls() -> None:
