@@ -52,7 +52,7 @@ from resources.training import train_with_pipes
 from saturated_dag.config import PolicySettings, Profile, TrainingSettings
 from saturated_dag.data.questions import validation_questions
 from saturated_dag.evaluation.reports import recorded_base_model
-from saturated_dag.experiments import Adapter, Cell
+from saturated_dag.experiments import Adapter, Cell, scientific
 from saturated_dag.infra.shards import (
     file_fingerprint,
     frame_digest,
@@ -108,9 +108,9 @@ def training_log_table(history: list[dict]) -> dg.TableMetadataValue | None:
     frame = pl.DataFrame({columns[c]: [h.get(c) for h in kept] for c in present},
                          schema={columns[c]: pl.Int64 if c == "step" else pl.Float64
                                  for c in present})
-    if "learning rate" in frame.columns:  # 2e-05, not 0.0 after rounding
+    if "learning rate" in frame.columns:  # 5.65e-5 as η is written, not 0.0 after rounding
         frame = frame.with_columns(pl.col("learning rate").map_elements(
-            lambda v: f"{v:.3g}", return_dtype=pl.String))
+            lambda v: "0" if v == 0 else scientific(v), return_dtype=pl.String))
     return frame_table(frame, max_rows=LOG_ROWS + 1, decimals=4)
 
 

@@ -162,8 +162,13 @@ def test_training_log_table_is_thinned_and_keeps_the_last_step() -> None:
     assert steps == sorted(steps)
     names = [c.name for c in table.schema.columns]
     assert {"step", "loss", "reward margin", "learning rate"} <= set(names)
-    assert table.records[-1].data["learning rate"] == "1e-05"
+    assert table.records[-1].data["learning rate"] == "1e-5"  # as η is written
     assert training_log_table([{"train_runtime": 1.0}]) is None
+    decay = training_log_table([{"step": i, "loss": 1.0, "learning_rate": lr}
+                                for i, lr in enumerate((0.0, 3e-4, 2.85e-4, 5.65e-5), 1)])
+    assert decay is not None  # one notation down a column, never 0.000285 beside 5.65e-05
+    assert [r.data["learning rate"] for r in decay.records] == ["0", "3e-4", "2.85e-4",
+                                                                 "5.65e-5"]
 
 
 def test_frame_table_types_and_writes_every_float_with_the_same_decimals() -> None:

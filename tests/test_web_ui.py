@@ -693,11 +693,12 @@ def test_adapter_page_in_browser(demo_server: Server, browser: Browser) -> None:
     for key in ("learning rate", "training curves", "weights hash (data version)"):
         assert key in recorded, key
     chosen = _chosen_partition(demo_server.home, ADAPTER)
-    browser.page.set_viewport_size({"width": 1920, "height": 3000})
-    browser.open(f"{demo_server.url}/assets/{ADAPTER}?view=partitions&partition={chosen}")
-    _visible(browser, "learning rate")
-    _visible(browser, "training curves")
-    _visible(browser, "eval pass@1")
+    for screen in (*SCREENS, {"width": 1920, "height": 3000}):  # the last: the screenshot
+        browser.page.set_viewport_size(screen)
+        browser.open(f"{demo_server.url}/assets/{ADAPTER}?view=partitions&partition={chosen}")
+        _visible(browser, "learning rate")
+        _visible(browser, "training curves")
+        _visible(browser, "eval pass@1")
     browser.shot("adapter_partition")
     single = next(f"chain_sum/{key}" for key, cell in by_key.items()
                   if len(plan.partitions[cell]) == 1)  # a cell of one adapter
