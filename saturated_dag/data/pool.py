@@ -7,13 +7,14 @@ stopped and an unchanged re-run reuses every shard (``saturated_dag.infra.shards
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import polars as pl
 
 from saturated_dag.generation.base import GenerationBackend, Sample, SamplingParams
-from saturated_dag.infra.log import LogFn
+from saturated_dag.infra.log import LogFn, time_left
 from saturated_dag.infra.shards import ShardStore, run_shards, shard_seed
 from saturated_dag.schemas import schema
 from saturated_dag.tasks.base import Question
@@ -78,14 +79,18 @@ def generate_pool(
 
 
 def progress_logger(say: LogFn, progress_every: int = 10) -> Callable[[int, int], None]:
-    """``progress(done, total)`` that logs every ``progress_every`` per cent."""
+    """``progress(done, total)`` that logs every ``progress_every`` per cent, with the time
+    the sampling still needs at its pace since this logger was made (right before it
+    starts)."""
     last = [0]
+    started = time.monotonic()
 
     def progress(done: int, total: int) -> None:
         step = max(1, total * progress_every // 100)
         if done - last[0] >= step or done == total:
             last[0] = done
-            say(f"generated {done}/{total} completions ({100 * done // total}%)")
+            left = time_left(time.monotonic() - started, done, total)
+            say(f"generated {done}/{total} completions ({100 * done // total}%, {left})")
 
     return progress
 

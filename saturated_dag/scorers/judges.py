@@ -23,12 +23,13 @@ verdict is a counted parse failure, never hidden.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from saturated_dag.generation.base import ProgressFn, SamplingParams
-from saturated_dag.infra.log import LogFn
+from saturated_dag.infra.log import LogFn, time_left
 from saturated_dag.scorers.judge_prompts import judge_messages
 from saturated_dag.scorers.rubric import rubric_score
 
@@ -196,11 +197,11 @@ class LlmJudge:
         prompts = [self.prompt(r) for r in requests]
         max_idx = [len(r.solutions) - 1 for r in requests]
         verdicts = [Verdict(None)] * len(prompts)
-        done = 0
+        done, started = 0, time.monotonic()
         for top in sorted(set(max_idx)):
             group = [i for i, m in enumerate(max_idx) if m == top]
             texts = self._free([prompts[i] for i in group], top,
-                               _progress(log, done, len(prompts)))
+                               _progress(log, done, len(prompts), started))
             done += len(group)
             pending: list[tuple[int, str]] = []
             for i, text in zip(group, texts, strict=True):
@@ -252,13 +253,16 @@ class LlmJudge:
         return ids[0] if len(ids) == 1 else None
 
 
-def _progress(log: LogFn | None, before: int, total: int) -> ProgressFn | None:
-    """A backend progress callback that logs judged comparisons over all groups."""
+def _progress(log: LogFn | None, before: int, total: int, started: float
+              ) -> ProgressFn | None:
+    """A backend progress callback that logs judged comparisons over all groups, with the
+    time the judging still needs at its pace since ``started`` (``time.monotonic()``)."""
     if log is None:
         return None
 
     def report(done: int, _: int) -> None:
-        log(f"judged {before + done}/{total} comparisons")
+        left = time_left(time.monotonic() - started, before + done, total)
+        log(f"judged {before + done}/{total} comparisons ({left})")
 
     return report
 

@@ -63,7 +63,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from saturated_dag.infra.log import LogFn
+from saturated_dag.infra.log import LogFn, time_left
 from saturated_dag.training.folders import (
     ADAPTER_WEIGHTS,
     RESULT_FILE,
@@ -143,7 +143,7 @@ def run_trainings(requests: list[TrainingRequest], policy: Policy, log: LogFn | 
     if isinstance(policy, SideBySide):
         return _side_by_side(requests, policy, log)
     from saturated_dag.infra.parallel import torch_threads
-    from saturated_dag.training.train import BaseModels, time_left
+    from saturated_dag.training.train import BaseModels
 
     bases = policy.bases if policy.bases is not None else BaseModels()
     records = []
@@ -348,7 +348,6 @@ def _side_by_side(requests: list[TrainingRequest], policy: SideBySide, log: LogF
     workers, lines = _workers(count)
     say(f"training {len(requests)} adapters side by side in {count} processes, one torch "
         "thread each")
-    from saturated_dag.training.train import time_left
 
     began = time.monotonic()
     step = f"{os.getpid()}-{time.monotonic_ns()}"

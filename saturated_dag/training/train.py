@@ -38,7 +38,7 @@ from transformers import PrinterCallback, ProgressCallback, TrainerCallback, set
 
 from saturated_dag.generation.models import load_model, portable_model_name
 from saturated_dag.infra.atomic import give_umask_modes, make_scratch
-from saturated_dag.infra.log import LogFn
+from saturated_dag.infra.log import LogFn, time_left
 from saturated_dag.methods import METHODS as REGISTERED_METHODS
 from saturated_dag.training.config import (
     DPO_LOSS_TYPE,
@@ -184,15 +184,6 @@ def check_trained(folder: Path, epoch: int, rates: list[float], warmup: int) -> 
 
 PROGRESS_LINES = 20
 """About this many loss lines per training run in its log (every step when it has fewer)."""
-
-
-def time_left(elapsed: float, done: int, total: int) -> str:
-    """The time a run still needs at the pace so far, as a log line states it (``~3 min
-    left``): training steps take about equal time, so the pace is the mean."""
-    if done <= 0 or total <= done:
-        return "done" if total <= done else "estimating"
-    seconds = elapsed / done * (total - done)
-    return f"~{seconds:.0f} s left" if seconds < 90 else f"~{seconds / 60:.0f} min left"
 
 
 class _Progress(TrainerCallback):
