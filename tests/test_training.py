@@ -737,6 +737,11 @@ def test_sampling_and_judging_progress_lines_say_the_time_left() -> None:
     progress(10, 10)
     assert re.fullmatch(r"generated 5/10 completions \(50%, ~\d+ s left\)", lines[0]), lines
     assert lines[1] == "generated 10/10 completions (100%, done)"
+    every_tenth: list[str] = []  # the default: a line every 10 per cent
+    default = progress_logger(every_tenth.append)
+    for done in range(1, 21):
+        default(done, 20)
+    assert len(every_tenth) == 10 and every_tenth[-1].endswith("(100%, done)"), every_tenth
     report = _progress(lines.append, 4, 8, time.monotonic() - 2.0)
     assert report is not None
     report(2, 4)  # 6 of 8 in about 2 s

@@ -252,6 +252,12 @@ it was chosen, intervals of pass@1 and pass@k, LoRA settings) is in the Parquet 
 ``runs_table.csv``."""
 
 
+def seeds_per_configuration(frame: pl.DataFrame) -> pl.DataFrame:
+    """``split, configuration, seed``: how many training seeds each configuration was trained
+    with (a configuration is a split and a name: names repeat across splits)."""
+    return frame.group_by("split", "configuration").agg(pl.col("seed").n_unique())
+
+
 def compact(frame: pl.DataFrame, max_rows: int | None = INLINE_ROWS) -> pl.DataFrame:
     """The runs table as the UI shows it inline: the evaluated adapters first, by Δ pass@1
     from the highest, then the rest by validation pass@1; at most ``max_rows`` rows (None:
@@ -259,8 +265,8 @@ def compact(frame: pl.DataFrame, max_rows: int | None = INLINE_ROWS) -> pl.DataF
     (``rrhf no_hinge``), and so does the training seed of a configuration trained with
     several (``rrhf seed 2``); learning rates in scientific notation (``3e-4``), β and λ as the
     profile writes them, an empty cell where the method has no such setting."""
-    seeded = set(frame.group_by("split", "configuration").agg(pl.col("seed").n_unique())
-                 .filter(pl.col("seed") > 1).select("split", "configuration").iter_rows())
+    seeded = set(seeds_per_configuration(frame).filter(pl.col("seed") > 1)
+                 .select("split", "configuration").iter_rows())
     ordered = frame.with_row_index("_order").sort(
         [pl.col("Δ pass@1").is_null(), "Δ pass@1", "validation pass@1", "_order"],
         descending=[False, True, True, False], nulls_last=True, maintain_order=True)
@@ -295,7 +301,7 @@ def configurations(frame: pl.DataFrame) -> tuple[int, dict[int, int]]:
     undercounts (the demo's summary once said 44 where there were 74)."""
     if frame.is_empty():
         return 0, {}
-    seeds = frame.group_by("split", "configuration").agg(pl.col("seed").n_unique())
+    seeds = seeds_per_configuration(frame)
     counts = seeds["seed"].value_counts().sort("seed")
     return seeds.height, dict(zip(counts["seed"].to_list(), counts["count"].to_list(),
                                   strict=True))
