@@ -30,7 +30,7 @@ TORCH_VERSION="2.13.0"
 CORE_DEPS=(transformers tokenizers safetensors gguf pydantic pyyaml numpy)
 PIPELINE_DEPS=(trl peft accelerate datasets reasoning-gym math-verify pandas pyarrow scipy
                matplotlib tabulate dagster dagster-webserver)
-TEST_DEPS=(pytest)
+TEST_DEPS=(pytest pytest-xdist)  # pyproject.toml's pytest options name xdist's
 
 START=$SECONDS
 LAST=$SECONDS

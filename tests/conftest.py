@@ -32,3 +32,15 @@ def tiny_base_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SATURATED_DAG_CACHE", str(tmp_path / "cache"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files marked ``heavy`` first, each file's tests kept together and in order.
+
+    README's test command runs a worker per core (``-n auto``) that takes a whole file at a
+    time in this order (``--dist loadfile --no-loadscope-reorder``, pyproject.toml). Handed
+    out last, the longest file (``test_fault_injection.py``, about 3 minutes) ran alone on
+    one worker while the other sat idle; started first, the short files fill in beside it.
+    """
+    heavy = {item.path for item in items if item.get_closest_marker("heavy")}
+    items.sort(key=lambda item: item.path not in heavy)

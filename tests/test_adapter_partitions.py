@@ -17,6 +17,8 @@ from saturated_dag.training import train as train_module
 from saturated_dag.training.request import TrainingRequest
 from saturated_dag.training.runner import InThisProcess, SideBySide, run_trainings
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: collected first
+
 PROFILES = ("demo", "study", "ci", "paper", "rehearsal")
 
 

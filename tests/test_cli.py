@@ -6,11 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from jobs.staged import part_names
 from saturated_dag.profiles import load_profile
 from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.heavy  # a minute or more in all: collected first
 
 DAGSTER = str(Path(sys.executable).parent / "dagster")
 DG = str(Path(sys.executable).parent / "dg")

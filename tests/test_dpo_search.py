@@ -15,6 +15,8 @@ from saturated_dag.config import ProfileError
 from saturated_dag.experiments import experiment_plan
 from saturated_dag.profiles import load_profile
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: collected first
+
 
 def test_the_search_profile_is_the_testbed_with_dpo_over_all_its_configurations() -> None:
     """The defaults: the testbed's world (data seeds, questions, thresholds) with DPO alone,

@@ -38,6 +38,8 @@ from resources import make_resources
 from resources.parquet_io import asset_file
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: collected first
+
 T = TypeVar("T")
 BIN = Path(sys.executable).parent
 PROFILE = {

