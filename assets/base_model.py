@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 
 from resources.experiment import ExperimentResource
-from saturated_dag.generation.models import model_fingerprint, resolve
+from saturated_dag.generation.models import check_model_folder, model_fingerprint, resolve
 
 SPEC = dg.AssetSpec(
     "base_model",
@@ -28,8 +28,12 @@ SPEC = dg.AssetSpec(
 
 
 def observe_model(model: str, backend: str) -> dg.ObserveResult:
-    """The model's fingerprint as data version, and what it is as metadata."""
+    """The model's fingerprint as data version, and what it is as metadata. A folder that
+    cannot load (no weights, config or tokenizer) is refused, naming the missing file, so a
+    broken folder never becomes a new data version that marks the pools stale."""
     source = resolve(model)
+    if source.kind == "folder":
+        check_model_folder(source.location, model)
     metadata: dict[str, object] = {"model": model, "kind": source.kind,
                                    "location": source.location, "backend": backend}
     if source.kind != "hub":

@@ -26,6 +26,51 @@ def test_missing_model_path_is_named(tmp_path: Path) -> None:
         models.resolve(str(tmp_path / "empty"))
 
 
+def test_a_model_folder_without_its_tokenizer_is_named_and_not_observed(tmp_path: Path) -> None:
+    """Issue 67: a copy of the embedded model without ``tokenizer.json`` fails with an error
+    naming the folder and the file (transformers' own names neither and points at
+    sentencepiece), and the ``base_model`` observation refuses it: the asset's data version
+    stays the one observed before the file went missing."""
+    import shutil
+
+    import dagster as dg
+
+    from tests.pipeline import graph, materialize, resources
+
+    copy = tmp_path / "arith_base"
+    shutil.copytree(Path(models.resolve("arith-base").location), copy)
+    overrides = {"policy": {"model": str(copy)}}
+    assets, _ = graph("demo", overrides)
+    res = resources(tmp_path / "out", "demo", overrides)
+    instance = dg.DagsterInstance.ephemeral()
+    key = dg.AssetKey("base_model")
+
+    def version() -> str | None:
+        record = instance.get_latest_data_version_record(key, is_source=True)
+        return record.asset_observation.data_version if record else None
+
+    assert materialize(assets, [key], resources=res, instance=instance).success
+    before = version()
+    assert before == models.model_fingerprint(str(copy))
+
+    (copy / "tokenizer.json").unlink()
+    with pytest.raises(FileNotFoundError) as refused:
+        models.load_model(str(copy))
+    assert str(copy) in str(refused.value) and "tokenizer.json" in str(refused.value)
+    observed = materialize(assets, [key], resources=res, instance=instance,
+                           raise_on_error=False)
+    assert not observed.success
+    failure = next(e for run in observed.runs for e in run.all_events if e.is_step_failure)
+    message = failure.step_failure_data.error.to_string()  # with its cause
+    assert str(copy) in message and "tokenizer.json" in message, message
+    assert version() == before  # the broken folder is no new data version
+
+    (copy / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match=r"no model\.safetensors \(its weights\), no "
+                       r"tokenizer\.json"):
+        models.check_model_folder(copy)
+
+
 def test_unknown_backend_is_named(tiny_model_dir: Path) -> None:
     with pytest.raises(ValueError, match="unknown generation backend 'jax'"):
         open_backend("jax", str(tiny_model_dir))

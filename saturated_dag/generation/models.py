@@ -183,6 +183,41 @@ def local_model_dir(spec: str) -> str:
     return str(target)
 
 
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+"""A model folder's weights: one of these, or shards ``*.safetensors``."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
+"""A model folder's tokenizer: one of these (a fast tokenizer's file, a slow one's vocabulary)."""
+
+
+def missing_model_files(folder: str | Path) -> list[str]:
+    """What a model folder lacks to load: its config, its weights or its tokenizer.
+
+    Why ask before loading: without ``tokenizer.json`` transformers fails with "Couldn't
+    instantiate the backend tokenizer ... You need to have sentencepiece or tiktoken
+    installed", which names neither the folder nor the file and points at a package instead.
+    """
+    path = Path(folder)
+    missing = []
+    if not (path / "config.json").is_file():
+        missing.append("config.json (its configuration)")
+    if not any((path / name).is_file() for name in WEIGHT_FILES) and not any(
+            path.glob("*.safetensors")):
+        missing.append("model.safetensors (its weights)")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        missing.append("tokenizer.json (its tokenizer)")
+    return missing
+
+
+def check_model_folder(folder: str | Path, spec: str | None = None) -> None:
+    """Refuse a model folder that cannot load, naming the folder and each missing file."""
+    missing = missing_model_files(folder)
+    if missing:
+        named = f"model {spec!r}: " if spec and spec != str(folder) else ""
+        raise FileNotFoundError(f"{named}model folder {folder} cannot load: it has no "
+                                f"{', no '.join(missing)}")
+
+
 _DTYPES = {"auto": "auto", "float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
@@ -218,6 +253,8 @@ def load_model(
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
     location = local_model_dir(spec)
+    if Path(location).is_dir():
+        check_model_folder(location, spec)
     try:
         tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(

@@ -36,7 +36,7 @@ from saturated_dag.generation.base import (
     row_seed,
     stop_token_ids,
 )
-from saturated_dag.generation.models import local_model_dir
+from saturated_dag.generation.models import check_model_folder, local_model_dir
 from saturated_dag.tasks.prompts import ChatTemplateMode
 
 log = logging.getLogger(__name__)
@@ -165,6 +165,8 @@ class VllmBackend(ChatPrompting):
         from vllm import LLM
 
         location = local_model_dir(model)
+        if Path(location).is_dir():
+            check_model_folder(location, model)
         if on_cpu():
             if dtype != "float32":
                 log.warning("vLLM on CPU: dtype %s replaced by float32 (no bf16 here)", dtype)

@@ -255,7 +255,7 @@ def check_local_policy(profile: Profile) -> None:
     model, a path): the sampling prompts fit its context (``check_sampling_context``). A vLLM
     policy is measured when its engine starts (``resources.inference``), a hub or GGUF model
     when it loads."""
-    from saturated_dag.generation.models import resolve
+    from saturated_dag.generation.models import check_model_folder, resolve
 
     policy = profile.policy
     if policy.backend != "transformers":
@@ -263,6 +263,7 @@ def check_local_policy(profile: Profile) -> None:
     source = resolve(policy.model)
     if source.kind != "folder":
         return
+    check_model_folder(source.location, policy.model)
     tokenizer = folder_tokenizer(source.location, policy.trust_remote_code)
     check_sampling_context(profile, tokenizer, model_max_positions(source.location),
                            policy.model)
