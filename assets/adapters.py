@@ -53,6 +53,7 @@ from saturated_dag.config import PolicySettings, Profile, TrainingSettings
 from saturated_dag.data.questions import validation_questions
 from saturated_dag.evaluation.reports import recorded_base_model
 from saturated_dag.experiments import Adapter, Cell, scientific
+from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.infra.shards import (
     file_fingerprint,
     frame_digest,
@@ -292,7 +293,7 @@ def _train_missing(context: dg.AssetExecutionContext, experiment: ExperimentReso
     paths: dict[int, Path] = {}
     for draw in sorted({a.exp.data_seed for a in missing}):  # scratch copies for the child
         paths[draw] = work / ("data.parquet" if draw == 0 else f"data_{draw}.parquet")
-        frames[draw].write_parquet(paths[draw])
+        atomic_write_parquet(frames[draw], paths[draw])  # with its proof, for the child
     for a in missing:
         context.log.info(f"adapter {a.exp.name} trains with: "
                          f"{settings_line(a.exp.method, a.planned)}")

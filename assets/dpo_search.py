@@ -29,7 +29,7 @@ from saturated_dag.config import TrainingSettings
 from saturated_dag.data.questions import validation_questions
 from saturated_dag.evaluation.reports import evaluate_samples, per_question_results, summarise
 from saturated_dag.experiments import Cell, TaskPlan
-from saturated_dag.infra.atomic import atomic_write_text
+from saturated_dag.infra.atomic import atomic_write_text, read_proven_parquet
 from saturated_dag.training.folders import RESULT_FILE, VALIDATION_FILE, VALIDATION_SAMPLES_FILE
 from saturated_dag.training.selection import chosen
 
@@ -95,10 +95,12 @@ def _runs(output_dir: str, plan: TaskPlan, cell: Cell, training: TrainingSetting
                                  f"chain_sum/{cell.split}/adapter/{cell.name} first")
             record = json.loads((folder / RESULT_FILE).read_text(encoding="utf-8"))
             samples = folder / VALIDATION_SAMPLES_FILE
+            redo = f"re-materialise chain_sum/{cell.split}/adapter/{cell.name}"
             runs.append(dpo_search.SearchRun(
                 recipe, str(cell.scorer), seeded.data_seed, int(record["best_epoch"]),
-                record.get("log_history") or [], pl.read_parquet(folder / VALIDATION_FILE),
-                pl.read_parquet(samples) if samples.is_file() else None))
+                record.get("log_history") or [],
+                read_proven_parquet(folder / VALIDATION_FILE, redo),
+                read_proven_parquet(samples, redo) if samples.is_file() else None))
     return runs
 
 

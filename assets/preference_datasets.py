@@ -16,6 +16,7 @@ from resources import ExperimentResource, ParquetIOManager
 from resources.parquet_io import asset_file, schema_metadata
 from saturated_dag.data import preference_data as pdata
 from saturated_dag.experiments import HARD_PAIRS_SHUFFLED, Cell
+from saturated_dag.infra.atomic import read_proven_parquet
 
 
 def _split_rows(frame: pl.DataFrame, split: str) -> pl.DataFrame:
@@ -199,7 +200,8 @@ def _pairs_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
         partitions = (list(run.partition_keys) if asset.partitions_def is not None
                       else [None])
         # ``key`` is the factory's (before ``Profile.key_prefix``): what the file is named by
-        table = pl.concat([pl.read_parquet(asset_file(store.base_dir, key.path, p))
+        table = pl.concat([read_proven_parquet(asset_file(store.base_dir, key.path, p),
+                                               f"re-materialise {key.to_user_string()}")
                            for p in partitions])
         allowed = ("dpo_pairs" in key.path
                    and not experiment.settings.training.dpo_distinct_texts)

@@ -21,6 +21,7 @@ from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.config import Profile
 from saturated_dag.experiments import Adapter, Cell, Configuration, cell_adapters
+from saturated_dag.infra.atomic import read_proven_parquet
 from saturated_dag.reporting.plots import cell_overlay
 from saturated_dag.reporting.result_tables import selection_summary
 from saturated_dag.reporting.runs_table import INLINE_ROWS, scientific
@@ -106,7 +107,7 @@ def _per_question(folder: Path) -> pl.DataFrame:
         raise dg.Failure(f"adapter {folder} has no {VALIDATION_FILE} (trained by older code): "
                          "the one-SE rule (training.selection.rule) pairs per-question "
                          "validation results; re-materialise the adapter")
-    return pl.read_parquet(path)
+    return read_proven_parquet(path, "re-materialise the adapter (it is trained again)")
 
 
 def _overlay(output_dir: str, task: str, cell: Cell,

@@ -35,12 +35,15 @@ frame, and is refused with a message when several are mapped.
 Data versions: ``frame_data_version`` is the content hash an asset reports with
 ``dg.Output(frame, data_version=...)``, so an unchanged frame leaves downstream fresh.
 
-Reads are verified: each write records the frame's row count and content hash
-(``content hash``, in groups of 16 digits so the page can wrap it), and a read compares the
-file with what its latest materialisation recorded. A file edited behind Dagster's back
-(rows removed, values changed) fails the reading step naming the file, instead of feeding a
-downstream asset data no run produced. Materialisations without a recorded hash (older runs,
-files seeded by hand with no materialisation) are read as they are.
+Reads are verified twice. The file proves itself: ``atomic_write_parquet`` writes the frame's
+content hash into the Parquet file's own key-value metadata, and a read refuses a file whose
+content does not hash to it, or that carries none (written by hand, or before files carried
+one), naming the file and the asset to re-materialise (``check_parquet_proof``). That holds in
+any instance: a new ``DAGSTER_HOME``, another machine, a UI started on existing outputs. And
+the instance remembers: each write records the frame's row count and content hash (``content
+hash``, in groups of 16 digits so the page can wrap it), and a read compares the file with what
+its latest materialisation recorded, which also refuses a whole file put back from another
+materialisation.
 
 Location: the folder is ``<output_dir>/assets`` of the code location's ``ExperimentLocation``
 (not run config); every materialisation also records its ``profile`` and ``output folder``,
@@ -61,7 +64,7 @@ from pydantic import Field, PrivateAttr
 from upath import UPath
 
 from resources.experiment import ExperimentLocation
-from saturated_dag.infra.atomic import atomic_write_parquet
+from saturated_dag.infra.atomic import atomic_write_parquet, check_parquet_proof
 from saturated_dag.infra.shards import digest_of, frame_digest, readable_digest
 from saturated_dag.schemas import check_frame, get_schema
 
@@ -189,8 +192,10 @@ def _recorded(context: dg.InputContext, file: Path) -> dict[str, Any] | None:
     return latest_metadata(instance, context.asset_key, partitions)
 
 
-def _verify_recorded(context: dg.InputContext, file: Path, frame: pl.DataFrame) -> None:
-    """Refuse a file whose content is not what its latest materialisation wrote."""
+def _verify_recorded(context: dg.InputContext, file: Path, frame: pl.DataFrame,
+                     content_hash: str | None = None) -> None:
+    """Refuse a file whose content (``frame``, hashing to ``content_hash`` when the caller
+    has computed it) is not what its latest materialisation wrote."""
     recorded = _recorded(context, file)
     key = next((k for k in (CONTENT_KEY, OLD_CONTENT_KEY) if recorded and k in recorded), None)
     if key is None:
@@ -203,9 +208,10 @@ def _verify_recorded(context: dg.InputContext, file: Path, frame: pl.DataFrame) 
         raise ValueError(f"{file} has {frame.height} rows but the materialisation of {name} "
                          f"that wrote it recorded {rows}: {fix}")
     wrote = digest_of(recorded[key].value)
-    if wrote != frame_digest(frame):
+    content_hash = content_hash or frame_digest(frame)
+    if wrote != content_hash:
         raise ValueError(f"{file} differs from what the materialisation of {name} wrote "
-                         f"(content hash {frame_digest(frame)[:12]}, recorded "
+                         f"(content hash {content_hash[:12]}, recorded "
                          f"{wrote[:12]}): {fix}")
 
 
@@ -257,6 +263,11 @@ class PolarsParquetStore(dg.UPathIOManager):
                         f"{'/'.join(context.get_identifier())} has no asset key")
 
     def dump_to_path(self, context: dg.OutputContext, obj: Any, path: UPath) -> None:
+        self._dump(context, obj, Path(path), None)
+
+    def _dump(self, context: dg.OutputContext, obj: Any, path: Path,
+              content_hash: str | None) -> None:
+        """Check ``obj`` against its declared schema, then write it with its content hash."""
         name = context.asset_key.to_user_string()
         if not isinstance(obj, pl.DataFrame):
             raise TypeError(f"{name} must return a polars DataFrame, got "
@@ -266,14 +277,16 @@ class PolarsParquetStore(dg.UPathIOManager):
             check_frame(obj, kind)
         except ValueError as err:
             raise ValueError(f"{name}: {err}; nothing was written") from err
-        atomic_write_parquet(obj, Path(path))
+        atomic_write_parquet(obj, path, content_hash)
 
-    def get_metadata(self, context: dg.OutputContext, obj: Any) -> dict[str, dg.MetadataValue]:
+    def get_metadata(self, context: dg.OutputContext, obj: Any,
+                     content_hash: str | None = None) -> dict[str, dg.MetadataValue]:
         columns = dg.MetadataValue.table_schema(table_schema(obj.schema))
         report = bool(context.definition_metadata.get(REPORT_KEY))
+        content_hash = content_hash or frame_digest(obj)
         return {"dagster/row_count": dg.MetadataValue.int(obj.height),
                 **({} if report else {"dagster/column_schema": columns}),
-                CONTENT_KEY: dg.MetadataValue.text(readable_digest(frame_digest(obj))),
+                CONTENT_KEY: dg.MetadataValue.text(readable_digest(content_hash)),
                 **{k: dg.MetadataValue.text(v) for k, v in self.run_metadata.items()},
                 **({"columns": columns} if report else {})}  # a report's answer comes first
 
@@ -292,11 +305,12 @@ class PolarsParquetStore(dg.UPathIOManager):
         file = asset_file(self.base_dir, self.file_key(context), partitions[0])
         file.parent.mkdir(parents=True, exist_ok=True)
         context.log.debug(f"writing {file}")
-        self.dump_to_path(context=context, obj=obj, path=UPath(file))
+        content_hash = frame_digest(obj) if isinstance(obj, pl.DataFrame) else None
+        self._dump(context, obj, file, content_hash)  # the hash once, for file and record
         folder = os.path.relpath(file.parent, Path(self.base_dir).expanduser().parent)
         context.add_output_metadata({FOLDER_KEY: dg.MetadataValue.path(folder),
                                      FILE_KEY: dg.MetadataValue.path(file.name),
-                                     **self.get_metadata(context, obj)})
+                                     **self.get_metadata(context, obj, content_hash)})
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> pl.DataFrame:
         file = Path(path)
@@ -316,7 +330,11 @@ class PolarsParquetStore(dg.UPathIOManager):
             raise OSError(f"{context.asset_key.to_user_string()}: its stored file {file} "
                           f"cannot be read ({type(err).__name__}: {err}); it is damaged: "
                           "re-materialise the asset") from None
-        _verify_recorded(context, file, frame)
+        content_hash = frame_digest(frame)
+        _verify_recorded(context, file, frame, content_hash)
+        name = context.asset_key.to_user_string()
+        check_parquet_proof(file, frame, f"re-materialise {name} (or restore the file as its "
+                            "run wrote it) before reading it", content_hash)
         return frame
 
     def load_partitions(self, context: dg.InputContext) -> pl.DataFrame | dict[str, pl.DataFrame]:

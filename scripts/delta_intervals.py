@@ -18,6 +18,8 @@ from pathlib import Path
 
 import polars as pl
 
+from saturated_dag.infra.atomic import read_proven_parquet
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -54,7 +56,8 @@ def delta_rows(output_dir: str | Path, task: str) -> tuple[int, list[Row]]:
 
 def _report(path: Path) -> pl.DataFrame:
     """One eval report's (question_id, n, correct), from its samples, each sample once."""
-    samples = pl.read_parquet(path, columns=["question_id", "sample_index", "correct"])
+    samples = read_proven_parquet(path, "re-materialise that eval report").select(
+        "question_id", "sample_index", "correct")
     if samples.select("question_id", "sample_index").is_duplicated().any():
         raise SystemExit(f"{path} lists a sample of a question more than once")
     return (samples.group_by("question_id", maintain_order=True)

@@ -16,7 +16,6 @@ import statistics
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 
 from saturated_dag.evaluation.reports import per_question_results
 from saturated_dag.evaluation.statistics import (
@@ -24,10 +23,11 @@ from saturated_dag.evaluation.statistics import (
     questions_for_half_width,
     seed_matrix,
 )
+from saturated_dag.infra.atomic import read_proven_parquet
 
 
 def _per_question(path: Path, order: list[str] | None = None) -> tuple[np.ndarray, list[str]]:
-    table = per_question_results(pl.read_parquet(path))
+    table = per_question_results(read_proven_parquet(path, "re-materialise that eval report"))
     order = order or sorted(table["question_id"].unique().to_list())
     matrix = seed_matrix(table, 1, order)  # (training seeds, Q) or (data seeds, seeds, Q)
     return matrix.reshape(-1, len(order)).mean(axis=0), order

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import polars as pl
 
+from saturated_dag.infra.atomic import read_proven_parquet
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from run_record import describe  # noqa: E402  (a script beside this one)
@@ -38,13 +40,19 @@ TABLES = (
 )
 
 
+def _read(path: Path) -> pl.DataFrame:
+    """A table the run wrote, refused unless it hashes to the content hash it carries."""
+    return read_proven_parquet(path, "re-run the study (bash scripts/run_study.sh), or "
+                                     "re-materialise the asset that wrote it")
+
+
 def _reports(assets: Path) -> dict[str, pl.DataFrame]:
     from saturated_dag.evaluation.reports import per_question_results
 
-    reports = {"base": per_question_results(pl.read_parquet(assets / "eval" / "base.parquet"))}
+    reports = {"base": per_question_results(_read(assets / "eval" / "base.parquet"))}
     for path in sorted(assets.glob("*/eval/*.parquet")):
         reports[f"{path.parent.parent.name}/{path.stem}"] = per_question_results(
-            pl.read_parquet(path))
+            _read(path))
     return reports
 
 
@@ -164,7 +172,7 @@ def unvalidated(controls: dict | None) -> list[str]:
 def selections_section(assets: Path) -> str:
     rows = []
     for path in sorted(assets.glob("*/selection/*.parquet")):
-        table = pl.read_parquet(path)
+        table = _read(path)
         tried = ", ".join(f"{r['configuration']} {r['validation pass@1']:.1f}"
                          + (" (chosen)" if r["chosen"] else "")
                          for r in table.iter_rows(named=True))
@@ -179,10 +187,10 @@ def selections_section(assets: Path) -> str:
 def achieved(output_dir: Path) -> str:
     """What the study can detect, measured: the half-widths of the main table's Δ pass@1
     intervals (questions and training seeds resampled), against the 3-point target."""
-    path = output_dir / TASK / "results_table.csv"
+    path = output_dir / "assets" / TASK / "results_table.parquet"  # the asset, with its proof
     if not path.is_file():
         return ""
-    table = pl.read_csv(path).filter(pl.col("split") != "-")
+    table = _read(path).filter(pl.col("split") != "-")
     half = ((table["Δ pass@1 high"] - table["Δ pass@1 low"]) / 2).sort()
     within = int((half <= 3.0).sum())
     return (f"Power, measured (docs/study.md): the main table's Δ pass@1 intervals are "
@@ -203,7 +211,7 @@ def testbed_section(output_dir: Path) -> tuple[dict | None, str]:
     if not path.is_file():
         return None, ""
     verdicts = json.loads(path.read_text(encoding="utf-8"))["verdicts"]
-    rows = pl.read_parquet(output_dir / TASK / "testbed_rows.parquet")
+    rows = _read(output_dir / TASK / "testbed_rows.parquet")
     lines = ["Testbed of this run (`study/chain_sum/testbed_validation`, docs/testbed.md): "
              + "; ".join(f"{name}: {'passed' if v['passed'] else 'FAILED'}"
                          + (f" (Δ {v['Δ']:+.2f} [{v['low']:+.2f}, {v['high']:+.2f}])"
@@ -252,8 +260,8 @@ def section(profile: object, output_dir: Path, wall_seconds: float | None) -> st
         parts += [chosen, ""]
     agreement_path = assets / "scorer_agreement.parquet"
     per_draw = sorted((assets / "scorer_agreement").glob("data*.parquet"))  # data_seeds > 1
-    agreement_rows = (pl.read_parquet(agreement_path) if agreement_path.is_file()
-                      else pl.concat([pl.read_parquet(p) for p in per_draw]) if per_draw
+    agreement_rows = (_read(agreement_path) if agreement_path.is_file()
+                      else pl.concat([_read(p) for p in per_draw]) if per_draw
                       else None)
     if testbed_text:
         parts += [testbed_text, ""]

@@ -12,6 +12,7 @@ from assets import profile_assets
 from jobs.location import build_defs
 from jobs.staged import RANGE_END, RANGE_START, part_names, stages
 from saturated_dag.experiments import adapter_partition_key, experiment_plan
+from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.profiles import load_profile
 from saturated_dag.training import train as train_module
 from saturated_dag.training.request import TrainingRequest
@@ -118,8 +119,8 @@ def _sft_requests(tmp_path: Path, model: Path) -> list[TrainingRequest]:
     prompt = "<|user|>Compute the following step by step:\n1 + 2 =<|end|><|assistant|>"
     tmp_path.mkdir(parents=True, exist_ok=True)
     data = tmp_path / "data.parquet"
-    pl.DataFrame({"prompt": [prompt] * 4, "completion": [" 1 + 2 = 3. Answer: 3"] * 4}
-                 ).write_parquet(data)
+    atomic_write_parquet(pl.DataFrame({"prompt": [prompt] * 4,
+                                       "completion": [" 1 + 2 = 3. Answer: 3"] * 4}), data)
     return [TrainingRequest(profile=profile, task="chain_sum", method="sft", base_model=str(model),
                         batch_size=8, data=str(data), out_dir=str(tmp_path / name),
                         training_overrides={"learning_rate": rate, "seed": seed},

@@ -93,3 +93,90 @@ def test_a_stored_file_edited_behind_dagsters_back_is_refused(tmp_path: Path) ->
 
         # restored (re-materialised): reads again
         assert dg.materialize(picked, instance=instance, resources=run).success
+
+
+def _failure(result) -> str:
+    """The message of the run's failed step, with its cause."""
+    failure = next(e for r in result.runs for e in r.all_events if e.is_step_failure)
+    return failure.step_failure_data.error.to_string()
+
+
+def test_an_edited_file_is_refused_by_a_new_instance_on_the_same_outputs(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    """Issue 67: a file proves its content itself (the content hash in its own Parquet
+    metadata), so an edit is refused whatever the instance remembers. The slice that trains
+    and evaluates one SFT adapter runs once; then, each time through a new instance (a
+    deleted ``DAGSTER_HOME``, another machine, a UI started on existing outputs):
+
+    * an eval report whose every answer is marked right: the results table is refused,
+      naming the file and the asset to re-materialise (the probe: the saturated SFT row went
+      from Δ -1.56 to +51.56 with no warning); the same rows rewritten without the pipeline's
+      hash are refused too;
+    * a table the pipeline reads (the difficulty partitions, read by the SFT set): refused.
+    """
+    import polars as pl
+
+    from saturated_dag.infra.atomic import PROOF_KEY
+    from tests.pipeline import ONE_SFT_ADAPTER, ancestors, asset_path, materialize
+    from tests.scoring_data import store_pool_and_partitions
+
+    out = tmp_path / "out"
+    store_pool_and_partitions(out)
+    overrides = {**ONE_SFT_ADAPTER, "policy": {"model": str(tiny_model_dir), "batch_size": 8}}
+    assets, _ = graph("demo", overrides)
+    run = resources(out, "demo", overrides)
+    table = dg.AssetKey(["chain_sum", "results_table"])
+    seeded = {POOL, PARTS, dg.AssetKey("base_model")}
+    with dg.instance_for_test() as first:
+        assert materialize(assets, [*(ancestors(assets, table) - seeded), table],
+                           instance=first, resources=run).success
+
+    def fresh_run(key: dg.AssetKey):
+        with dg.instance_for_test() as fresh:
+            return materialize(assets, [key], instance=fresh, resources=run,
+                               raise_on_error=False)
+
+    report = asset_path(out, "chain_sum", "saturated", "eval", "sft")
+    written, proof = pl.read_parquet(report), pl.read_parquet_metadata(report)
+    edited = written.with_columns(correct=pl.lit(True))
+    edited.write_parquet(report)  # as polars writes it: without the pipeline's hash
+    message = _failure(fresh_run(table))
+    assert str(report) in message and "carries no content hash" in message, message
+    assert "re-materialise chain_sum/saturated/eval/sft" in message, message
+    edited.write_parquet(report, metadata={PROOF_KEY: proof[PROOF_KEY]})  # the hash kept
+    message = _failure(fresh_run(table))
+    assert str(report) in message and "was changed after it was written" in message, message
+
+    parts = asset_path(out, "chain_sum", "difficulty_partitions")
+    pl.read_parquet(parts).with_columns(split=pl.lit("saturated")).write_parquet(parts)
+    message = _failure(fresh_run(dg.AssetKey(["chain_sum", "saturated", "sft_set"])))
+    assert str(parts) in message and "re-materialise chain_sum/difficulty_partitions" in message
+
+
+def test_an_edited_stage_shard_is_computed_again_by_a_new_instance(tmp_path: Path) -> None:
+    """Issue 67: a stage shard proves itself by the hash its stage's manifest recorded, not
+    by what an instance remembers: edited, then the pool materialised through a new instance,
+    the shard is not reused (the log names it) but computed again, and the pool is the one
+    an uninterrupted run wrote."""
+    import polars as pl
+    from polars.testing import assert_frame_equal
+
+    from tests.pipeline import asset_path
+
+    assets, _ = graph("demo", SMALL)
+    picked = [a for a in assets if a.key == POOL]
+    out = tmp_path / "out"
+    run = resources(out, "demo", SMALL)
+    with dg.instance_for_test() as first:
+        assert dg.materialize(picked, instance=first, resources=run).success
+    pool_file = asset_path(out, "chain_sum", "generation_pool")
+    pool = pl.read_parquet(pool_file)
+    shard = sorted(out.glob("stages/**/shard-*.parquet"))[0]
+    pl.read_parquet(shard).with_columns(completion=pl.lit("edited")).write_parquet(shard)
+    with dg.instance_for_test() as fresh:
+        result = dg.materialize(picked, instance=fresh, resources=run)
+        assert result.success
+        said = [e.user_message for e in fresh.all_logs(result.run_id)]
+    assert any(str(shard) in m and "does not match the hash its stage recorded" in m
+               for m in said), said
+    assert_frame_equal(pl.read_parquet(pool_file), pool)

@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.profiles import load_profile
 from tests.scoring_data import eval_report
 
@@ -27,8 +28,8 @@ def _eval_reports(out: Path) -> None:
     run = eval_report({f"q{i}": (8, 2 * i + 2) for i in range(4)}, cell="3x1")
     (out / "assets" / "chain_sum" / "eval").mkdir(parents=True)
     (out / "assets" / "chain_sum" / "saturated" / "eval").mkdir(parents=True)
-    base.write_parquet(out / "assets" / "chain_sum" / "eval" / "base.parquet")
-    run.write_parquet(out / "assets" / "chain_sum" / "saturated" / "eval" / "sft.parquet")
+    atomic_write_parquet(base, out / "assets" / "chain_sum" / "eval" / "base.parquet")
+    atomic_write_parquet(run, out / "assets" / "chain_sum" / "saturated" / "eval" / "sft.parquet")
 
 
 def test_results_block_is_replaced_from_the_table_files_and_names_the_rules(tmp_path):
@@ -110,16 +111,16 @@ def test_delta_pairs_each_question_with_its_base_whatever_the_row_order(tmp_path
     _eval_reports(tmp_path)
     run_file = tmp_path / "assets" / "chain_sum" / "saturated" / "eval" / "sft.parquet"
     before = delta.delta_rows(tmp_path, "chain_sum")
-    pl.read_parquet(run_file).reverse().write_parquet(run_file)
+    atomic_write_parquet(pl.read_parquet(run_file).reverse(), run_file)
     assert delta.delta_rows(tmp_path, "chain_sum") == before == (
         4, [("saturated/sft", 25.0, 25.0, 25.0)])
     # one question much better: the interval now has width, and still pairs correctly
-    pl.read_parquet(run_file).with_columns(
+    atomic_write_parquet(pl.read_parquet(run_file).with_columns(
         correct=pl.when(pl.col("question_id") == "q0").then(True).otherwise(pl.col("correct"))
-    ).write_parquet(run_file)
+    ), run_file)
     (_, [(_, d, low, high)]) = delta.delta_rows(tmp_path, "chain_sum")
     assert d == pytest.approx(100 * (8 / 8 + 3 * 2 / 8) / 4) and low < d < high
     twice = pl.read_parquet(run_file)
-    pl.concat([twice, twice.head(1)]).write_parquet(run_file)
+    atomic_write_parquet(pl.concat([twice, twice.head(1)]), run_file)
     with pytest.raises(SystemExit, match="lists a sample of a question more than once"):
         delta.delta_rows(tmp_path, "chain_sum")

@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 
 from saturated_dag.experiments import Experiment
+from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.profiles import load_profile
 from saturated_dag.reporting.runs_table import (
     COMPACT,
@@ -260,7 +261,7 @@ def _seed_inputs(out: Path) -> None:
     for key, frame in frames.items():
         path = asset_path(out, TASK, *key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        frame.write_parquet(path)
+        atomic_write_parquet(frame, path)  # as the pipeline writes it
 
 
 def _materialise(out: Path, overrides: dict) -> dg.ExecuteInProcessResult:

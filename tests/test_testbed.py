@@ -11,6 +11,7 @@ import pytest
 from saturated_dag.analysis import testbed
 from saturated_dag.config import TestbedSettings as Settings
 from saturated_dag.evaluation.statistics import Interval
+from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.profiles import load_profile
 from saturated_dag.scorers import agreement
 from saturated_dag.scorers import oracle as known
@@ -633,7 +634,7 @@ def test_every_training_setting_reaches_the_trainer_on_every_route(method, tmp_p
     training = {"methods": ["rrhf", "dpo", "sft", "raft"], **NO_SWEEPS}
 
     data = tmp_path / "d.parquet"
-    pl.DataFrame({"prompt": ["x"]}).write_parquet(data)
+    atomic_write_parquet(pl.DataFrame({"prompt": ["x"]}), data)
     arrived = []
 
     def stand_in(method, base_model, frame, training, out_dir, **kwargs):

@@ -190,17 +190,70 @@ def _polars_frame(frame: Any, what: str) -> pl.DataFrame:
     return frame
 
 
-def atomic_write_parquet(frame: pl.DataFrame, path: Path | str) -> Path:
-    """A polars DataFrame as Parquet, written atomically.
+PROOF_KEY = "saturated_dag/content_hash"
+"""The Parquet key-value metadata entry that carries a file's content hash (``frame_digest``)."""
+
+
+class UnprovenFileError(ValueError):
+    """A Parquet file that does not prove its content: no content hash, or another one."""
+
+
+def atomic_write_parquet(frame: pl.DataFrame, path: Path | str,
+                         content_hash: str | None = None) -> Path:
+    """A polars DataFrame as Parquet, written atomically, carrying its own content hash.
+
+    The hash (``shards.frame_digest``; ``content_hash`` when the caller has computed it) goes
+    into the file's key-value metadata (``PROOF_KEY``), so the file proves its content to any
+    reader (``read_proven_parquet``), whatever a Dagster instance remembers of it: an edited
+    file is refused on another machine or with a new ``DAGSTER_HOME`` too.
 
     Serialised in memory first, then written: polars wraps an error of the file it writes into
     in a ``ComputeError``, which would lose the ``OSError`` (full disk, quota) that
     ``atomic_write`` turns into a clear ``OutputWriteError``.
     """
+    from saturated_dag.infra.shards import frame_digest  # shards writes through this module
+
     frame = _polars_frame(frame, "atomic_write_parquet")
     buffer = io.BytesIO()
-    frame.write_parquet(buffer)
+    frame.write_parquet(buffer, metadata={PROOF_KEY: content_hash or frame_digest(frame)})
     return atomic_write(path, lambda handle: handle.write(buffer.getbuffer()))
+
+
+def read_proven_parquet(path: Path | str, remedy: str) -> pl.DataFrame:
+    """The frame of a Parquet file that ``atomic_write_parquet`` wrote, checked against the
+    content hash it carries (``check_parquet_proof``); ``remedy`` says what re-makes it."""
+    import polars as pl
+
+    frame = pl.read_parquet(Path(path))
+    check_parquet_proof(path, frame, remedy)
+    return frame
+
+
+def check_parquet_proof(path: Path | str, frame: pl.DataFrame, remedy: str,
+                        content_hash: str | None = None) -> None:
+    """Refuse ``frame``, read from ``path``, unless it hashes (``content_hash``, when the
+    caller has computed it) to the content hash the file carries.
+
+    A file without the hash (written by hand, or by a version before files carried one) or
+    whose content no longer hashes to it (edited) is refused with ``UnprovenFileError``,
+    naming the file, both hashes and ``remedy`` (what re-makes the file): nothing downstream
+    reads data no run wrote.
+    """
+    import polars as pl
+
+    from saturated_dag.infra.shards import frame_digest
+
+    file = Path(path)
+    recorded = (pl.read_parquet_metadata(file) or {}).get(PROOF_KEY)
+    if recorded is None:
+        raise UnprovenFileError(f"{file} carries no content hash ({PROOF_KEY} in its Parquet "
+                                f"metadata): it was not written by this pipeline, or by a "
+                                f"version before files carried one; {remedy}")
+    found = content_hash or frame_digest(frame)
+    if found != recorded:
+        raise UnprovenFileError(f"{file} was changed after it was written: its content hashes "
+                                f"to {found[:12]}, the hash it was written with is "
+                                f"{recorded[:12]}; {remedy}")
 
 
 def atomic_write_csv(frame: pl.DataFrame, path: Path | str, **kwargs: Any) -> Path:

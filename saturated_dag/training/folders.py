@@ -41,6 +41,7 @@ from saturated_dag.infra.atomic import (
     MKDTEMP_PART,
     atomic_write_text,
     fsync_dir,
+    read_proven_parquet,
     remove_dead_scratch,
 )
 
@@ -120,6 +121,10 @@ def check_adapter(folder: Path, expected: AdapterIdentity) -> dict[str, Any]:
     per file, size and modification time, so each weights file is read at most once per
     process however many readers check it.
 
+    Validation results (``VALIDATION_FILE``, ``VALIDATION_SAMPLES_FILE``): each must hash to the
+    content hash it carries (``read_proven_parquet``), so an edited or unproven one makes the
+    folder no cache hit instead of a selection read from it.
+
     Raises ``AdapterMismatch`` naming the file, what was expected and what was found."""
     from saturated_dag.infra.shards import file_fingerprint
 
@@ -153,6 +158,12 @@ def check_adapter(folder: Path, expected: AdapterIdentity) -> dict[str, Any]:
         raise AdapterMismatch(f"{weights}: expected weights hashing to {version} (recorded in "
                               f"{result_path}, the adapter's data version), found {actual}: "
                               "the weights were changed after training")
+    for name in (VALIDATION_FILE, VALIDATION_SAMPLES_FILE):
+        if (folder / name).is_file():
+            try:
+                read_proven_parquet(folder / name, "the adapter is trained again")
+            except (ValueError, OSError) as err:
+                raise AdapterMismatch(str(err)) from None
     return result
 
 

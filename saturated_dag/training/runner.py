@@ -188,6 +188,7 @@ def train_request(request: TrainingRequest, log: LogFn | None = None, owner: int
     from saturated_dag.data.questions import validation_questions
     from saturated_dag.evaluation.reports import evaluate_samples, per_question_results, summarise
     from saturated_dag.generation.transformers_backend import TransformersBackend
+    from saturated_dag.infra.atomic import read_proven_parquet
     from saturated_dag.infra.lifeline import require_parent
     from saturated_dag.training.train import train_adapter
 
@@ -214,7 +215,8 @@ def train_request(request: TrainingRequest, log: LogFn | None = None, owner: int
             require_parent(owner, request.out_dir)
 
     with environment(request.tracking_env):  # the MLflow callback's store and tags
-        result = train_adapter(request.method, request.base_model, pl.read_parquet(request.data),
+        data = read_proven_parquet(request.data, "re-materialise the training set's asset")
+        result = train_adapter(request.method, request.base_model, data,
                                request.training, request.out_dir, eval_fn=validation_pass_at_1,
                                log=log, record=request.record, before_publish=before_publish,
                                report_to=profile.tracking.report_to, bases=bases)
