@@ -10,7 +10,8 @@ scorer, β, λ, η as columns, Δ with its interval), then where the MLflow runs
 frame is also ``<output dir>/<task>/runs_table.csv``, beside the other tables.
 
 With tracking on, the MLflow store is opened first, before any row is computed, and a store
-that cannot be opened fails the step naming ``tracking.tracking_uri``, its value and why. The
+that cannot be opened fails the step naming ``tracking.tracking_uri``, its value and why (a
+password in it shown as ``***``, as in the log line and the metadata). The
 files are written last, once every row is computed (and logged): a failure leaves
 ``runs_table.csv`` as it was.
 """
@@ -75,7 +76,7 @@ def _track(context: dg.AssetExecutionContext, experiment: ExperimentResource,
         logged = log_rows(frame.to_dicts(), store, store.experiment, source)
     except TrackingError as err:
         raise dg.Failure(str(err)) from None
-    context.log.info(f"MLflow {store.uri} (experiment {store.experiment!r}): "
+    context.log.info(f"MLflow {store.shown} (experiment {store.experiment!r}): "
                      f"{logged.line()}")
     return logged
 

@@ -22,6 +22,7 @@ import dagster as dg
 
 from resources import training_child
 from resources.inference import InferenceResource, current_step
+from saturated_dag.infra.redact import redact_uri, redacted
 from saturated_dag.infra.residency import ResidencyLog
 from saturated_dag.training.request import TrainingRequest
 
@@ -39,6 +40,30 @@ def training_client(work_dir: Path) -> dg.PipesSubprocessClient:
         env={"PYTHONUNBUFFERED": "1"},
         context_injector=dg.PipesFileContextInjector(str(work_dir / "pipes_context.json")),
         message_reader=dg.PipesFileMessageReader(str(work_dir / "pipes_messages.jsonl")))
+
+
+TRACKING_URI = "MLFLOW_TRACKING_URI"
+
+
+def pipes_payload(requests: list[TrainingRequest]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The requests as Pipes carries them, and the child's extra environment.
+
+    Pipes writes its extras to a file in the work folder (``pipes_context.json``, under the
+    output folder, left there by a killed run until the next training), so no password goes in
+    it: the profile's settings are ``redacted`` (the child reads none of its URIs) and a
+    tracking URI with a password travels in the child's environment instead, which the
+    trainer's MLflow callback reads (``saturated_dag.training.runner.environment`` sets only
+    the variables a request still holds)."""
+    env: dict[str, str] = {}
+    payload = []
+    for request in requests:
+        data = request.model_dump(mode="json")
+        data["profile"] = redacted(data["profile"])
+        uri = data["tracking_env"].get(TRACKING_URI)
+        if uri is not None and redact_uri(uri) != uri:
+            env[TRACKING_URI] = data["tracking_env"].pop(TRACKING_URI)
+        payload.append(data)
+    return payload, env
 
 
 def _tail(path: Path, lines: int) -> str:
@@ -81,8 +106,8 @@ def train_with_pipes(context: dg.AssetExecutionContext, requests: list[TrainingR
     for stale in (result_path, log_path, work_dir / "pipes_context.json",
                   work_dir / "pipes_messages.jsonl"):  # a killed run's, if any
         stale.unlink(missing_ok=True)
-    extras = {"requests": [request.model_dump(mode="json") for request in requests],
-              "result": str(result_path), "log": str(log_path),
+    payload, env = pipes_payload(requests)
+    extras = {"requests": payload, "result": str(result_path), "log": str(log_path),
               "residency_log": str(residency.path) if residency.path else None,
               "parent_pid": os.getpid()}  # the child dies with this process
     command = [sys.executable, "-P", str(CHILD)]
@@ -92,8 +117,8 @@ def train_with_pipes(context: dg.AssetExecutionContext, requests: list[TrainingR
     residency.record("train_start", "training", step,
                      engines_held=inference.loaded_roles() if inference is not None else [])
     try:
-        invocation = (client or training_client(work_dir)).run(context=context,
-                                                               command=command, extras=extras)
+        invocation = (client or training_client(work_dir)).run(
+            context=context, command=command, extras=extras, env=env)
     except Exception as err:  # a non-zero exit, or Pipes could not talk to the child
         raise dg.Failure(f"{what} failed: {err}; the child's last lines:\n"
                          f"{_tail(log_path, tail_lines)}",

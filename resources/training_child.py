@@ -13,6 +13,8 @@ metadata and a data version, the hash of the adapter's weights file for one adap
 ``file_fingerprint`` the adapter asset uses on a cache hit), a hash over them for several.
 
 On an error the traceback goes to the log file too, so the parent can show the last lines.
+Both, and an error Pipes reports to the run, show a URI's password as ``***``
+(``saturated_dag.infra.redact``): an MLflow store that fails mid-training quotes its URI.
 The child dies with the run process that started it (a zombie counts as dead), never
 publishes an adapter for a run that has died, and on a CPU runs one torch thread: the
 runner's lifeline and thread limit (``runner.bind_to_owner``), as its side-by-side workers
@@ -58,6 +60,7 @@ def main() -> None:
     from dagster_pipes import open_dagster_pipes
 
     from saturated_dag.infra.atomic import atomic_write_text
+    from saturated_dag.infra.redact import redact_text
     from saturated_dag.infra.residency import ResidencyLog
     from saturated_dag.training.request import TrainingRequest
     from saturated_dag.training.runner import (
@@ -84,6 +87,7 @@ def main() -> None:
         with Path(pipes.get_extra("log")).open("a", encoding="utf-8") as log_file:
 
             def say(message: str) -> None:
+                message = redact_text(message)
                 log_file.write(message + "\n")
                 log_file.flush()
                 pipes.log.info(message)
@@ -95,9 +99,12 @@ def main() -> None:
                 residency.record("child_start", "training", request.out_dir)
                 try:
                     yield
-                except BaseException:
-                    log_file.write(traceback.format_exc())
+                except BaseException as err:
+                    log_file.write(redact_text(traceback.format_exc()))
                     residency.record("child_end", "training", request.out_dir, failed=True)
+                    shown = redact_text(str(err))
+                    if shown != str(err):  # Pipes sends the message to the run's log
+                        raise RuntimeError(f"{type(err).__name__}: {shown}") from None
                     raise
                 residency.record("child_end", "training", request.out_dir)
 

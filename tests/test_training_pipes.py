@@ -16,6 +16,7 @@ import pytest
 
 from resources import InferenceResource, make_resources
 from resources.training import train_with_pipes
+from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.infra.residency import read_events, violations
 from saturated_dag.infra.shards import file_fingerprint
 from saturated_dag.profiles import load_profile
@@ -59,9 +60,9 @@ def _adapter_asset(work: Path, out: Path, data: Path, seen: dict[str, Any]
 
 
 def _sft_data(path: Path) -> Path:
-    pl.DataFrame({"prompt": [PROMPT] * 4,
-                  "completion": ["1 + 2 = 3 \\boxed{3}"] * 4}).write_parquet(path)
-    return path
+    atomic_write_parquet(pl.DataFrame({"prompt": [PROMPT] * 4,
+                                       "completion": ["1 + 2 = 3 \\boxed{3}"] * 4}), path)
+    return path  # as the pipeline writes a training set: with its content hash
 
 
 def _materialise(tmp_path: Path, model: Path, data: Path, seen: dict

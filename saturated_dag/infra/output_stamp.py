@@ -13,7 +13,9 @@ asset the run does not re-materialise still holds the earlier settings' data).
 
 Settings that change how work is done but not what the files hold (batch sizes of engines and
 judges, engine memory, shard size, worker counts, the sensors, eval replicates, which are
-designed to accumulate) are not recorded (``RUN_LEVEL``).
+designed to accumulate) are not recorded (``RUN_LEVEL``). A password in a URI-valued setting
+(``tracking.tracking_uri``) is recorded, compared and shown as ``user:***@host``
+(``saturated_dag.infra.redact``): the stamp is a file, and its differences go to the run's log.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from saturated_dag.infra.redact import redacted
 
 STAMP = "settings.json"
 
@@ -55,8 +59,9 @@ def _drop(settings: dict[str, Any], dotted: str) -> None:
 
 
 def data_settings(profile_dump: Mapping[str, Any]) -> dict[str, Any]:
-    """The profile's settings that shape what the output files hold (``RUN_LEVEL`` removed)."""
-    settings = json.loads(json.dumps(profile_dump, sort_keys=True, default=str))
+    """The profile's settings that shape what the output files hold (``RUN_LEVEL`` removed),
+    every URI's password hidden (``redacted``): what the stamp writes and its messages show."""
+    settings = redacted(json.loads(json.dumps(profile_dump, sort_keys=True, default=str)))
     for dotted in RUN_LEVEL:
         _drop(settings, dotted)
     return settings
@@ -121,11 +126,13 @@ def claim(output_dir: Path | str, profile: str, profile_dump: Mapping[str, Any])
         return []
     try:
         theirs = json.loads(path.read_text(encoding="utf-8"))
-        their_owner, their_settings = theirs["profile"], theirs["settings"]
+        their_owner, stored = theirs["profile"], theirs["settings"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise OutputFolderInUse(
             f"{path}: unreadable settings stamp ({err}); it says which profile owns this "
             "folder's files. Restore it, or delete the folder to start over") from None
+    # a stamp written before passwords were hidden is shown hidden, and rewritten hidden below
+    their_settings = redacted(stored)
     changed = differences(their_settings, mine)
     if their_owner != owner:
         shown = "\n".join(f"  {line}" for line in changed[:20])
@@ -136,7 +143,7 @@ def claim(output_dir: Path | str, profile: str, profile_dump: Mapping[str, Any])
             f"setting(s) that shape those files:\n{shown}{more}\nPoint "
             "SATURATED_DAG_OUTPUT_DIR at a folder of this profile's own, or delete "
             f"{folder} to start over")
-    if changed:
+    if changed or their_settings != stored:
         try:  # best effort: it only words the next run's warning; a full disk fails the stages
             _write(path, record, exclusive=False)
         except OSError:

@@ -20,6 +20,11 @@ table before it computes a row, the adapter step before it trains), so a store t
 be opened fails at once naming the setting (``tracking.tracking_uri``), its value and the
 reason, not part-way with a bare library error.
 
+A password in the URI (``http://user:secret@host``, ``postgresql://user:secret@host/db``) goes
+to MLflow's client as it is, and nowhere else: every message, log line and metadata value
+shows the store as ``user:***@host`` (``saturated_dag.infra.redact``), a library's error
+included. ``docs/reliability.md`` says how to keep it out of the profile altogether.
+
 Why MLflow's own client, not ``dagster-mlflow``: that resource opens one MLflow run per
 Dagster run, and here one Dagster materialisation holds a run per adapter, logged after the
 fact. ``mlflow`` (the ``mlflow`` extra, ``mlflow-skinny`` suffices) is imported only when a
@@ -40,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from saturated_dag.config import TrackingSettings
+from saturated_dag.infra.redact import redact_text, redact_uri
 from saturated_dag.reporting.runs_table import HYPERPARAMETERS
 
 TAG_PREFIX = "saturated_dag."
@@ -182,7 +188,8 @@ def row_content(row: Mapping[str, Any], source: Source) -> RunContent:
 
 @dataclass
 class Logged:
-    """What ``log_rows`` did: the store, the experiment and each row's fate by adapter."""
+    """What ``log_rows`` did: the store (as shown: its password hidden), the experiment and
+    each row's fate by adapter."""
 
     uri: str
     experiment_id: str
@@ -213,6 +220,26 @@ class TrackingStore:
     experiment_id: str
     client: Any = field(repr=False, compare=False)
 
+    @property
+    def shown(self) -> str:
+        """The URI as logs, metadata and messages show it: its password hidden."""
+        return redact_uri(self.uri)
+
+
+def _failure(err: Exception) -> tuple[str, BaseException | None]:
+    """A library's error as a message may quote it (password hidden), and the cause to chain
+    to ours: none when any error in its chain quotes a password, since Dagster records every
+    cause's message with the step's failure."""
+    reason = f"{type(err).__name__}: {err}"
+    link: BaseException | None = err
+    walked: set[int] = set()
+    while link is not None and id(link) not in walked:  # a chain may loop
+        if redact_text(str(link)) != str(link):
+            return redact_text(reason), None
+        walked.add(id(link))
+        link = link.__cause__ or link.__context__
+    return reason, err
+
 
 def open_store(uri: str, experiment: str, default: bool = False) -> TrackingStore:
     """Open the store at ``uri`` and find (or create) ``experiment`` in it: the one place a
@@ -225,13 +252,13 @@ def open_store(uri: str, experiment: str, default: bool = False) -> TrackingStor
         client = client_class(tracking_uri=uri)
         experiment_id = _experiment_id(client, experiment, uri)
     except Exception as err:  # any library's error: named with the setting that caused it
-        value = f"{uri!r}" + (" (unset: the default store in the output folder)"
-                              if default else "")
-        reason = f"{type(err).__name__}: {err}"
+        value = f"{redact_uri(uri)!r}" + (" (unset: the default store in the output folder)"
+                                          if default else "")
+        reason, cause = _failure(err)
         raise TrackingError(
             f"{URI_SETTING} = {value}: the MLflow store cannot be opened ({reason}); set "
             f"{URI_SETTING} to a store this machine can reach and write (sqlite:/// in a "
-            "writable folder, a folder, or a server), or tracking.mlflow: false") from err
+            "writable folder, a folder, or a server), or tracking.mlflow: false") from cause
     return TrackingStore(uri, experiment, experiment_id, client)
 
 
@@ -308,13 +335,26 @@ def log_rows(rows: Sequence[Mapping[str, Any]], store: TrackingStore | str, expe
     rows already logged and finished (``row_key``)."""
     if isinstance(store, str):
         store = open_store(store, experiment)
-    client, experiment_id, uri = store.client, store.experiment_id, store.uri
+    try:
+        return _log_rows(rows, store, source)
+    except TrackingError:
+        raise
+    except Exception as err:  # the store failed part-way: said without its password
+        reason, cause = _failure(err)
+        raise TrackingError(f"logging to the MLflow store {store.shown} ({URI_SETTING}) "
+                            f"failed: {reason}") from cause
+
+
+def _log_rows(rows: Sequence[Mapping[str, Any]], store: TrackingStore,
+              source: Source) -> Logged:
+    """``log_rows``' work, whose library errors it words."""
+    client, experiment_id = store.client, store.experiment_id
     tasks = {str(r["task"]) for r in rows}
     by_key: dict[str, list[Any]] = {}
     for task in sorted(tasks):
         for run in _existing(client, experiment_id, source, task):
             by_key.setdefault(run.data.tags.get(KEY_TAG, ""), []).append(run)
-    done = Logged(uri, experiment_id)
+    done = Logged(store.shown, experiment_id)
     for row in rows:
         content = row_content(row, source)
         earlier = by_key.get(content.tags[KEY_TAG], [])
