@@ -26,6 +26,7 @@ keeping the eval part the eval report asset fills in while it is about the same 
 import hashlib
 import json
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -417,10 +418,11 @@ class RecipeSource:
 
 
 def chosen_recipe(training: TrainingSettings, source: Cell, method: str,
-                  table: pl.DataFrame | None) -> dict[str, Any]:
+                  table: pl.DataFrame | None, fixed: Iterable[str] = ()) -> dict[str, Any]:
     """The settings ``method``'s ``recipe_from`` cells train: the configuration their recipe
     cell ``source`` chose (``table``: its selection; None when it has one configuration, so the
-    recipe is its own settings). The adapters and the testbed's analysis read it here."""
+    recipe is its own settings), less what the cell fixes itself (``fixed``: a sweep row's).
+    The adapters and the testbed's analysis read it here."""
     from saturated_dag.experiments import recipe_settings
     from saturated_dag.training.selection import SETTINGS
 
@@ -433,7 +435,7 @@ def chosen_recipe(training: TrainingSettings, source: Cell, method: str,
             raise dg.Failure(f"the selection of {source.split}/{source.name} marks "
                              f"{len(rows)} configurations chosen; re-materialise it")
         row = rows[0]
-    return recipe_settings(training, source, method, row)
+    return recipe_settings(training, source, method, row, fixed)
 
 
 def _adapter_asset(task: str, cell: Cell, partitions: dict[str, Adapter],
@@ -469,7 +471,7 @@ def _adapter_asset(task: str, cell: Cell, partitions: dict[str, Adapter],
         recipe: dict[str, Any] = {}
         if source is not None:
             recipe = chosen_recipe(experiment.settings.training, source.cell, cell.method,
-                                   recipe_input.get("recipe"))
+                                   recipe_input.get("recipe"), cell.fixed)
             context.log.info(f"{cell.split}/{cell.name} trains the recipe chosen on "
                              f"{source.cell.name}: {recipe or 'the profile settings'}")
         frames = by_data_seed(data)

@@ -114,14 +114,12 @@ def testbed_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.Asset
         profile = experiment.settings
         s = profile.testbed
         assert s is not None
-        counts = {d: frame.filter(pl.col("split") == split).height
-                  for d, frame in by_data_seed(partitions).items()}
-        for draw, count in counts.items():
-            if count < s.min_training_questions:
-                raise dg.Failure(
-                    f"testbed: the {split} split of data seed {draw} has {count} training "
-                    f"questions, fewer than testbed.min_training_questions "
-                    f"({s.min_training_questions}); raise chain_sum.questions_per_cell")
+        draws = by_data_seed(partitions)
+        try:
+            testbed.check_training_sizes(s, draws)
+        except ValueError as err:
+            raise dg.Failure(str(err)) from None
+        counts = {d: frame.filter(pl.col("split") == split).height for d, frame in draws.items()}
         training_questions: int | dict[str, int] = (
             counts[0] if len(counts) == 1 else {f"data seed {d}": n for d, n in counts.items()})
         selections = {c: reports[f"selection_{i}"] for i, c in enumerate(choosers)}

@@ -512,6 +512,13 @@ class RecipeSettings(_Strict):
     it, and a new choice retrains them (their cache key holds the recipe)."""
 
     scorer: Scorer = "oracle"
+    split: TrainSplit | None = None
+    """The split whose cells choose the recipes. None: each split's own cells choose that
+    split's recipes (every split must then have the method's ``scorer`` cell). A split: its
+    cells choose every split's (the study: the hard split has no oracle cell, and one recipe
+    per method, chosen on its positive control, keeps each row differing from that control
+    in its data and scores only). A sweep row trains its method's recipe too, less the
+    settings the row fixes itself (Figure 6's λ, Table 9's β and η)."""
     borrow: dict[Method, Method] = Field(default_factory=lambda: {"raft": "sft"})
     """Methods that train another method's recipe: RAFT is SFT on one completion per question,
     and SFT's two controls (RAFT on the oracle's best and on a random correct completion)
@@ -610,7 +617,7 @@ class TrainingSettings(_Strict):
     selection: SelectionSettings = SelectionSettings()
     recipes: RecipeSettings | None = None
     """None: every cell selects its own configuration (App. B). Set: each method's recipe is
-    selected on one cell and its other main-matrix cells train that recipe (the testbed)."""
+    selected on one cell and its other cells train that recipe (the testbed, the study)."""
     sweeps: SweepSettings = SweepSettings()
 
     @model_validator(mode="after")
@@ -631,6 +638,9 @@ class TrainingSettings(_Strict):
             raise ValueError("method_scorers.sft: SFT ranks nothing (it trains on every "
                              "correct completion); RAFT is SFT on a scorer's best")
         if self.recipes is not None:
+            if self.recipes.split is not None and self.recipes.split not in self.splits:
+                raise ValueError(f"recipes.split: {self.recipes.split!r} chooses the recipes, "
+                                 f"but splits {self.splits} does not train it")
             for method, source in self.recipes.borrow.items():
                 if method in self.methods and source not in self.methods:
                     raise ValueError(f"recipes.borrow: {method} trains {source}'s recipe, "
@@ -663,9 +673,10 @@ class TestbedSettings(_Strict):
 
     split: TrainSplit = "saturated"
     """The split whose main-matrix cells of chain sum the testbed reads."""
-    min_training_questions: int = Field(1, ge=1)
-    """The analysis refuses a split with fewer training questions (the positive control needs
-    a training set of this size to move the model; about 300 in ``testbed``)."""
+    min_training_questions: int | dict[TrainSplit, int] = 1
+    """The analysis refuses a run whose data seed has fewer training questions in a split: a
+    number guards ``split``, a mapping each split it names (the study's three). The positive
+    control needs a training set of this size to move the model (about 300 in ``testbed``)."""
     positive_min_effect: float = Field(8.0, gt=0)
     """σ-RRHF's positive control passes when σ-RRHF with the oracle gains at least this many
     points of pass@1 with its 95% interval above 0."""
@@ -685,6 +696,19 @@ class TestbedSettings(_Strict):
     null_band: float = Field(3.0, gt=0)
     """The negative control passes when its 95% interval contains 0 and lies within
     ±``null_band`` points."""
+
+    @field_validator("min_training_questions")
+    @classmethod
+    def _positive_minimums(cls, value: int | dict[str, int]) -> int | dict[str, int]:
+        found = value.values() if isinstance(value, dict) else [value]
+        if any(v < 1 for v in found):
+            raise ValueError(f"{value}: a split's minimum must be at least 1")
+        return value
+
+    def minimums(self) -> dict[str, int]:
+        """``min_training_questions`` per split it guards."""
+        guard = self.min_training_questions
+        return dict(guard) if isinstance(guard, dict) else {self.split: guard}
     analysis: Literal["controls", "dpo_recipe_search"] = "controls"
     """What the analysis asset reads: ``controls``, every method's controls and the dial
     (``chain_sum/testbed_validation``, the ``testbed`` job); ``dpo_recipe_search``, DPO's

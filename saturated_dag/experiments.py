@@ -87,9 +87,10 @@ class Experiment:
       it keeps that value and gets a name of its own.
     - ``seeds``: the row's training seeds when they differ from ``training.replicates``
       (Figure 6's λ = 0, the mean of three runs in App. C.2).
-    - ``recipe_from``: with ``training.recipes``, the name of the cell (same split) whose
-      selection chooses this cell's configuration; the cell then trains that one recipe over
-      its training seeds (its adapter asset reads the choice as an input).
+    - ``recipe_from``: with ``training.recipes``, the cell whose selection chooses this cell's
+      configuration: its name, ``<split>/<name>`` when it is of another split
+      (``recipes.split``); the cell then trains that one recipe over its training seeds (its
+      adapter asset reads the choice as an input).
 
     ``recipe`` belongs to adapters only: the recipe a ``recipe_from`` cell's adapter trains,
     laid over its settings when the step runs. It is not in the name (the adapter's home stays
@@ -253,10 +254,11 @@ def main_matrix(training: TrainingSettings) -> list[Cell]:
 
 def recipe_cell_of(training: TrainingSettings, cells: list[Cell], split: str,
                    method: str) -> Cell:
-    """The cell ``method``'s recipe is chosen on in ``split`` (``training.recipes``): its
+    """The cell ``method``'s recipe is chosen on for ``split`` (``training.recipes``): its
     cell ranked by ``recipes.scorer`` (SFT's own, unranked, cell for SFT), or that of the
-    method it borrows from."""
+    method it borrows from, in ``recipes.split`` when set, else in ``split`` itself."""
     assert training.recipes is not None
+    split = training.recipes.split or split
     source = training.recipes.borrow.get(method, method)
     scorer = training.recipes.scorer if METHODS[source].ranked else None
     for cell in cells:
@@ -270,21 +272,35 @@ def recipe_cell_of(training: TrainingSettings, cells: list[Cell], split: str,
 
 
 def recipe_settings(training: TrainingSettings, source: Experiment, method: str,
-                    chosen: dict[str, Any]) -> dict[str, Any]:
+                    chosen: dict[str, Any], fixed: Iterable[str] = ()) -> dict[str, Any]:
     """What a ``recipe_from`` cell of ``method`` trains: of the configuration its recipe
     cell ``source`` chose (``chosen``: the selection table's row, or the cell's own
     settings when it has one configuration), the settings ``source``'s selection varies that
-    ``method`` reads (RAFT takes SFT's learning rate, never a β)."""
-    keys = varied_keys(training, source.method) - set(source.fixed)
+    ``method`` reads (RAFT takes SFT's learning rate, never a β), less those the cell
+    itself fixes (``fixed``: a sweep row's λ, β or η)."""
+    keys = varied_keys(training, source.method) - set(source.fixed) - set(fixed)
     return {k: chosen[k] for k in ORDER if k in keys and k in chosen
             and method in methods_reading(k) and chosen[k] is not None}
 
 
-def _with_recipes(training: TrainingSettings, cells: list[Cell]) -> list[Cell]:
+def recipe_reference(source: Cell, split: str) -> str:
+    """How a cell of ``split`` names its recipe cell ``source`` (``Experiment.recipe_from``):
+    by name in its own split, as ``<split>/<name>`` in another."""
+    return source.name if source.split == split else f"{source.split}/{source.name}"
+
+
+def _with_recipes(training: TrainingSettings, cells: list[Cell],
+                  matrix: list[Cell] | None = None) -> list[Cell]:
+    """``cells`` with their ``recipe_from``, each recipe cell looked up in ``matrix`` (the
+    main matrix; ``cells`` themselves by default). A cell that is its own recipe cell, or
+    whose selection varies nothing its settings leave open (a sweep row fixing β and η),
+    keeps choosing for itself."""
     out = []
     for cell in cells:
-        source = recipe_cell_of(training, cells, cell.split, cell.method)
-        out.append(cell if source == cell else replace(cell, recipe_from=source.name))
+        source = recipe_cell_of(training, matrix or cells, cell.split, cell.method)
+        open_keys = varied_keys(training, cell.method) - set(cell.fixed)
+        out.append(cell if source == cell or not open_keys
+                   else replace(cell, recipe_from=recipe_reference(source, cell.split)))
     return out
 
 
@@ -300,7 +316,17 @@ def _cell(training: TrainingSettings, split: str, method: str, scorer: str,
 
 
 def sweeps(training: TrainingSettings) -> dict[str, list[SweepRow]]:
-    """The configured sweeps (App. C.2-C.4): their rows in order, each with its adapter."""
+    """The configured sweeps (App. C.2-C.4): their rows in order, each with its adapter; with
+    ``training.recipes``, a row trains its method's recipe in the settings it leaves open."""
+    out = _sweep_rows(training)
+    if training.recipes is None or not out:
+        return out
+    matrix = main_matrix(training)
+    return {name: [replace(row, experiment=_with_recipes(training, [row.experiment], matrix)[0])
+                   for row in rows] for name, rows in out.items()}
+
+
+def _sweep_rows(training: TrainingSettings) -> dict[str, list[SweepRow]]:
     configured = training.sweeps
     out: dict[str, list[SweepRow]] = {}
     if configured.rank_weight is not None:
@@ -549,8 +575,9 @@ class TaskPlan:
         None when the cell selects its own."""
         if cell.recipe_from is None:
             return None
+        split, _, name = cell.recipe_from.rpartition("/")
         return next(c for c in self.cells
-                    if c.split == cell.split and c.name == cell.recipe_from
+                    if c.split == (split or cell.split) and c.name == name
                     and c.recipe_from is None)
 
     @property

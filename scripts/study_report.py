@@ -72,18 +72,21 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
         ORACLE_PAIRS,
         across_draws,
         agreement,
+        by_digits,
         by_draw,
         compare_all,
         licence,
         null_reading,
         paper_comparisons,
         sample_text,
+        transfer_text,
     )
 
     pairs = [frozenset({"self_judge", "strong_judge"})] if copies else []
     lines = ["| paper | finding | compared | Δ (points, 95% interval) | verdict | Holm p | "
-             "holds after Holm | across the data draws | reading | control |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "holds after Holm | across the data draws | Δ by the eval questions' digits | "
+             "reading | control |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     tally: dict[str, int] = {}
     results = compare_all(reports, paper_comparisons())
     for result in results:
@@ -96,6 +99,7 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
                      f"`{comparison.reference}` (pass@{comparison.k}) | {shown} | "
                      f"**{result.verdict}** | {holm_p} | {after} | "
                      f"{across_draws(by_draw(reports, comparison)) or 'one data seed'} | "
+                     f"{transfer_text(by_digits(reports, comparison))} | "
                      f"{null_reading(result, controls, pairs)} | "
                      f"{licence(result, controls)} |")
     summary = ", ".join(f"{count} {verdict}" for verdict, count in sorted(tally.items()))
@@ -106,7 +110,10 @@ def findings_section(reports: dict[str, pl.DataFrame], agreement_rows: pl.DataFr
              f"is *inconclusive* when it contains 0; \"negligible\" means inside ±{NEGLIGIBLE:g} "
              f"points. Read together, the {tested} findings are one family: Holm's correction "
              f"(docs/statistics.md) leaves {surviving} holding. {sample_text(results)} "
-             "*Across the data draws*: the same comparison on each data seed's adapters alone.",
+             "*Across the data draws*: the same comparison on each data seed's adapters alone. "
+             "*By the eval questions' digits*: the same comparison on the eval cells of one "
+             "operand size alone, the transfer the paper asks about (one digit: like the "
+             "saturated training questions; two digits: harder).",
              "", *unvalidated(controls),
              *lines]
     if agreement_rows is not None:

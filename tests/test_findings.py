@@ -155,3 +155,51 @@ def test_agreement_summary_sets_each_paper_pair_beside_the_paper_with_its_interv
     assert "Above 0 beyond chance: self_judge vs strong_judge." in text
     only_saturated = agreement_summary(_rhos().filter(pl.col("split") == "saturated"))
     assert "on saturated" in only_saturated and "Above 0 beyond chance: none." in only_saturated
+
+
+def test_the_transfer_view_compares_each_operand_size_on_its_own_eval_cells() -> None:
+    """Issue 63: per finding, the Δ on the eval cells like the saturated training questions
+    (one digit) and on the harder ones (two digits), each the paired Δ of those questions
+    alone; an eval set without chain-sum cells gives none."""
+    from saturated_dag.analysis.findings import by_digits, cell_digits, transfer_text
+
+    one = {f"a{i}": (8, 4) for i in range(20)}
+    two = {f"b{i}": (8, 2) for i in range(20)}
+    base = pl.concat([eval_report(one, cell="3x1"), eval_report(two, cell="5x2")])
+    row = pl.concat([eval_report({q: (8, 8) for q in one}, cell="3x1"),
+                     eval_report(two, cell="5x2")])
+    reports = {"base": per_question_results(base), "saturated/x": per_question_results(row)}
+    comparison = Comparison("x beats base", "Table 1", "saturated/x", "base", "greater")
+    found = by_digits(reports, comparison)
+    assert [size for size, _ in found] == [1, 2]
+    (_, easy), (_, hard) = found
+    assert easy.delta is not None and easy.delta.estimate == pytest.approx(50.0)
+    assert hard.delta is not None and hard.delta.estimate == pytest.approx(0.0)
+    assert easy.delta.questions == 20 and hard.delta.questions == 20
+    overall = compare(reports, comparison)
+    assert overall.delta is not None and overall.delta.estimate == pytest.approx(25.0)
+    text = transfer_text(found)
+    assert text.startswith("1 digit: +50.00 [") and "; 2 digits: +0.00 [" in text
+    assert (cell_digits("10x2"), cell_digits("gsm8k"), cell_digits("c")) == (2, None, None)
+    plain = {name: frame.with_columns(cell=pl.lit("c")) for name, frame in reports.items()}
+    assert by_digits(plain, comparison) == []
+    assert by_digits(reports, Comparison("y", "T", "saturated/y", "base", "greater")) == []
+
+
+def test_an_unreadable_null_says_what_its_failed_control_measured() -> None:
+    """Issue 63: an unreadable finding names the method whose control failed and why: the
+    control's Δ with its interval and the bar it missed."""
+    from saturated_dag.analysis.findings import Result, null_reading
+    from saturated_dag.analysis.testbed import controls
+
+    verdicts = {"positive control (σ-RRHF)": {
+        "Δ": 2.66, "low": -0.1, "high": 5.29, "passed": False,
+        "rule": "σ-RRHF with the oracle: Δ ≥ 8 points and the 95% interval above 0"}}
+    found = controls(verdicts)
+    assert found["rrhf"].measured == ("Δ +2.66 [-0.10, +5.29]; needs Δ ≥ 8 points and the 95% "
+                                      "interval above 0")
+    result = Result(Comparison("x", "Table 1", "saturated/rrhf_entropy", "base", "greater"),
+                    _interval(-1.0, 2.0), OPEN)
+    assert null_reading(result, found) == (
+        "unreadable: σ-RRHF positive control (oracle) did not pass (Δ +2.66 [-0.10, +5.29]; "
+        "needs Δ ≥ 8 points and the 95% interval above 0)")

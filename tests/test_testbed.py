@@ -308,6 +308,68 @@ def test_the_shipped_testbed_profile_is_the_documented_design():
         assert (cell in plan.selections) == (cell.recipe_from is None), cell.name
 
 
+def test_the_shipped_study_profile_is_sized_by_its_controls():
+    """Issue 63, the study's defaults as cells of its plan: each data seed's saturated split
+    guarded at the testbed's 250 questions, the hard split at least as many, D_prime taken
+    whole; each method's recipe chosen on its oracle cell of the saturated split (SFT on its
+    own, RAFT on SFT's) by the one-SE rule, and every other cell, of every split and sweep,
+    training that recipe; a sweep row keeps the settings it sweeps (Table 9's β and η)."""
+    from saturated_dag.experiments import experiment_plan, recipe_settings
+
+    profile = load_profile("study")
+    s, t = profile.testbed, profile.training
+    assert s is not None and s.minimums() == {"saturated": 250, "strict_saturated": 100,
+                                              "hard": 250}
+    assert (s.positive_min_effect, s.dpo_min_effect, s.sft_min_effect, s.hard_min_effect,
+            s.null_band) == (8.0, 5.0, 3.0, 3.0, 3.0)
+    assert profile.chain_sum.strict_questions_per_cell == 200  # D_prime has 200 questions
+    assert t.recipes is not None and t.recipes.split == "saturated"
+    assert t.selection.rule == "one_se" and profile.data_seeds == 2
+    plan = experiment_plan(profile)["chain_sum"]
+    choosers = {("saturated", "dpo_oracle"), ("saturated", "rrhf_oracle"), ("saturated", "sft")}
+    assert {(c.split, c.name) for c in plan.selections} == choosers
+    table9 = {c for row in plan.sweeps["dpo_beta"] for c in [row.experiment]}
+    for cell in plan.cells:
+        source = plan.recipe_cell(cell)
+        if (cell.split, cell.name) in choosers or cell in table9:
+            assert source is None, cell.name
+            continue
+        assert source is not None and source.split == "saturated", cell.name
+        owner = "sft" if cell.method in ("sft", "raft") else cell.method
+        assert source.name == (owner if owner == "sft" else f"{owner}_oracle"), cell.name
+        assert plan.partitions[cell].keys() <= {f"data{d}_seed{r}" for d in (0, 1)
+                                                 for r in range(3)}, cell.name
+    assert all(len(plan.partitions[c]) == 2 for c in table9)  # its own β and η, two draws
+    lambda1 = next(r.experiment for r in plan.sweeps["rank_weight"] if r.label == "λ=1")
+    chosen = {"learning_rate": 1e-4, "rrhf_rank_weight": 0.1, "seed": 0}
+    source = plan.recipe_cell(lambda1)
+    assert source is not None
+    assert recipe_settings(t, source, "rrhf", chosen, lambda1.fixed) == {"learning_rate": 1e-4}
+    assert recipe_settings(t, source, "rrhf", chosen, {"learning_rate"}) == {}
+
+
+def test_the_analysis_refuses_a_draw_whose_split_is_below_its_guard():
+    """Issue 63: each split the profile guards, on every data seed; the message names the
+    split, the draw, the count and what to raise."""
+    from saturated_dag.analysis.testbed import check_training_sizes
+
+    s = load_profile("study").testbed
+    assert s is not None
+
+    def parts(saturated: int, strict: int, hard: int) -> pl.DataFrame:
+        return pl.DataFrame({"split": ["saturated"] * saturated + ["strict_saturated"] * strict
+                             + ["hard"] * hard})
+
+    check_training_sizes(s, {0: parts(250, 100, 250), 1: parts(300, 150, 900)})
+    with pytest.raises(ValueError, match=r"the hard split of data seed 1 has 249 training "
+                       r"questions, fewer than testbed.min_training_questions \(250\)"):
+        check_training_sizes(s, {0: parts(250, 100, 250), 1: parts(300, 150, 249)})
+    with pytest.raises(ValueError, match="strict_saturated split of data seed 0 has 99"):
+        check_training_sizes(s, {0: parts(250, 99, 250)})
+    shipped = load_profile("testbed").testbed
+    assert shipped is not None and shipped.minimums() == {"saturated": 250}
+
+
 def test_a_profile_without_chain_sum_cannot_hold_a_testbed():
     profile = load_profile("demo").model_dump()
     profile.update(tasks=["gsm8k"], testbed={})

@@ -146,6 +146,42 @@ def across_draws(results: Sequence[Result]) -> str:
     return f"differs between draws ({shown})"
 
 
+def cell_digits(cell: str) -> int | None:
+    """The digits of a chain-sum eval cell's name (``3x2`` -> 2); None for another task's."""
+    terms, sep, digits = cell.partition("x")
+    return int(digits) if sep and terms.isdigit() and digits.isdigit() else None
+
+
+def by_digits(reports: Mapping[str, pl.DataFrame], comparison: Comparison
+              ) -> list[tuple[int, Result]]:
+    """The comparison on the eval questions of each operand size alone (chain sum's ``cell``
+    column, ``<terms>x<digits>``), ascending: the transfer view, the Δ on the cells like the
+    saturated training questions (one digit in the embedded study) beside the Δ on the
+    harder ones (two digits). Empty when the rows were not run or the eval set has no chain-sum
+    cells (GSM8K)."""
+    row, reference = reports.get(comparison.row), reports.get(comparison.reference)
+    if row is None or reference is None or "cell" not in reference.columns:
+        return []
+    digits = sorted({d for d in map(cell_digits, reference["cell"].unique().to_list())
+                     if d is not None})
+    out = []
+    for size in digits:
+        cells = [c for c in reference["cell"].unique().to_list() if cell_digits(c) == size]
+        own = {name: frame.filter(pl.col("cell").is_in(cells))
+               for name, frame in ((comparison.row, row), (comparison.reference, reference))}
+        out.append((size, compare(own, comparison)))
+    return out
+
+
+def transfer_text(results: Sequence[tuple[int, Result]]) -> str:
+    """``by_digits``'s results in words: each operand size's Δ with its 95% interval."""
+    return "; ".join(
+        f"{size} digit{'s' if size > 1 else ''}: " + (
+            "not run" if r.delta is None else
+            f"{r.delta.estimate:+.2f} [{r.delta.low:+.2f}, {r.delta.high:+.2f}]")
+        for size, r in results)
+
+
 def compare_all(reports: Mapping[str, pl.DataFrame],
                 comparisons: Sequence[Comparison]) -> list[Result]:
     """Every comparison, with Holm's adjustment of its claim p-value over the family of those
@@ -188,6 +224,7 @@ class Control:
     method: str
     name: str  # e.g. "σ-RRHF positive control (oracle)"
     passed: bool
+    measured: str = ""  # what it found against its bar: "Δ +2.66 [-0.10, +5.29]; needs ..."
 
 
 def row_method(row: str) -> str | None:
@@ -263,7 +300,8 @@ def null_reading(result: Result, controls: Mapping[str, Control] | None,
         if control is None:
             return f"unreadable: no positive control of {subject(key)} in this run"
         if not control.passed:
-            return f"unreadable: {control.name} did not pass"
+            why = f" ({control.measured})" if control.measured else ""
+            return f"unreadable: {control.name} did not pass{why}"
     bound = max(abs(result.delta.low), abs(result.delta.high))
     return f"no effect larger than {bound:.1f} points"
 

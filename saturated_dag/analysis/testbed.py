@@ -13,6 +13,7 @@ completion against RAFT on a random correct one.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,22 @@ def _cell_deltas(base: pl.DataFrame, report: pl.DataFrame | None, cells: pl.Data
     return cells.join(frame, on="cell", how="left")
 
 
+def check_training_sizes(settings: TestbedSettings, draws: Mapping[int, pl.DataFrame]) -> None:
+    """Refuse a run whose data seed has fewer training questions in a guarded split than
+    ``testbed.min_training_questions`` asks (``draws``: each data seed's difficulty
+    partitions): its positive controls could not move the model, so every null would be
+    unreadable for a reason the run itself does not show."""
+    for split, minimum in settings.minimums().items():
+        for draw, frame in sorted(draws.items()):
+            count = frame.filter(pl.col("split") == split).height
+            if count < minimum:
+                raise ValueError(
+                    f"testbed: the {split} split of data seed {draw} has {count} training "
+                    f"questions, fewer than testbed.min_training_questions ({minimum}); "
+                    "raise chain_sum.questions_per_cell (strict_questions_per_cell for "
+                    "strict_saturated)")
+
+
 POSITIVE, NEGATIVE = "positive control", "negative control"
 
 
@@ -262,12 +279,23 @@ def controls(verdicts: dict[str, Any]) -> dict[str, Control]:
         if verdict is not None:
             what = "the oracle's best against a random correct" if owner == "sft" else "oracle"
             out[method] = Control(method, f"{name} positive control ({what})",
-                                  bool(verdict["passed"]))
+                                  bool(verdict["passed"]), measured(verdict))
     verdict = verdicts.get(f"{POSITIVE} ({HARD})")
     if verdict is not None:
         out["hard/dpo"] = Control("dpo", "DPO known-signal control on the hard split (random "
-                                  "pairs against half-swapped pairs)", bool(verdict["passed"]))
+                                  "pairs against half-swapped pairs)", bool(verdict["passed"]),
+                                  measured(verdict))
     return out
+
+
+def measured(verdict: dict[str, Any]) -> str:
+    """A control's finding against its bar, for a reading it licenses or not: ``Δ +2.66
+    [-0.10, +5.29]; needs Δ ≥ 8 points and the 95% interval above 0``."""
+    if "Δ" not in verdict:
+        return ""
+    found = f"Δ {verdict['Δ']:+.2f} [{verdict['low']:+.2f}, {verdict['high']:+.2f}]"
+    rule = str(verdict.get("rule", ""))
+    return f"{found}; needs {rule.split(': ', 1)[-1]}" if rule else found
 
 
 VERDICTS_FILE = "testbed_verdicts.json"
