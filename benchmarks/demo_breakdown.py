@@ -23,10 +23,14 @@ import dagster as dg
 from dagster import DagsterEventType
 
 SPLITS = ("saturated", "strict_saturated", "hard")
+TASKS = ("chain_sum", "gsm8k")
 
 
 def asset_kind(path: list[str]) -> str:
-    """``[task, split?, kind, name?]`` -> kind; a single-part key is its own kind."""
+    """``[prefix?, task, split?, kind, name?]`` -> kind (a profile's ``key_prefix``, the
+    study's ``study/``, is dropped); a single-part key is its own kind."""
+    if len(path) > 2 and path[0] not in TASKS and path[1] in TASKS:
+        path = path[1:]
     parts = list(path) if len(path) == 1 else list(path[1:])
     if len(parts) > 1 and parts[0] in SPLITS:
         parts = parts[1:]

@@ -118,6 +118,8 @@ def test_throughput_floor_benchmark(tiny_model_dir: Path, tmp_path: Path) -> Non
 def test_asset_kind_names() -> None:
     assert asset_kind(["base_model"]) == "base_model"
     assert asset_kind(["chain_sum", "generation_pool"]) == "generation_pool"
+    assert asset_kind(["study", "chain_sum", "saturated", "adapter", "sft"]) == "adapter"
+    assert asset_kind(["study", "chain_sum", "self_judge_scores"]) == "self_judge_scores"
     assert asset_kind(["chain_sum", "eval", "base"]) == "eval"
     assert asset_kind(["chain_sum", "saturated", "adapter", "rrhf_x"]) == "adapter"
     assert asset_kind(["chain_sum", "strict_saturated", "sft_set"]) == "sft_set"
