@@ -696,6 +696,14 @@ class TestbedSettings(_Strict):
     null_band: float = Field(3.0, gt=0)
     """The negative control passes when its 95% interval contains 0 and lies within
     ±``null_band`` points."""
+    analysis: Literal["controls", "dpo_recipe_search"] = "controls"
+    """What the analysis asset reads: ``controls``, every method's controls and the dial
+    (``chain_sum/testbed_validation``, the ``testbed`` job); ``dpo_recipe_search``, DPO's
+    recipe search (``chain_sum/dpo_recipe_search``, the ``dpo_recipe_search`` job, profile
+    ``dpo_search``): DPO on the oracle and on its shuffled scores, each cell selecting over
+    all its configurations, every configuration's validation results and training log read against
+    the base model's validation results. DPO's controls pass at a recipe as they do in the
+    ``controls`` analysis (``dpo_min_effect``, ``null_band``)."""
 
     @field_validator("min_training_questions")
     @classmethod
@@ -709,14 +717,6 @@ class TestbedSettings(_Strict):
         """``min_training_questions`` per split it guards."""
         guard = self.min_training_questions
         return dict(guard) if isinstance(guard, dict) else {self.split: guard}
-    analysis: Literal["controls", "dpo_recipe_search"] = "controls"
-    """What the analysis asset reads: ``controls``, every method's controls and the dial
-    (``chain_sum/testbed_validation``, the ``testbed`` job); ``dpo_recipe_search``, DPO's
-    recipe search (``chain_sum/dpo_recipe_search``, the ``dpo_recipe_search`` job, profile
-    ``dpo_search``): DPO on the oracle and on its shuffled scores, each cell selecting over
-    all its configurations, every configuration's validation results and training log read against
-    the base model's validation results. DPO's controls pass at a recipe as they do in the
-    ``controls`` analysis (``dpo_min_effect``, ``null_band``)."""
 
 
 class ExecutionSettings(_Strict):

@@ -368,6 +368,12 @@ def test_the_analysis_refuses_a_draw_whose_split_is_below_its_guard():
         check_training_sizes(s, {0: parts(250, 99, 250)})
     shipped = load_profile("testbed").testbed
     assert shipped is not None and shipped.minimums() == {"saturated": 250}
+    from saturated_dag.config import ProfileError
+
+    with pytest.raises(ProfileError, match="a split's minimum must be at least 1"):
+        load_profile("study", {"testbed": {"min_training_questions": {"hard": 0}}})
+    with pytest.raises(ProfileError, match="min_training_questions"):
+        load_profile("study", {"testbed": {"min_training_questions": {"easy": 250}}})
 
 
 def test_a_profile_without_chain_sum_cannot_hold_a_testbed():
