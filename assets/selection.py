@@ -29,7 +29,8 @@ from saturated_dag.training.folders import RESULT_FILE, VALIDATION_FILE
 from saturated_dag.training.selection import SETTINGS, Trained, chosen, selection_table
 
 SETTING_NAMES = {"learning_rate": "η", "epochs": "max epochs",
-                 "batch_size": "batch size", "dpo_beta": "β", "dpo_nll_weight": "NLL weight",
+                 "batch_size": "batch size", "dpo_loss_type": "DPO loss", "dpo_beta": "β",
+                 "dpo_nll_weight": "NLL weight",
                  "rrhf_rank_weight": "λ"}
 """The settings a selection varies, as the inline table heads them."""
 

@@ -276,6 +276,7 @@ TOY_TRAINING: dict[str, Any] = {
     "epochs": 1, "batch_size": 4, "per_device_batch_size": 2, "learning_rate": 1e-5,
     "max_length": 64, "seed": 0, "dtype": "float32", "gradient_checkpointing": False,
     "lora_r": 4, "lora_alpha": 8, "lora_dropout": 0.05, "dpo_beta": 0.1, "dpo_nll_weight": 0.0,
+    "dpo_loss_type": "sigmoid",
     "rrhf_rank_weight": 0.1, "rrhf_use_sft": True, "rrhf_hinge": True,
     "rrhf_logistic_weight": True, "rrhf_sft_token_mean": True}
 """The dry run's training settings, ``TrainingSettings``' fields the trainer reads (two

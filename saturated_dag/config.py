@@ -158,6 +158,14 @@ Grid = Literal["D", "D_prime"] | GridSpec
 
 _MAX_PER_CELL = chain_sum.SEED_SPACING // 100
 TrainSplit = Literal["saturated", "strict_saturated", "hard"]
+DpoLossType = Literal["sigmoid", "ipo", "hinge", "apo_zero", "apo_down", "nca_pair", "bco_pair",
+                      "sppo_hard", "discopop"]
+"""The DPO losses a profile may set (``training.dpo_loss_type``): TRL's ``DPOConfig.loss_type``
+values that compare one chosen with one rejected completion and read no setting this project
+does not hold. Left out: ``robust`` and ``exo_pair`` (they read ``label_smoothing``, which
+the sigmoid loss reads as cDPO too, so a grid over loss types could not hold it for them
+alone), ``aot``/``aot_unpaired`` (batch-level sorting), ``sigmoid_norm`` and ``sft`` (the NLL
+anchor is ``dpo_nll_weight``)."""
 TRAIN_SPLITS_HELP = """The training splits this task trains, main rows and sweeps alike: a row
 whose split is not listed has no assets for this task (a listed split no row trains adds
 nothing). None: every split ``training`` trains. The paper trains GSM8K on Q_easy only (Sec.
@@ -475,6 +483,8 @@ class SelectionSettings(_Strict):
     dpo_betas: list[float] | None = Field(None, min_length=1)
     dpo_nll_weights: list[float] | None = Field(None, min_length=1)
     """DPO's NLL anchor weights (``training.dpo_nll_weight``; 0 is the paper's DPO)."""
+    dpo_loss_types: list[DpoLossType] | None = Field(None, min_length=1)
+    """DPO's loss types (``training.dpo_loss_type``; ``sigmoid`` is the paper's DPO)."""
     rrhf_rank_weights: list[float] | None = Field(None, min_length=1)
     rule: Literal["best", "one_se"] = "best"
     """How a selection chooses (``saturated_dag.training.selection``): ``best`` is App. B's highest
@@ -495,6 +505,9 @@ class SelectionSettings(_Strict):
                                  f"{'>' if strict else '>='} {low})")
             if len(set(values)) != len(values):
                 raise ValueError(f"{name}: {values} repeats a value")
+        if self.dpo_loss_types is not None and len(set(self.dpo_loss_types)) != len(
+                self.dpo_loss_types):
+            raise ValueError(f"dpo_loss_types: {self.dpo_loss_types} repeats a value")
         if self.epochs is not None:
             if any(not 1 <= e <= 4 for e in self.epochs) or len(set(self.epochs)) != len(
                     self.epochs):
@@ -570,6 +583,12 @@ class TrainingSettings(_Strict):
     """Not in the paper (docs/paper-differences.md): > 0 adds an NLL term on the chosen
     completion to DPO's loss with this weight (TRL's ``loss_type=["sigmoid", "sft"]`` with
     ``loss_weights=[1, w]``), the anchor σ-RRHF's SFT term gives it. 0: the paper's DPO."""
+    dpo_loss_type: DpoLossType = "sigmoid"
+    """DPO's loss, TRL's ``DPOConfig.loss_type``: ``sigmoid`` is the DPO paper's (the paper's
+    DPO, every shipped profile's). The others are options (docs/paper-differences.md): ``ipo``
+    and ``hinge`` reshape the margin alone; ``apo_zero``, ``apo_down``, ``nca_pair``,
+    ``bco_pair``, ``sppo_hard`` and ``discopop`` also put a term on each completion's own
+    log-ratio (``DpoLossType``)."""
     rrhf_rank_weight: float = Field(0.1, ge=0)
     rrhf_use_sft: bool = True
     rrhf_hinge: bool = True

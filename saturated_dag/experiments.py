@@ -32,18 +32,20 @@ SWEEP_TITLES = {
 }
 
 
-SUFFIX = {"rrhf_rank_weight": "lambda", "dpo_beta": "beta", "dpo_nll_weight": "nll",
-          "learning_rate": "lr", "epochs": "ep", "batch_size": "bs", "seed": "seed"}
+SUFFIX = {"rrhf_rank_weight": "lambda", "dpo_loss_type": "loss-", "dpo_beta": "beta",
+          "dpo_nll_weight": "nll", "learning_rate": "lr", "epochs": "ep", "batch_size": "bs",
+          "seed": "seed"}
 DATA_SEED_SUFFIX = "data"
 """An adapter's data seed in its name and partition key (``data1``); also the data-seed partition
 keys of the pool-side assets (``data_seed_key``)."""
 SWITCHES = {"rrhf_use_sft": "sft", "rrhf_hinge": "hinge", "rrhf_logistic_weight": "logistic"}
-ORDER = (*SWITCHES, "rrhf_rank_weight", "dpo_beta", "dpo_nll_weight", "learning_rate", "epochs",
-         "batch_size", "seed")
+ORDER = (*SWITCHES, "rrhf_rank_weight", "dpo_loss_type", "dpo_beta", "dpo_nll_weight",
+         "learning_rate", "epochs", "batch_size", "seed")
 """The order of a name's suffixes: one setting, one place, whichever path set it."""
 SELECTION_LISTS = {"learning_rates": "learning_rate", "epochs": "epochs",
                    "batch_sizes": "batch_size", "dpo_betas": "dpo_beta",
-                   "dpo_nll_weights": "dpo_nll_weight", "rrhf_rank_weights": "rrhf_rank_weight"}
+                   "dpo_loss_types": "dpo_loss_type", "dpo_nll_weights": "dpo_nll_weight",
+                   "rrhf_rank_weights": "rrhf_rank_weight"}
 """Selection list -> the training setting it varies."""
 SELECTION_LIST_METHODS = {name: methods_reading(setting)
                           for name, setting in SELECTION_LISTS.items()}
@@ -59,6 +61,12 @@ def number_text(value: float) -> str:
     """
     text = f"{value:g}"
     return text if float(text) == value else repr(float(value))
+
+
+def setting_text(key: str, value: Any) -> str:
+    """A varied setting as a name's or partition key's part: its ``SUFFIX``, then the value
+    (``lr0.0003``, ``beta5``; a loss type by its name, ``loss-ipo``)."""
+    return f"{SUFFIX[key]}{value if isinstance(value, str) else number_text(value)}"
 
 
 def scientific(value: float | None) -> str | None:
@@ -125,7 +133,7 @@ class Experiment:
             if key in SWITCHES:
                 parts.append(f"{'with' if value else 'no'}_{SWITCHES[key]}")
             else:
-                parts.append(f"{SUFFIX[key]}{number_text(value)}")
+                parts.append(setting_text(key, value))
         if self.data_seed:
             parts.append(f"{DATA_SEED_SUFFIX}{self.data_seed}")
         return "_".join(parts)
@@ -224,9 +232,13 @@ its known-signal control, ``training.hard_pair_control``)."""
 
 def hard_pair_picks(training: TrainingSettings) -> tuple[str, ...]:
     """How the hard split's DPO cells pick their correct-vs-incorrect pairs (App. C.1: at
-    random, by the self-judge; with ``hard_pair_control``, also the random pairs shuffled)."""
-    return ("random", "self_judge", *((HARD_PAIRS_SHUFFLED,) if training.hard_pair_control
-                                      else ()))
+    random, and by the self-judge when DPO's scorers include it; with ``hard_pair_control``,
+    also the random pairs shuffled). A profile whose DPO reads no self-judge (the
+    ``dpo_diagnosis`` profile: the oracle and its shuffle) trains no self-judge pairs, and so
+    runs no self-judge tournament."""
+    judged = "self_judge" in training.method_scorers.get("dpo", training.scorers)
+    return ("random", *(("self_judge",) if judged else ()),
+            *((HARD_PAIRS_SHUFFLED,) if training.hard_pair_control else ()))
 
 
 def main_matrix(training: TrainingSettings) -> list[Cell]:
@@ -496,8 +508,7 @@ def adapter_partition_key(training: TrainingSettings, cell: Cell, adapter: Adapt
     effective = adapter.training(training)
     varied = {"seed"} if cell.recipe_from is not None else (
         varied_keys(training, cell.method) - set(cell.fixed)) | {"seed"}
-    parts = [f"{SUFFIX[key]}{number_text(getattr(effective, key))}"
-             for key in ORDER if key in varied]
+    parts = [setting_text(key, getattr(effective, key)) for key in ORDER if key in varied]
     if data_seeds > 1:
         parts.insert(len(parts) - 1, data_seed_key(adapter.data_seed))
     return "_".join(parts)

@@ -34,7 +34,8 @@ class MethodSpec:
 
 METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     MethodSpec("dpo", "DPO", "DPO (direct preference optimisation on chosen/rejected pairs)",
-               "dpo_pairs", own_settings=frozenset({"dpo_beta", "dpo_nll_weight"})),
+               "dpo_pairs", own_settings=frozenset({"dpo_beta", "dpo_nll_weight",
+                                                     "dpo_loss_type"})),
     MethodSpec("rrhf", "σ-RRHF",
                "σ-RRHF (rank loss over every scored completion, plus an SFT term)",
                "rrhf_groups", own_settings=frozenset({

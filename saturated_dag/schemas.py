@@ -188,8 +188,9 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         "truncation rates, each with its change from the base model; Δ pass@1's 95% interval"),
     FrameSchema("selection", _cols(
         ("configuration", pl.String), ("learning_rate", pl.Float64), ("epochs", pl.Int64),
-        ("batch_size", pl.Int64), ("dpo_beta", pl.Float64), ("dpo_nll_weight", pl.Float64),
-        ("rrhf_rank_weight", pl.Float64), ("seeds", pl.Int64), ("best epochs", pl.String),
+        ("batch_size", pl.Int64), ("dpo_loss_type", pl.String), ("dpo_beta", pl.Float64),
+        ("dpo_nll_weight", pl.Float64), ("rrhf_rank_weight", pl.Float64), ("seeds", pl.Int64),
+        ("best epochs", pl.String),
         ("validation pass@1", pl.Float64),
         ("behind the best", pl.Float64), ("one standard error", pl.Float64),
         ("chosen", pl.Boolean)),

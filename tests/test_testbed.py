@@ -695,7 +695,8 @@ def test_every_training_setting_reaches_the_trainer_on_every_route(method, tmp_p
                "rrhf_logistic_weight": False, "rrhf_sft_token_mean": False,
                "rrhf_rank_weight": 0.7, "max_length": 333, "dtype": "bfloat16",
                "lora_r": 3, "lora_alpha": 5, "lora_dropout": 0.2, "batch_size": 16,
-               "per_device_batch_size": 16, "dpo_beta": 0.37, "dpo_nll_weight": 0.5}
+               "per_device_batch_size": 16, "dpo_beta": 0.37, "dpo_nll_weight": 0.5,
+               "dpo_loss_type": "apo_zero"}
     alongside = {"per_device_batch_size": {"batch_size": 16}}  # a multiple of it, and ≥ n
     recipe = {"learning_rate": 3e-4, **({"dpo_beta": 0.5} if method == "dpo" else {})}
     scorer = {"rrhf": "oracle_shuffled", "dpo": "oracle_shuffled", "raft": "random"}
@@ -749,7 +750,8 @@ def test_every_training_setting_reaches_the_trainer_on_every_route(method, tmp_p
                 got = _config_value(name, config, lora)
                 assert got == want, (field, name, got)
     own = {"rrhf": {"rrhf_use_sft", "rrhf_hinge", "rrhf_logistic_weight", "rrhf_sft_token_mean",
-                    "rrhf_rank_weight"}, "dpo": {"dpo_nll_weight"}}.get(method, set())
+                    "rrhf_rank_weight"}, "dpo": {"dpo_nll_weight", "dpo_loss_type"}
+           }.get(method, set())
     common = {"gradient_checkpointing", "max_length", "dtype", "lora_r", "lora_alpha",
               "lora_dropout", "batch_size", "per_device_batch_size"}
     assert common | own <= reached  # each setting changed what the adapter trains with
@@ -760,7 +762,7 @@ TRAINER_FIELDS = {
           "lora_dropout", "batch_size"},
     "rrhf": {"rrhf_use_sft", "rrhf_hinge", "rrhf_logistic_weight", "rrhf_sft_token_mean",
              "rrhf_rank_weight"},
-    "dpo": {"dpo_nll_weight"}}
+    "dpo": {"dpo_nll_weight", "dpo_loss_type"}}
 """The profile's training settings each method's trainer config carries (β too, but the
 testbed's recipe sets it: a DPO run's β is the recipe's, checked on its own)."""
 
@@ -792,6 +794,7 @@ def _config_value(name: str, config, lora):
         "rrhf_logistic_weight": lambda: config.logistic_weight,
         "rrhf_sft_token_mean": lambda: config.sft_token_mean,
         "rrhf_rank_weight": lambda: config.rank_weight,
+        "dpo_loss_type": lambda: config.loss_type[0],
         "dpo_beta": lambda: config.beta,
         "dpo_nll_weight": lambda: (config.loss_weights or [0.0, 0.0])[1],
     }[name]()

@@ -112,6 +112,51 @@ def test_dpo_with_an_nll_anchor_combines_trls_losses_and_lifts_the_chosen_comple
         str(tiny_model_dir), plain.adapter_dir, GOOD)
 
 
+def test_each_dpo_loss_type_reaches_trls_trainer_and_the_default_is_the_papers(
+        tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``training.dpo_loss_type`` is TRL's ``DPOConfig.loss_type`` as set (every value the
+    profile accepts is one TRL lists, and each trains), with the NLL anchor after it when
+    ``dpo_nll_weight`` > 0; the default, in ``TrainingSettings`` and in every shipped profile,
+    is the paper's ``sigmoid``."""
+    import inspect
+    import typing
+
+    from transformers import TrainerCallback
+    from trl import DPOConfig
+
+    from saturated_dag.config import DpoLossType
+    from saturated_dag.profiles import available_profiles, load_profile
+
+    allowed = typing.get_args(DpoLossType)
+    documented = inspect.getsource(DPOConfig)
+    assert all(f"`'{loss}'`" in documented for loss in allowed)  # TRL's own list
+    assert TrainingSettings().dpo_loss_type == "sigmoid"
+    for name in available_profiles():
+        profile = load_profile(name)
+        listed = profile.training.selection.dpo_loss_types
+        assert profile.training.dpo_loss_type == "sigmoid", name
+        assert listed is None or listed[0] == "sigmoid", name  # the paper's first
+    seen: list[tuple[list[str], list[float] | None]] = []
+
+    class Args(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            seen.append((list(args.loss_type), args.loss_weights))
+
+    dpo = pl.DataFrame([{"prompt": PROMPT, "chosen": GOOD, "rejected": BAD}] * 2)
+    fast = {**FAST, "epochs": 1}
+    for loss in allowed:
+        result = train_adapter("dpo", str(tiny_model_dir), dpo,
+                               TrainingSettings(dpo_beta=0.5, dpo_loss_type=loss, **fast),
+                               tmp_path / loss, callbacks=[Args()])
+        assert any("rewards/chosen" in h for h in result.log_history), loss
+    train_adapter("dpo", str(tiny_model_dir), dpo,
+                  TrainingSettings(dpo_beta=0.5, dpo_loss_type="ipo", dpo_nll_weight=0.5,
+                                   **fast), tmp_path / "ipo_nll", callbacks=[Args()])
+    assert seen == [*(([loss], None) for loss in allowed), (["ipo", "sft"], [1.0, 0.5])]
+    with pytest.raises(ValueError, match="dpo_loss_type"):
+        TrainingSettings(dpo_loss_type="robust")  # reads label_smoothing: not offered
+
+
 def test_nan_loss_stops_and_keeps_previous_adapter(tiny_model_dir: Path, tmp_path: Path) -> None:
     from saturated_dag.training.folders import key_folder
 

@@ -37,8 +37,6 @@ WEIGHT_DECAY = 0.01
 """AdamW's weight decay for SFT, RAFT and σ-RRHF."""
 DPO_WEIGHT_DECAY = 0.0
 """No weight decay for DPO (Ivison et al.)."""
-DPO_LOSS_TYPE = "sigmoid"
-"""DPO's loss, TRL's ``loss_type``: the sigmoid loss of the DPO paper (TRL's default)."""
 LOGGING_STEPS = 1
 """The trainers log every optimizer step: the training log and the curves read each step
 (``train._Progress`` and the adapter's metadata thin them for reading)."""
@@ -98,7 +96,7 @@ LORA_ENTRIES: dict[str, str | None] = {"r": "lora_r", "alpha": "lora_alpha",
                                        "dropout": "lora_dropout", "target_modules": None}
 """The record's ``lora`` entries, the same way."""
 METHOD_ENTRIES: dict[str, dict[str, str | None]] = {
-    "dpo": {"beta": "dpo_beta", "loss_type": None, "nll_weight": "dpo_nll_weight"},
+    "dpo": {"beta": "dpo_beta", "loss_type": "dpo_loss_type", "nll_weight": "dpo_nll_weight"},
     "rrhf": {"rank_weight": "rrhf_rank_weight", "use_sft": "rrhf_use_sft",
              "hinge": "rrhf_hinge", "logistic_weight": "rrhf_logistic_weight",
              "sft_token_mean": "rrhf_sft_token_mean"},
@@ -109,8 +107,7 @@ METHOD_ENTRIES: dict[str, dict[str, str | None]] = {
 def fixed_entry(method: str, key: str) -> Any:
     """The value of the fixed setting a settings record holds under ``key``."""
     return {"warmup_ratio": WARMUP_RATIO, "weight_decay": weight_decay(method),
-            "logging_steps": LOGGING_STEPS, "target_modules": list(LORA_TARGET_MODULES),
-            "loss_type": DPO_LOSS_TYPE}[key]
+            "logging_steps": LOGGING_STEPS, "target_modules": list(LORA_TARGET_MODULES)}[key]
 
 
 def settings_record(method: str, training: TrainingSettings) -> dict[str, Any]:

@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-SETTINGS = ("learning_rate", "epochs", "batch_size", "dpo_beta", "dpo_nll_weight",
-            "rrhf_rank_weight")
+SETTINGS = ("learning_rate", "epochs", "batch_size", "dpo_loss_type", "dpo_beta",
+            "dpo_nll_weight", "rrhf_rank_weight")
 """The settings a selection varies, as columns of a selection table."""
+SETTING_TYPES = {"epochs": pl.Int64, "batch_size": pl.Int64, "dpo_loss_type": pl.String}
+"""The selection table's column types other than ``pl.Float64``."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def selection_table(configurations: Sequence[Trained], rule: str = "best") -> pl
     return pl.DataFrame({
         "configuration": [c.adapter for c in configurations],
         **{name: pl.Series(name, [c.settings.get(name) for c in configurations],
-                           pl.Int64 if name in ("epochs", "batch_size") else pl.Float64)
+                           SETTING_TYPES.get(name, pl.Float64))
            for name in SETTINGS},
         "seeds": pl.Series([len(c.validation) for c in configurations], dtype=pl.Int64),
         "best epochs": [",".join(str(e) for e in c.best_epochs) for c in configurations],

@@ -41,7 +41,6 @@ from saturated_dag.infra.atomic import give_umask_modes, make_scratch
 from saturated_dag.infra.log import LogFn, time_left
 from saturated_dag.methods import METHODS as REGISTERED_METHODS
 from saturated_dag.training.config import (
-    DPO_LOSS_TYPE,
     LOG_NAMES,
     LOGGING_STEPS,
     LORA_TARGET_MODULES,
@@ -366,12 +365,13 @@ def trainer_config(method: str, training: TrainingSettings, output_dir: str, pre
     if method == "dpo":
         from trl import DPOConfig
 
-        # DPO + NLL on the chosen completion (dpo_nll_weight > 0; not the paper's DPO):
-        # TRL combines the listed losses with loss_weights
+        # the loss (dpo_loss_type, the paper's sigmoid by default), plus an NLL term on the
+        # chosen completion when dpo_nll_weight > 0 (not the paper's DPO): TRL combines the
+        # listed losses with loss_weights
         nll_weight = training.dpo_nll_weight
         anchored = nll_weight > 0
         return DPOConfig(**common, beta=training.dpo_beta,
-                         loss_type=[DPO_LOSS_TYPE, *(["sft"] if anchored else [])],
+                         loss_type=[training.dpo_loss_type, *(["sft"] if anchored else [])],
                          loss_weights=[1.0, nll_weight] if anchored else None,
                          max_length=training.max_length)
     if method in ("sft", "raft"):
