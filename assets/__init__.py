@@ -81,7 +81,7 @@ def task_assets(profile: Profile, task: str
     if task == "chain_sum" and profile.testbed is not None:
         if profile.testbed.analysis == "dpo_recipe_search":
             built += [base_validation_asset(task),
-                      dpo_search_asset(plan, profile.testbed.split)]
+                      dpo_search_asset(plan, profile.testbed.split, by_draw=draws is not None)]
         else:
             built.append(testbed_asset(plan, profile.testbed.split, by_draw=draws is not None))
     checks = [generation_pool_check(task, pool), difficulty_partitions_check(parts),

@@ -1,41 +1,51 @@
-"""``chain_sum/validation/base`` and ``chain_sum/dpo_recipe_search``: DPO's recipe search.
+"""``chain_sum/validation/base`` and ``chain_sum/dpo_recipe_search``: DPO's recipe search and
+diagnosis.
 
-``docs/testbed.md`` ("DPO's recipe search") says what it answers. The profile ``dpo_search``
-(``testbed.analysis: dpo_recipe_search``) trains DPO on the oracle and on its shuffled scores,
-each cell over all its configurations, as ordinary cells of the plan. This module adds:
+``docs/testbed.md`` ("DPO's recipe search", "DPO's diagnosis") says what they answer. A
+profile with ``testbed.analysis: dpo_recipe_search`` (``dpo_search``, ``dpo_diagnosis``) trains
+DPO on the oracle and on its shuffled scores (the planted signal), and where it trains the
+hard split with ``hard_pair_control``, on the random correct-vs-incorrect pairs and the same
+pairs half swapped (correctness), each cell over all its configurations, as ordinary cells of
+the plan. This module adds:
 
 - the base model's validation results (``chain_sum/validation/base``): the reference every
   recipe's validation pass@1 is read against (the same questions, prompts, sampling and answer
   rule as each training's validation, ``training/runner.py``);
-- the analysis, which reads the two cells' selections (every configuration and the rule's
-  choice) and each configuration's adapters' own files (training log, kept epoch, validation
-  results and completions), so editing it re-runs no training.
+- the analysis, which reads the cells' selections (every configuration and the rule's
+  choice), the difficulty partitions (the training sets' guard, ``testbed.min_training_questions``)
+  and each configuration's adapters' own files (training log, kept epoch, validation results
+  and completions), so editing it re-runs no training.
 """
 
 import json
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import polars as pl
 
 from assets._adapter_files import adapter_dir
+from assets._draws import FRAMES_BY_DRAW, by_data_seed
 from assets._metadata import frame_output, frame_table, image, output_file, summary_entry
 from assets._priority import POLICY_ENGINE, priority
 from assets.selection import selection_key
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.analysis import dpo_search
-from saturated_dag.config import TrainingSettings
+from saturated_dag.analysis.testbed import check_training_sizes, training_size
+from saturated_dag.config import Profile, TrainingSettings
 from saturated_dag.data.questions import validation_questions
 from saturated_dag.evaluation.reports import evaluate_samples, per_question_results, summarise
-from saturated_dag.experiments import Cell, TaskPlan
+from saturated_dag.experiments import HARD_PAIRS_SHUFFLED, Cell, TaskPlan
 from saturated_dag.infra.atomic import atomic_write_text, read_proven_parquet
+from saturated_dag.scorers.oracle import style_spread
 from saturated_dag.training.folders import RESULT_FILE, VALIDATION_FILE, VALIDATION_SAMPLES_FILE
 from saturated_dag.training.selection import chosen
 
 SEARCH_KEY = ["chain_sum", "dpo_recipe_search"]
 BASE_VALIDATION_KEY = ["chain_sum", "validation", "base"]
 POSITIVE, NEGATIVE = "oracle", "oracle_shuffled"
+CORRECT, SWAPPED = "random", HARD_PAIRS_SHUFFLED
 
 
 def base_validation_asset(task: str) -> dg.AssetsDefinition:
@@ -64,16 +74,26 @@ def base_validation_asset(task: str) -> dg.AssetsDefinition:
     return base_validation
 
 
-def search_cells(plan: TaskPlan, split: str) -> dict[str, Cell]:
-    """The search's two cells: DPO ranked by the oracle and by its shuffle, on ``split``."""
-    found = {c.scorer: c for c in plan.main
-             if c.split == split and c.method == "dpo" and c.scorer in (POSITIVE, NEGATIVE)}
-    missing = [s for s in (POSITIVE, NEGATIVE) if s not in found]
+def search_cells(plan: TaskPlan, split: str) -> dict[str, dict[str, Cell]]:
+    """The search's cells by signal: ``planted``, DPO ranked by the oracle and by its shuffle
+    on ``split``; ``correctness``, when the plan trains them, DPO on the hard split's random
+    pairs and on the same pairs half swapped. Each must select over several configurations."""
+    def dpo_cells(on: str, names: tuple[str, str]) -> dict[str, Cell]:
+        return {c.scorer: c for c in plan.main if c.split == on and c.method == "dpo"
+                and c.scorer in names}
+
+    planted = dpo_cells(split, (POSITIVE, NEGATIVE))
+    missing = [s for s in (POSITIVE, NEGATIVE) if s not in planted]
     if missing:
         raise ValueError(f"testbed.analysis dpo_recipe_search: the {split} split has no DPO "
                          f"cell ranked by {', '.join(missing)}; list them in "
                          "training.method_scorers.dpo")
-    not_selected = [c.name for c in found.values() if c not in plan.selections]
+    found = {"planted": planted}
+    correctness = dpo_cells("hard", (CORRECT, SWAPPED))
+    if len(correctness) == 2:
+        found["correctness"] = correctness
+    not_selected = [c.name for cells in found.values() for c in cells.values()
+                    if c not in plan.selections]
     if not_selected:
         raise ValueError(f"testbed.analysis dpo_recipe_search: {', '.join(not_selected)} "
                          "trains one configuration; the search needs several "
@@ -81,13 +101,18 @@ def search_cells(plan: TaskPlan, split: str) -> dict[str, Cell]:
     return found
 
 
+def _recipe(config: Cell, training: TrainingSettings) -> dpo_search.Recipe:
+    effective = config.training(training)
+    return (effective.dpo_loss_type, effective.dpo_beta, effective.dpo_nll_weight,
+            effective.learning_rate)
+
+
 def _runs(output_dir: str, plan: TaskPlan, cell: Cell, training: TrainingSettings
           ) -> list[dpo_search.SearchRun]:
     """Every adapter of ``cell`` as the analysis reads it, from its own folder."""
     runs = []
     for config, seeds in plan.trained[cell].items():
-        effective = config.training(training)
-        recipe = (effective.dpo_beta, effective.dpo_nll_weight, effective.learning_rate)
+        recipe = _recipe(config, training)
         for seeded in seeds:
             folder = adapter_dir(output_dir, "chain_sum", seeded)
             if not (folder / RESULT_FILE).is_file():
@@ -104,61 +129,120 @@ def _runs(output_dir: str, plan: TaskPlan, cell: Cell, training: TrainingSetting
     return runs
 
 
-def dpo_search_asset(plan: TaskPlan, split: str) -> dg.AssetsDefinition:
-    """The analysis over the search's two cells of ``plan`` (chain sum)."""
+def styled_questions(profile: Profile, base: pl.DataFrame, min_spread: float) -> tuple[str, ...]:
+    """The validation questions of the cells where the base model's own validation samples
+    show styles that differ by at least ``min_spread`` points in accuracy
+    (``scorers.oracle.style_spread``, the testbed's rule on its eval set): where the planted
+    signal can move pass@1."""
+    cells = {q.question_id: q.cell for q in validation_questions(profile, "chain_sum")}
+    spread = style_spread(base.with_columns(cell=pl.col("question_id").replace_strict(cells)),
+                          min_spread)
+    usable = set(spread.filter(pl.col("shows_style_effect"))["cell"].to_list())
+    if not usable:
+        raise dg.Failure("DPO search: no validation cell has styles that differ by "
+                         f"{min_spread:g} points; the planted signal could show nothing")
+    return tuple(sorted(q for q, c in cells.items() if c in usable))
+
+
+def dpo_search_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.AssetsDefinition:
+    """The analysis over the search's cells of ``plan`` (chain sum). ``by_draw``: the
+    difficulty partitions have one partition per data seed, read together."""
     cells = search_cells(plan, split)
+    per_draw = {"dagster_type": FRAMES_BY_DRAW} if by_draw else {}
     ins = {"base": dg.AssetIn(key=BASE_VALIDATION_KEY),
-           **{f"selection_{s}": dg.AssetIn(key=selection_key("chain_sum", c))
-              for s, c in cells.items()}}
+           "partitions": dg.AssetIn(key=["chain_sum", "difficulty_partitions"], **per_draw),
+           **{f"selection_{signal}_{role}": dg.AssetIn(key=selection_key("chain_sum", c))
+              for signal, found in cells.items() for role, c in found.items()}}
 
     @dg.asset(key=SEARCH_KEY, group_name="testbed", io_manager_key="parquet_io", ins=ins,
               kinds={"polars", "parquet"},
               metadata=schema_metadata(dpo_search.SCHEMA, report=True),
-              description="DPO's recipe search: every recipe (β x NLL anchor x η, best of up "
-              "to 4 epochs) trained on the oracle's pairs and on its shuffled scores, on each "
-              "data seed; per recipe Δ validation pass@1 to the base model with its 95% "
-              "interval, the reward margin and log-probabilities over training, the style "
-              "shift, and whether DPO's controls pass (docs/testbed.md).")
+              description="DPO's recipe search: every recipe (loss x β x NLL anchor x η, each "
+              "run keeping its best epoch) trained on a known signal's pairs and on the same "
+              "signal shuffled, on each data seed (the planted signal; correctness where the "
+              "hard split is trained); per recipe Δ validation pass@1 with its 95% interval, "
+              "the reward margin, log-ratios and log-probabilities over training, the style "
+              "shift, whether the signal's control passes, and the cause the signals point to "
+              "(docs/testbed.md).")
     def dpo_recipe_search(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-                          base: pl.DataFrame, **selections: pl.DataFrame
+                          base: pl.DataFrame, partitions: Any, **selections: pl.DataFrame
                           ) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
         s = profile.testbed
         assert s is not None
-        runs = [run for cell in cells.values()
-                for run in _runs(experiment.output_dir, plan, cell, profile.training)]
-        oracle_cell = cells[POSITIVE]
-        picked = chosen(selections[f"selection_{POSITIVE}"])
-        config = next(c for c in plan.trained[oracle_cell] if c.name == picked)
-        effective = config.training(profile.training)
-        rule_choice = (effective.dpo_beta, effective.dpo_nll_weight, effective.learning_rate)
-        table = dpo_search.search_table(
-            runs, per_question_results(base), base, POSITIVE, NEGATIVE, rule_choice,
-            s.dpo_min_effect, s.null_band)
+        draws = by_data_seed(partitions)
+        try:
+            check_training_sizes(s, draws)
+        except ValueError as err:
+            raise dg.Failure(str(err)) from None
+        sizes = {f"{name} (data seed {d})": training_size(frame, name)
+                 for name in s.minimums() for d, frame in sorted(draws.items())}
+        signals = [dpo_search.Signal("planted", POSITIVE, NEGATIVE, "base", s.dpo_min_effect,
+                                     styled_questions(profile, base, s.positive_min_effect))]
+        if "correctness" in cells:
+            signals.append(dpo_search.Signal("correctness", CORRECT, SWAPPED, "contrast",
+                                             s.hard_min_effect))
+        runs, chosen_recipes = [], {}
+        for signal in signals:
+            found = cells[signal.name]
+            for cell in found.values():
+                runs += _runs(experiment.output_dir, plan, cell, profile.training)
+            picked = chosen(selections[f"selection_{signal.name}_{signal.positive}"])
+            config = next(c for c in plan.trained[found[signal.positive]] if c.name == picked)
+            chosen_recipes[signal.name] = _recipe(config, profile.training)
+        table = dpo_search.search_table(runs, per_question_results(base), base, signals,
+                                        chosen_recipes, s.null_band)
         found = dpo_search.verdict(table)
+        found["training questions"] = sizes
+        found["planted signal's validation questions"] = len(signals[0].questions or ())
         folder = Path(experiment.output_dir) / "chain_sum"
-        figure = dpo_search.search_figure(table, runs, POSITIVE,
-                                          folder / "dpo_recipe_search.png")
+        figure = dpo_search.search_figure(table, runs, signals, folder / "dpo_recipe_search.png")
         verdicts = atomic_write_text(folder / "dpo_recipe_search.json",
                                      json.dumps(found, indent=2, default=float))
-        best = found["best oracle Δ"]
-        headline = (f"**DPO's recipe search: {found['reading']}.** {found['recipes']} recipes, "
-                    f"each on the oracle and on its shuffled scores; the rule chose "
-                    f"{found['chosen']} ({'passes' if found['chosen passes'] else 'fails'}); "
-                    f"the best oracle Δ is {best['Δ']:+.2f} [{best['low']:+.2f}, "
-                    f"{best['high']:+.2f}] at {best['recipe']}.\n\n{found['diagnosis']}")
+        headline = summary_text(found)
         context.log.info(headline)
         return frame_output(table, {
             "summary": summary_entry(headline),
-            "β x η": image(figure, "oracle Δ validation pass@1 over β x η (shuffled Δ in "
-                          "brackets) and the reward margins over training"),
+            "verdicts by loss": frame_table(verdict_rows(found), max_rows=40),
+            "signal x loss x β x η": image(figure, "Δ validation pass@1 per signal over loss x β "
+                                           "x η (shuffled Δ in brackets) and the log-ratios "
+                                           "over training"),
             "recipes": frame_table(table.select(
-                "NLL weight", "β", "η", "oracle Δ", "oracle low", "oracle high",
-                "shuffled Δ", "passes", "reward margin (last)", "chosen log-prob moved",
-                "rejected log-prob moved", "style shift (TV, points)"), max_rows=20),
-            "passed": bool(found["passed"]),
+                "signal", "DPO loss", "NLL weight", "β", "η", "signal Δ", "signal low",
+                "signal high", "shuffled Δ", "contrast Δ", "passes", "reward margin (last)",
+                "chosen log-ratio (last)", "rejected log-ratio (last)"), max_rows=20),
+            "passed": bool(found["signals"]["planted"]["passed"]),
+            "cause": found["cause"],
             "verdicts (file)": output_file(verdicts, experiment.output_dir),
             "figure (file)": output_file(figure, experiment.output_dir),
         })
 
     return dpo_recipe_search
+
+
+def verdict_rows(found: dict[str, Any]) -> pl.DataFrame:
+    """One row per signal and loss (anchor included): its recipes, how many pass, and its
+    best recipe's Δ with the interval, against the shuffle too."""
+    return pl.DataFrame([
+        {"signal": signal, "loss": arm, "passing": f"{len(v['passing'])} of {v['recipes']}",
+         "best recipe": v["best"]["recipe"], "Δ": v["best"]["Δ"], "low": v["best"]["low"],
+         "high": v["best"]["high"], "shuffled Δ": v["best"]["shuffled Δ"],
+         "vs shuffled": v["best"]["contrast Δ"]}
+        for signal, found_signal in found["signals"].items()
+        for arm, v in found_signal["by loss"].items()])
+
+
+def summary_text(found: dict[str, Any]) -> str:
+    """The page's opening: the cause in words, then per signal what passed and its best Δ."""
+    parts = [f"**DPO's recipe search: {found['reading']}.**"]
+    for name, v in found["signals"].items():
+        best = v["best Δ"]
+        parts.append(f"{name.capitalize()} signal: {len(v['passing'])} of {v['recipes']} "
+                     f"recipes pass; the rule chose {v['chosen']} "
+                     f"({'passes' if v['chosen passes'] else 'fails'}); the best Δ is "
+                     f"{best['Δ']:+.2f} [{best['low']:+.2f}, {best['high']:+.2f}] at "
+                     f"{best['recipe']}.")
+    sizes = ", ".join(f"{k} {n}" for k, n in found["training questions"].items())
+    parts.append(f"Training questions: {sizes}.")
+    return " ".join(parts) + "\n\n" + "\n\n".join(
+        f"{name.capitalize()}: {v['diagnosis']}" for name, v in found["signals"].items())

@@ -484,7 +484,9 @@ class SelectionSettings(_Strict):
     dpo_nll_weights: list[float] | None = Field(None, min_length=1)
     """DPO's NLL anchor weights (``training.dpo_nll_weight``; 0 is the paper's DPO)."""
     dpo_loss_types: list[DpoLossType] | None = Field(None, min_length=1)
-    """DPO's loss types (``training.dpo_loss_type``; ``sigmoid`` is the paper's DPO)."""
+    """DPO's loss types (``training.dpo_loss_type``; ``sigmoid`` is the paper's DPO), varied
+    on the DPO cells ranked by a scorer; the hard split's correctness pairs keep the profile's
+    own loss (``experiments.correctness_pins``)."""
     rrhf_rank_weights: list[float] | None = Field(None, min_length=1)
     rule: Literal["best", "one_se"] = "best"
     """How a selection chooses (``saturated_dag.training.selection``): ``best`` is App. B's highest
@@ -718,11 +720,14 @@ class TestbedSettings(_Strict):
     analysis: Literal["controls", "dpo_recipe_search"] = "controls"
     """What the analysis asset reads: ``controls``, every method's controls and the dial
     (``chain_sum/testbed_validation``, the ``testbed`` job); ``dpo_recipe_search``, DPO's
-    recipe search (``chain_sum/dpo_recipe_search``, the ``dpo_recipe_search`` job, profile
-    ``dpo_search``): DPO on the oracle and on its shuffled scores, each cell selecting over
-    all its configurations, every configuration's validation results and training log read against
-    the base model's validation results. DPO's controls pass at a recipe as they do in the
-    ``controls`` analysis (``dpo_min_effect``, ``null_band``)."""
+    recipe search and diagnosis (``chain_sum/dpo_recipe_search``, the ``dpo_recipe_search``
+    job, profiles ``dpo_search`` and ``dpo_diagnosis``): DPO on the oracle and on its shuffled
+    scores (and, where the hard split is trained with ``hard_pair_control``, on its random
+    pairs and their half-swapped partner), each cell selecting over all its configurations,
+    every configuration's validation results and training log read against the base model's
+    validation results. DPO's planted-signal control passes at a recipe as it does in the
+    ``controls`` analysis (``dpo_min_effect``, ``null_band``), correctness as the hard split's
+    control does (``hard_min_effect``)."""
 
     @field_validator("min_training_questions")
     @classmethod

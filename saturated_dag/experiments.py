@@ -241,6 +241,18 @@ def hard_pair_picks(training: TrainingSettings) -> tuple[str, ...]:
             *((HARD_PAIRS_SHUFFLED,) if training.hard_pair_control else ()))
 
 
+def correctness_pins(training: TrainingSettings) -> tuple[tuple[str, Any], ...]:
+    """What the hard split's correctness-pair cells hold while the selection varies it: the
+    profile's own DPO loss (the paper's sigmoid) when ``selection.dpo_loss_types`` lists
+    several. The loss family is compared on the signal beyond correctness (the ranked cells);
+    correctness is DPO's known signal, the check that DPO itself learns here, read at its own
+    loss (the ``dpo_diagnosis`` profile). The pin names the cell
+    (``dpo_correctness_random_loss-sigmoid``)."""
+    if training.selection.dpo_loss_types is None:
+        return ()
+    return (("dpo_loss_type", training.dpo_loss_type),)
+
+
 def main_matrix(training: TrainingSettings) -> list[Cell]:
     """Tables 1, 2 and 7: every (split, method, scorer) the profile asks for (a method's
     scorers: ``training.method_scorers``, else ``training.scorers``); with
@@ -251,9 +263,10 @@ def main_matrix(training: TrainingSettings) -> list[Cell]:
             if method == "sft":
                 cells.append(Experiment(split, "sft", None, (split, "sft_set")))
             elif split == "hard":  # App. C.1
-                if method == "dpo":  # correct vs incorrect pairs
+                if method == "dpo":  # correct vs incorrect pairs, at the profile's own loss
                     for pick in hard_pair_picks(training):
-                        cells.append(Experiment(split, "dpo", pick, _dataset(split, "dpo", pick)))
+                        cells.append(Experiment(split, "dpo", pick, _dataset(split, "dpo", pick),
+                                                pinned=correctness_pins(training)))
                 elif method == "rrhf":  # ranked by the self-judge, correct above incorrect
                     cells.append(Experiment(split, "rrhf", "self_judge",
                                             _dataset(split, "rrhf", "self_judge")))

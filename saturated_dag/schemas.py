@@ -220,17 +220,24 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         "with the 95% interval over data seeds x training seeds x questions (replicates: "
         "training seeds per data seed; docs/testbed.md)"),
     FrameSchema("dpo_recipe_search", _cols(
-        ("NLL weight", pl.Float64), ("β", pl.Float64), ("η", pl.Float64),
-        ("epochs kept", pl.String), ("oracle Δ", pl.Float64), ("oracle low", pl.Float64),
-        ("oracle high", pl.Float64), ("shuffled Δ", pl.Float64), ("shuffled low", pl.Float64),
-        ("shuffled high", pl.Float64), ("passes", pl.Boolean),
-        ("reward margin (last)", pl.Float64), ("chosen log-prob moved", pl.Float64),
-        ("rejected log-prob moved", pl.Float64), ("style shift (TV, points)", pl.Float64),
-        ("steps share", pl.Float64), ("chosen by the rule", pl.Boolean)),
-        "one row per DPO recipe (β x NLL weight x η), in configuration order: Δ validation "
-        "pass@1 to the base model (points) of the oracle's and the shuffled runs with 95% "
-        "intervals, whether DPO's controls pass there, the oracle runs' training log (means over "
-        "data seeds), the style shift and the rule's choice (docs/testbed.md)"),
+        ("signal", pl.String), ("DPO loss", pl.String), ("NLL weight", pl.Float64),
+        ("β", pl.Float64), ("η", pl.Float64), ("epochs kept", pl.String),
+        ("signal Δ", pl.Float64), ("signal low", pl.Float64), ("signal high", pl.Float64),
+        ("shuffled Δ", pl.Float64), ("shuffled low", pl.Float64), ("shuffled high", pl.Float64),
+        ("contrast Δ", pl.Float64), ("contrast low", pl.Float64), ("contrast high", pl.Float64),
+        ("passes", pl.Boolean), ("reward margin (last)", pl.Float64),
+        ("chosen log-ratio (last)", pl.Float64), ("rejected log-ratio (last)", pl.Float64),
+        ("chosen log-prob moved", pl.Float64), ("rejected log-prob moved", pl.Float64),
+        ("style shift (TV, points)", pl.Float64), ("steps share", pl.Float64),
+        ("chosen by the rule", pl.Boolean)),
+        "one row per signal (planted: the oracle's pairs against its shuffle; correctness: the "
+        "hard split's random correct-vs-incorrect pairs against the same pairs half swapped) "
+        "and DPO recipe (loss x β x NLL weight x η), in configuration order: Δ validation "
+        "pass@1 (points) of the signal's and the shuffled runs to the base model and of the "
+        "signal against its shuffle (contrast), with 95% intervals, whether the signal's "
+        "control passes there, the signal's runs' training log (means over data seeds: the "
+        "last chosen and rejected log-ratios to the reference model), the style shift and the "
+        "rule's choice (docs/testbed.md)"),
     FrameSchema("validation_samples", _cols(
         ("question_id", pl.String), ("sample_index", pl.Int64), ("completion", pl.String),
         ("correct", pl.Boolean)),

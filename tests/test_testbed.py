@@ -356,14 +356,20 @@ def test_the_analysis_refuses_a_draw_whose_split_is_below_its_guard():
     s = load_profile("study").testbed
     assert s is not None
 
-    def parts(saturated: int, strict: int, hard: int) -> pl.DataFrame:
-        return pl.DataFrame({"split": ["saturated"] * saturated + ["strict_saturated"] * strict
-                             + ["hard"] * hard})
+    def parts(saturated: int, strict: int, hard: int, unsolved: int = 0) -> pl.DataFrame:
+        return pl.DataFrame({
+            "split": ["saturated"] * saturated + ["strict_saturated"] * strict
+            + ["hard"] * (hard + unsolved),
+            "p_hat": [1.0] * (saturated + strict) + [0.125] * hard + [0.0] * unsolved})
 
     check_training_sizes(s, {0: parts(250, 100, 250), 1: parts(300, 150, 900)})
     with pytest.raises(ValueError, match=r"the hard split of data seed 1 has 249 training "
-                       r"questions, fewer than testbed.min_training_questions \(250\)"):
+                       r"questions with a correct completion, fewer than "
+                       r"testbed.min_training_questions \(250\)"):
         check_training_sizes(s, {0: parts(250, 100, 250), 1: parts(300, 150, 249)})
+    # the hard split counts the questions its methods train on: those with p-hat > 0
+    with pytest.raises(ValueError, match="hard split of data seed 0 has 200 training"):
+        check_training_sizes(s, {0: parts(250, 100, 200, unsolved=1_000)})
     with pytest.raises(ValueError, match="strict_saturated split of data seed 0 has 99"):
         check_training_sizes(s, {0: parts(250, 99, 250)})
     shipped = load_profile("testbed").testbed

@@ -1,25 +1,35 @@
-"""DPO's recipe search in the calibrated testbed: does DPO learn the planted signal at any
-recipe, and if not, why? (issue 45; ``docs/testbed.md``, "DPO's recipe search").
+"""DPO's recipe search and diagnosis: does DPO learn a known signal at any recipe and loss,
+and if not, why? (``docs/testbed.md``, "DPO's recipe search" and "DPO's diagnosis").
 
-The ``dpo_search`` profile trains DPO on the oracle's pairs and on its shuffled control at
-every recipe its selection lists (β x NLL anchor weight x learning rate, each run keeping its
-best epoch of up to 4 on validation), on each data seed. Per recipe this module reads, from the
-adapters' own files:
+A search profile trains DPO on a signal's pairs and on the same signal shuffled, at every
+recipe its selection lists (loss type x β x NLL anchor weight x η, each run keeping its best
+epoch on validation), on each data seed. Two signals can be read:
 
-- Δ validation pass@1 to the base model of the oracle's runs and of the shuffled runs, each
-  with its paired 95% interval (data seeds, then questions, resampled: ``paired_delta``);
-- whether the recipe passes DPO's controls (``passes``): the oracle at least
-  ``dpo_min_effect`` points with its interval above 0, the shuffled runs' interval containing
-  0 within ±``null_band``;
-- the oracle runs' training logs: the last reward margin, and how far the chosen and the
-  rejected completions' log-probabilities moved from the first logged step (the paper tracks
-  margins; a margin that grows while the chosen log-probability does not rise separates the
-  pair without making the chosen completion likelier);
+- **planted**: the oracle's pairs on the saturated split against its shuffled scores (the
+  signal beyond correctness whose worth is known), read on the validation questions of the
+  cells where the base model's styles differ in accuracy (``scorers.oracle.style_spread``,
+  as the testbed reads its eval set);
+- **correctness**: the hard split's random correct-vs-incorrect pairs against the same pairs
+  with half of them swapped (the signal DPO is known to learn from), read on every validation
+  question.
+
+Per recipe and signal this module reads, from the adapters' own files:
+
+- Δ validation pass@1 to the base model of the signal's runs and of the shuffled runs, and
+  the signal's runs against the shuffled ones, each with its paired 95% interval (data seeds,
+  then questions: ``paired_delta``);
+- whether the recipe passes the signal's control (``passes``): planted, DPO's testbed rule
+  (the signal at least ``dpo_min_effect`` points with its interval above 0, the shuffle within
+  ±``null_band``); correctness, the testbed's rule for the hard split (the signal beats its
+  shuffle by at least ``hard_min_effect`` points, interval above 0);
+- the signal's runs' training logs: the last reward margin, the last chosen and rejected
+  log-ratios to the reference model (TRL logs β times them), and how far the chosen and the
+  rejected completions' log-probabilities moved from the first logged step;
 - the style shift: the total-variation distance (points) between the base model's and the
-  oracle runs' solution styles on the validation questions.
+  signal's runs' solution styles on the validation questions.
 
-The recipe the profile's rule chose on the oracle cell (its selection table) is marked. A
-diagnosis says what the margins and log-probabilities show. Pure functions over frames.
+The recipe the profile's rule chose on the signal's cell is marked. ``verdict`` says, per
+signal and loss, what passed, and which cause the numbers point to. Pure functions over frames.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -35,18 +45,39 @@ import polars as pl
 from saturated_dag.evaluation.statistics import Interval, paired_delta
 from saturated_dag.schemas import schema
 
-RECIPE = ("dpo_beta", "dpo_nll_weight", "learning_rate")
+RECIPE = ("dpo_loss_type", "dpo_beta", "dpo_nll_weight", "learning_rate")
 """The settings a recipe is named by (the DPO settings ``training.selection`` varies)."""
+Recipe = tuple[str, float, float, float]
+"""(loss type, β, NLL weight, η)."""
+PAPER_LOSS = "sigmoid"
+"""The DPO paper's loss, the paper's DPO."""
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A known signal and its shuffled partner: ``positive`` and ``negative`` name the runs'
+    cells (the scorer, or the hard split's pair pick), ``questions`` the validation questions
+    it is read on (None: all), ``rule`` how its control passes (``base``: DPO's testbed rule
+    against the base model; ``contrast``: the signal against its shuffle), at ``min_effect``
+    points."""
+
+    name: Literal["planted", "correctness"]
+    positive: str
+    negative: str
+    rule: Literal["base", "contrast"]
+    min_effect: float
+    questions: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
 class SearchRun:
-    """One trained adapter of the search: its recipe, the scorer whose pairs it trained on,
-    its data seed, and what its training left: the kept epoch, the training log
-    (``result.json``'s ``log_history``), the kept epoch's per-question validation results
-    (``question_id, n, correct``) and completions (``question_id, completion``)."""
+    """One trained adapter of the search: its recipe, the cell (scorer or pair pick) whose
+    pairs it trained on, its data seed, and what its training left: the kept epoch, the
+    training log (``result.json``'s ``log_history``), the kept epoch's per-question
+    validation results (``question_id, n, correct``) and completions
+    (``question_id, completion``)."""
 
-    recipe: tuple[float, float, float]  # (β, NLL weight, η)
+    recipe: Recipe
     scorer: str
     data_seed: int
     best_epoch: int
@@ -67,7 +98,7 @@ def _rates(validation: pl.DataFrame, questions: Sequence[str], what: str) -> np.
 
 
 def _matrix(runs: Sequence[SearchRun], questions: Sequence[str]) -> np.ndarray:
-    """(data seeds, 1 training seed, questions) pass rates of one recipe's runs of a scorer."""
+    """(data seeds, 1 training seed, questions) pass rates of one recipe's runs of a cell."""
     ordered = sorted(runs, key=lambda r: r.data_seed)
     return np.stack([_rates(r.validation, questions, f"the run of data seed {r.data_seed}")
                      [None, :] for r in ordered])
@@ -87,6 +118,21 @@ def _last(log: Sequence[Mapping[str, float]], key: str) -> float | None:
 def _mean(values: Sequence[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return float(np.mean(kept)) if kept else None
+
+
+def log_ratios(log: Sequence[Mapping[str, float]], beta: float, side: str
+               ) -> tuple[list[float], list[float]]:
+    """The logged steps and the ``side`` (``chosen``/``rejected``) completions' mean
+    log-ratio to the reference model at each: TRL logs ``rewards/<side>`` = β x that ratio for
+    every loss type."""
+    key = f"rewards/{side}"
+    kept = [h for h in log if key in h]
+    return [h.get("step", i + 1) for i, h in enumerate(kept)], [h[key] / beta for h in kept]
+
+
+def _last_ratio(log: Sequence[Mapping[str, float]], side: str, beta: float) -> float | None:
+    _, values = log_ratios(log, beta, side)
+    return values[-1] if values else None
 
 
 def style_shares(samples: pl.DataFrame) -> dict[str, float]:
@@ -110,67 +156,113 @@ def passes(oracle: Interval, shuffled: Interval, min_effect: float, null_band: f
             and shuffled.low >= -null_band and shuffled.high <= null_band)
 
 
+def contrast_passes(contrast: Interval, min_effect: float) -> bool:
+    """A signal against its shuffle (the hard split's known-signal rule): ≥ ``min_effect``
+    points with the interval above 0."""
+    return contrast.estimate >= min_effect and contrast.low > 0
+
+
 SCHEMA = "dpo_recipe_search"
-"""The search table's declared schema (``saturated_dag/schemas.py``): one row per recipe, in
-configuration order. Δ in points of validation pass@1 to the base model; the log columns are the
-oracle runs' means over data seeds."""
+"""The search table's declared schema (``saturated_dag/schemas.py``): one row per signal and
+recipe, in configuration order. Δ in points of validation pass@1; the log columns are the
+signal's runs' means over data seeds."""
+
+
+def _questions(signal: Signal, base: pl.DataFrame) -> list[str]:
+    every = sorted(base["question_id"].to_list())
+    if signal.questions is None:
+        return every
+    missing = sorted(set(signal.questions) - set(every))
+    if missing:
+        raise ValueError(f"DPO search: the base model has no validation result for "
+                         f"{len(missing)} of the {signal.name} signal's questions")
+    return sorted(signal.questions)
 
 
 def search_table(runs: Sequence[SearchRun], base: pl.DataFrame,
-                 base_samples: pl.DataFrame | None, positive: str, negative: str,
-                 chosen: tuple[float, float, float] | None, min_effect: float,
-                 null_band: float) -> pl.DataFrame:
-    """One row per recipe (the ``SCHEMA`` frame kind): ``runs`` of the ``positive`` scorer
-    (the oracle) and the ``negative`` one (its shuffle) against the base model's validation
-    results ``base`` (``question_id, n, correct``) and completions; ``chosen`` is the recipe
-    the profile's rule picked on the oracle cell."""
+                 base_samples: pl.DataFrame | None, signals: Sequence[Signal],
+                 chosen: Mapping[str, Recipe | None], null_band: float) -> pl.DataFrame:
+    """One row per signal and recipe (the ``SCHEMA`` frame kind): each signal's runs against
+    its shuffled runs and the base model's validation results ``base``
+    (``question_id, n, correct``) and completions; ``chosen`` is, per signal, the recipe the
+    profile's rule picked on the signal's cell."""
     if not runs:
         raise ValueError("DPO search: no trained recipe to read")
     keys = [(r.recipe, r.scorer, r.data_seed) for r in runs]
     if len(set(keys)) != len(keys):
-        raise ValueError("DPO search: two runs share a recipe, scorer and data seed; the selection "
-                         "may vary only β, the NLL weight and η (and one training seed)")
-    questions = sorted(base["question_id"].to_list())
-    base_m = _rates(base, questions, "the base model")[None, :]
-    base_styles = style_shares(base_samples) if base_samples is not None else {}
-    recipes = list(dict.fromkeys(r.recipe for r in runs))
+        raise ValueError("DPO search: two runs share a recipe, cell and data seed; the selection "
+                         "may vary only the loss, β, the NLL weight and η (and one training "
+                         "seed)")
     rows = []
-    for recipe in recipes:
-        by_scorer = {name: [r for r in runs if r.recipe == recipe and r.scorer == name]
-                     for name in (positive, negative)}
-        missing = [name for name, found in by_scorer.items() if not found]
-        if missing:
-            raise ValueError(f"DPO search: recipe β={recipe[0]:g}, NLL {recipe[1]:g}, "
-                             f"η={recipe[2]:g} has no run on {', '.join(missing)}")
-        deltas = {name: paired_delta(_matrix(found, questions), base_m).scaled(100)
-                  for name, found in by_scorer.items()}
-        oracle_runs = by_scorer[positive]
-        samples = [r.samples for r in oracle_runs if r.samples is not None]
-        shares = style_shares(pl.concat(samples)) if samples else {}
-        rows.append({
-            "NLL weight": recipe[1], "β": recipe[0], "η": recipe[2],
-            "epochs kept": ",".join(str(r.best_epoch) for r in
-                                    sorted(oracle_runs, key=lambda r: r.data_seed)),
-            **{f"{label} {part}": getattr(deltas[name], attr)
-               for label, name in (("oracle", positive), ("shuffled", negative))
-               for part, attr in (("Δ", "estimate"), ("low", "low"), ("high", "high"))},
-            "passes": passes(deltas[positive], deltas[negative], min_effect, null_band),
-            "reward margin (last)": _mean([_last(r.log, "rewards/margins")
-                                           for r in oracle_runs]),
-            "chosen log-prob moved": _mean([_moved(r.log, "logps/chosen") for r in oracle_runs]),
-            "rejected log-prob moved": _mean([_moved(r.log, "logps/rejected")
-                                              for r in oracle_runs]),
-            "style shift (TV, points)": (style_shift(base_styles, shares)
-                                         if shares and base_styles else None),
-            "steps share": 100 * shares["steps"] if "steps" in shares else (
-                0.0 if shares else None),
-            "chosen by the rule": recipe == chosen})
+    for signal in signals:
+        questions = _questions(signal, base)
+        ids = set(questions)
+        base_m = _rates(base, questions, "the base model")[None, :]
+        reference = (style_shares(base_samples.filter(pl.col("question_id").is_in(ids)))
+                     if base_samples is not None else {})
+        mine = [r for r in runs if r.scorer in (signal.positive, signal.negative)]
+        for recipe in dict.fromkeys(r.recipe for r in mine):
+            by_cell = {name: [r for r in mine if r.recipe == recipe and r.scorer == name]
+                       for name in (signal.positive, signal.negative)}
+            missing = [name for name, found in by_cell.items() if not found]
+            if missing:
+                raise ValueError(f"DPO search: recipe {recipe_text(recipe)} of the "
+                                 f"{signal.name} signal has no run on {', '.join(missing)}")
+            matrices = {name: _matrix(found, questions) for name, found in by_cell.items()}
+            deltas = {name: paired_delta(m, base_m).scaled(100) for name, m in matrices.items()}
+            contrast = paired_delta(matrices[signal.positive],
+                                    matrices[signal.negative]).scaled(100)
+            ok = (passes(deltas[signal.positive], deltas[signal.negative], signal.min_effect,
+                         null_band) if signal.rule == "base"
+                  else contrast_passes(contrast, signal.min_effect))
+            own = by_cell[signal.positive]
+            samples = [r.samples.filter(pl.col("question_id").is_in(ids)) for r in own
+                       if r.samples is not None]
+            shares = style_shares(pl.concat(samples)) if samples else {}
+            beta = recipe[1]
+            rows.append({
+                "signal": signal.name, "DPO loss": recipe[0], "NLL weight": recipe[2],
+                "β": beta, "η": recipe[3],
+                "epochs kept": ",".join(str(r.best_epoch) for r in
+                                        sorted(own, key=lambda r: r.data_seed)),
+                **{f"{label} {part}": getattr(interval, attr)
+                   for label, interval in (("signal", deltas[signal.positive]),
+                                           ("shuffled", deltas[signal.negative]),
+                                           ("contrast", contrast))
+                   for part, attr in (("Δ", "estimate"), ("low", "low"), ("high", "high"))},
+                "passes": ok,
+                "reward margin (last)": _mean([_last(r.log, "rewards/margins") for r in own]),
+                **{f"{side} log-ratio (last)": _mean([_last_ratio(r.log, side, beta)
+                                                      for r in own])
+                   for side in ("chosen", "rejected")},
+                "chosen log-prob moved": _mean([_moved(r.log, "logps/chosen") for r in own]),
+                "rejected log-prob moved": _mean([_moved(r.log, "logps/rejected")
+                                                  for r in own]),
+                "style shift (TV, points)": (style_shift(reference, shares)
+                                             if shares and reference else None),
+                "steps share": 100 * shares["steps"] if "steps" in shares else (
+                    0.0 if shares else None),
+                "chosen by the rule": recipe == chosen.get(signal.name)})
     return pl.DataFrame(rows, schema=schema(SCHEMA))
 
 
-def recipe_label(row: Mapping[str, Any]) -> str:
+def recipe_text(recipe: Recipe) -> str:
+    loss, beta, nll, lr = recipe
+    return recipe_label({"DPO loss": loss, "β": beta, "NLL weight": nll, "η": lr})
+
+
+def recipe_label(row: Mapping[str, Any], with_loss: bool = True) -> str:
+    """``β=5, η=1e-04`` with the loss first when it is not the paper's (``with_loss``) and the
+    NLL weight last when there is one."""
+    loss = "" if row["DPO loss"] == PAPER_LOSS or not with_loss else f"{row['DPO loss']}, "
     nll = f", NLL {row['NLL weight']:g}" if row["NLL weight"] else ""
-    return f"β={row['β']:g}, η={row['η']:.0e}{nll}"
+    return f"{loss}β={row['β']:g}, η={row['η']:.0e}{nll}"
+
+
+def arm_label(loss: str, nll: float) -> str:
+    """A loss and anchor, as a reader names it: the paper's DPO, ``ipo``, ``DPO + NLL``."""
+    name = "plain DPO (the paper's)" if loss == PAPER_LOSS else f"DPO with the {loss} loss"
+    return name if not nll else f"{name} + NLL (weight {nll:g})"
 
 
 SEPARATED = 0.5
@@ -183,56 +275,105 @@ def _median(table: pl.DataFrame, column: str) -> float | None:
     return None if values.is_empty() else float(values.median())
 
 
-def verdict(table: pl.DataFrame) -> dict[str, Any]:
-    """What the search found: the passing recipes, the one the rule chose and whether it
-    passes, the best oracle Δ, and a diagnosis read off the oracle runs' margins and
-    log-probabilities, per arm (plain DPO, DPO + NLL)."""
+def _arm_diagnosis(name: str, arm: pl.DataFrame) -> str:
+    """What one arm's margins and log-probabilities show, over its recipes."""
+    moved = arm.filter(pl.col("reward margin (last)") >= SEPARATED)
+    if moved.is_empty():
+        return (f"{name} barely separated the pairs at any of its {arm.height} recipes "
+                f"(every last reward margin below {SEPARATED:g})")
+    up = _median(moved, "chosen log-prob moved")
+    down = _median(moved, "rejected log-prob moved")
+    assert up is not None and down is not None
+    how = ("pushed the rejected completions down, and the chosen ones down with them"
+           if up < -0.05 else "pushed the rejected completions down while the chosen "
+           "ones barely moved" if up <= 0.05 else "made the chosen completions likelier "
+           "and the rejected ones less likely")
+    top = moved.row(int(moved["signal Δ"].arg_max() or 0), named=True)
+    follows = ("validation pass@1 rose" if top["signal low"] > 0
+               else "validation pass@1 did not follow")
+    return (f"{name}: at the {moved.height} of its {arm.height} recipes that separated the "
+            f"pairs (last reward margin at least {SEPARATED:g}) it {how} (medians: chosen "
+            f"log-prob {up:+.2f}, rejected {down:+.2f}), and {follows} (best Δ "
+            f"{top['signal Δ']:+.2f} [{top['signal low']:+.2f}, {top['signal high']:+.2f}] at "
+            f"{recipe_label(top)}; worst {float(moved['signal Δ'].min()):+.2f})")
+
+
+def _arms(table: pl.DataFrame) -> list[tuple[str, float]]:
+    return list(dict.fromkeys(zip(table["DPO loss"].to_list(), table["NLL weight"].to_list(),
+                                  strict=True)))
+
+
+def _signal_verdict(table: pl.DataFrame) -> dict[str, Any]:
     rows = table.to_dicts()
     passing = [recipe_label(r) for r in rows if r["passes"]]
     chosen = next((r for r in rows if r["chosen by the rule"]), None)
-    best = max(rows, key=lambda r: r["oracle Δ"])
-    parts = []
-    for weight in sorted(set(table["NLL weight"].to_list())):
-        arm = table.filter(pl.col("NLL weight") == weight)
-        name = "plain DPO (the paper's)" if weight == 0 else f"DPO + NLL (weight {weight:g})"
-        moved = arm.filter(pl.col("reward margin (last)") >= SEPARATED)
-        if moved.is_empty():
-            parts.append(f"{name} barely separated the pairs at any of its {arm.height} "
-                         f"recipes (every last reward margin below {SEPARATED:g})")
-            continue
-        up = _median(moved, "chosen log-prob moved")
-        down = _median(moved, "rejected log-prob moved")
-        assert up is not None and down is not None
-        how = ("pushed the rejected completions down, and the chosen ones down with them"
-               if up < -0.05 else "pushed the rejected completions down while the chosen "
-               "ones barely moved" if up <= 0.05 else "made the chosen completions likelier "
-               "and the rejected ones less likely")
-        top = moved.row(int(moved["oracle Δ"].arg_max() or 0), named=True)
-        follows = ("validation pass@1 rose" if top["oracle low"] > 0
-                   else "validation pass@1 did not follow")
-        parts.append(f"{name}: at the {moved.height} of its {arm.height} recipes that "
-                     f"separated the pairs (last reward margin at least {SEPARATED:g}) it {how} "
-                     f"(medians: chosen log-prob {up:+.2f}, rejected {down:+.2f}), and "
-                     f"{follows} (best oracle Δ {top['oracle Δ']:+.2f} "
-                     f"[{top['oracle low']:+.2f}, {top['oracle high']:+.2f}] at "
-                     f"{recipe_label(top)}; worst {float(moved['oracle Δ'].min()):+.2f})")
-    return {"recipes": len(rows), "passing": passing,
+    best = max(rows, key=lambda r: r["signal Δ"])
+    by_arm = {}
+    for loss, nll in _arms(table):
+        arm = table.filter((pl.col("DPO loss") == loss) & (pl.col("NLL weight") == nll))
+        top = max(arm.to_dicts(), key=lambda r: r["signal Δ"])
+        by_arm[arm_label(loss, nll)] = {
+            "loss": loss, "NLL weight": nll, "recipes": arm.height,
+            "passing": [recipe_label(r, with_loss=False) for r in arm.to_dicts()
+                        if r["passes"]],
+            "best": {"recipe": recipe_label(top, with_loss=False), "Δ": top["signal Δ"],
+                     "low": top["signal low"], "high": top["signal high"],
+                     "shuffled Δ": top["shuffled Δ"], "contrast Δ": top["contrast Δ"],
+                     "contrast low": top["contrast low"],
+                     "contrast high": top["contrast high"]},
+            "diagnosis": _arm_diagnosis(arm_label(loss, nll), arm)}
+    return {"recipes": len(rows), "passing": passing, "passed": bool(passing),
             "chosen": None if chosen is None else recipe_label(chosen),
             "chosen passes": bool(chosen["passes"]) if chosen is not None else False,
-            "best oracle Δ": {"recipe": recipe_label(best), "Δ": best["oracle Δ"],
-                              "low": best["oracle low"], "high": best["oracle high"]},
-            "passed": bool(passing),
-            "reading": ("DPO learns the planted signal at " + "; ".join(passing)
-                        if passing else "no recipe passes DPO's controls: DPO is "
-                        "unvalidated in the embedded world"),
-            "diagnosis": "; ".join(parts) + "."}
+            "best Δ": {"recipe": recipe_label(best), "Δ": best["signal Δ"],
+                       "low": best["signal low"], "high": best["signal high"]},
+            "by loss": by_arm,
+            "diagnosis": "; ".join(a["diagnosis"] for a in by_arm.values()) + "."}
 
 
-def search_figure(table: pl.DataFrame, runs: Sequence[SearchRun], positive: str,
-                  path: Path) -> Path:
-    """Per NLL weight: the oracle's Δ validation pass@1 over β x η (each cell annotated with
-    the oracle's and the shuffled runs' Δ, a passing recipe outlined, the rule's choice
-    starred), and the oracle runs' reward margin per logged step, coloured by β."""
+def verdict(table: pl.DataFrame) -> dict[str, Any]:
+    """What the search found, per signal (its passing recipes, the rule's choice, the best Δ
+    and, per loss and anchor, a diagnosis read off the margins and log-probabilities), and
+    the cause the signals point to together (``reading``)."""
+    signals = {name: _signal_verdict(table.filter(pl.col("signal") == name))
+               for name in dict.fromkeys(table["signal"].to_list())}
+    return {"signals": signals, **_cause(signals)}
+
+
+def _cause(signals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Which of the issue's three readings holds: some loss learns the planted signal; DPO
+    learns correctness but no loss learns the planted signal; DPO learns neither."""
+    planted, correctness = signals.get("planted"), signals.get("correctness")
+    learned = ([a for a, v in planted["by loss"].items() if v["passing"]]
+               if planted else [])
+    if learned:
+        return {"cause": "a loss learns the planted signal",
+                "reading": "DPO learns the planted signal with " + "; ".join(
+                    f"{arm} at {'; '.join(planted['by loss'][arm]['passing'])}"  # type: ignore[index]
+                    for arm in learned)}
+    if planted is None:
+        return {"cause": "no planted signal", "reading": "this run trains no planted signal"}
+    unvalidated = ("no recipe passes DPO's planted-signal control: DPO is unvalidated on "
+                   "saturated pairs in the embedded world")
+    if correctness is None:
+        return {"cause": "planted signal not learned", "reading": unvalidated}
+    if correctness["passed"]:
+        return {"cause": "DPO learns correctness, not the planted signal",
+                "reading": f"DPO learns correctness here ({', '.join(correctness['passing'])})"
+                           f" but no loss learns the planted signal: {unvalidated}"}
+    return {"cause": "DPO learns neither",
+            "reading": "DPO learns neither correctness nor the planted signal at any recipe "
+                       "or loss here: the trainer, the recipe or the data size is in "
+                       "question, not the saturated pairs alone (the diagnosis says what "
+                       "the margins and log-probabilities did)"}
+
+
+def search_figure(table: pl.DataFrame, runs: Sequence[SearchRun],
+                  signals: Sequence[Signal], path: Path) -> Path:
+    """Per signal: its Δ validation pass@1 over loss (and anchor) x β rows and η columns
+    (each cell annotated with the signal's and the shuffled runs' Δ, a passing recipe
+    outlined, the rule's choice starred), then each arm's chosen (solid) and rejected
+    (dashed) log-ratio over training at its best recipe."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -240,52 +381,61 @@ def search_figure(table: pl.DataFrame, runs: Sequence[SearchRun], positive: str,
 
     from saturated_dag.infra.atomic import atomic_save_figure
 
-    weights = sorted(set(table["NLL weight"].to_list()))
-    betas = sorted(set(table["β"].to_list()))
-    rates = sorted(set(table["η"].to_list()))
-    fig, axes = plt.subplots(2, len(weights), figsize=(6.5 * len(weights), 10), dpi=130,
-                             squeeze=False)
-    span = max(5.0, float(table["oracle Δ"].abs().max()))
-    colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(betas)))
-    rows = table.to_dicts()
-    for col, weight in enumerate(weights):
-        name = "plain DPO" if weight == 0 else f"DPO + NLL (weight {weight:g})"
-        matrix = np.full((len(betas), len(rates)), np.nan)
-        ax = axes[0][col]
-        for r in rows:
-            if r["NLL weight"] != weight:
-                continue
-            i, j = betas.index(r["β"]), rates.index(r["η"])
-            matrix[i, j] = r["oracle Δ"]
+    shown = [s for s in signals if s.name in set(table["signal"].to_list())]
+    rows_per = [len(_arms(table.filter(pl.col("signal") == s.name)))
+                * table.filter(pl.col("signal") == s.name)["β"].n_unique() for s in shown]
+    heights = [h for r in rows_per for h in (max(2.5, 0.32 * r + 1.2), 3.2)]
+    fig, axes = plt.subplots(len(heights), 1, figsize=(8.4, sum(heights)), dpi=130,
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    span = max(5.0, float(table["signal Δ"].abs().max()))
+    for index, signal in enumerate(shown):
+        part = table.filter(pl.col("signal") == signal.name)
+        arms, betas = _arms(part), sorted(set(part["β"].to_list()))
+        rates = sorted(set(part["η"].to_list()))
+        labels = [(a, b) for a in arms for b in betas]
+        matrix = np.full((len(labels), len(rates)), np.nan)
+        ax = axes[2 * index][0]
+        for r in part.to_dicts():
+            i = labels.index(((r["DPO loss"], r["NLL weight"]), r["β"]))
+            j = rates.index(r["η"])
+            matrix[i, j] = r["signal Δ"]
             star = " *" if r["chosen by the rule"] else ""
-            ax.text(j, i, f"{r['oracle Δ']:+.1f}{star}\n({r['shuffled Δ']:+.1f})",
-                    ha="center", va="center", fontsize=11)
+            ax.text(j, i, f"{r['signal Δ']:+.1f}{star} ({r['shuffled Δ']:+.1f})",
+                    ha="center", va="center", fontsize=8,
+                    color="white" if abs(r["signal Δ"]) > span / 2 else "black")
             if r["passes"]:
-                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2.5,
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2,
                                            color="black"))
         image = ax.imshow(matrix, cmap="RdBu", vmin=-span, vmax=span, aspect="auto")
-        ax.set_xticks(range(len(rates)), [f"{v:.0e}" for v in rates], fontsize=11)
-        ax.set_yticks(range(len(betas)), [f"{v:g}" for v in betas], fontsize=11)
-        ax.set_xlabel("learning rate η", fontsize=12)
-        ax.set_ylabel("β", fontsize=12)
-        ax.set_title(f"{name}: oracle Δ validation pass@1\n(shuffled Δ below; outlined: "
-                     "passes; *: the rule's choice)", fontsize=12)
-        fig.colorbar(image, ax=ax, label="Δ pass@1 to the base model (points)")
-        ax = axes[1][col]
-        for run in runs:
-            beta, nll, lr = run.recipe
-            if run.scorer != positive or nll != weight:
-                continue
-            steps = [h["step"] for h in run.log if "rewards/margins" in h]
-            margins = [h["rewards/margins"] for h in run.log if "rewards/margins" in h]
-            ax.plot(steps, margins, color=colours[betas.index(beta)], alpha=0.7,
-                    lw=0.8 + 2 * rates.index(lr) / max(1, len(rates) - 1))
-        ax.set_xlabel("optimizer step", fontsize=12)
-        ax.set_ylabel("reward margin (oracle pairs)", fontsize=12)
-        ax.set_title(f"{name}: reward margin over training (thicker: larger η)", fontsize=12)
-        for beta, colour in zip(betas, colours, strict=True):
-            ax.plot([], [], color=colour, label=f"β={beta:g}")
-        ax.legend(fontsize=10, loc="upper left")
+        ax.set_xticks(range(len(rates)), [f"η {v:.0e}" for v in rates], fontsize=8)
+        ax.set_yticks(range(len(labels)),
+                      [f"{loss}{f' + NLL {nll:g}' if nll else ''}, β {b:g}"
+                       for (loss, nll), b in labels], fontsize=8)
+        ax.set_title(f"{signal.name} signal ({signal.positive} vs {signal.negative}): Δ "
+                     "validation pass@1 (shuffled Δ in brackets;\noutlined: passes; *: the "
+                     "rule's choice)", fontsize=9)
+        fig.colorbar(image, ax=ax, label="Δ to the base model (points)", pad=0.01)
+        ax = axes[2 * index + 1][0]
+        colours = plt.get_cmap("tab10")(np.arange(len(arms)) % 10)
+        for arm, colour in zip(arms, colours, strict=True):
+            rows = part.filter((pl.col("DPO loss") == arm[0]) & (pl.col("NLL weight") == arm[1]))
+            top = rows.row(int(rows["signal Δ"].arg_max() or 0), named=True)
+            recipe = (top["DPO loss"], top["β"], top["NLL weight"], top["η"])
+            for run in runs:
+                if run.recipe != recipe or run.scorer != signal.positive:
+                    continue
+                for side, style in (("chosen", "-"), ("rejected", "--")):
+                    steps, values = log_ratios(run.log, recipe[1], side)
+                    ax.plot(steps, values, style, color=colour, lw=1, alpha=0.8)
+            ax.plot([], [], color=colour, label=f"{arm[0]}{' + NLL' if arm[1] else ''}: "
+                    f"{recipe_label(top, with_loss=False)}")
+        ax.axhline(0, color="grey", lw=0.6)
+        ax.set_xlabel("optimizer step", fontsize=8)
+        ax.set_ylabel("log-ratio to the reference", fontsize=8)
+        ax.tick_params(labelsize=8)
+        ax.set_title(f"{signal.name} signal: chosen (solid) and rejected (dashed) log-ratio "
+                     "over training, each arm at its best recipe", fontsize=9)
+        ax.legend(fontsize=7, loc="best", ncol=2, framealpha=0.8)
     fig.tight_layout()
     atomic_save_figure(fig, path)
     plt.close(fig)

@@ -175,18 +175,28 @@ def _cell_deltas(base: pl.DataFrame, report: pl.DataFrame | None, cells: pl.Data
     return cells.join(frame, on="cell", how="left")
 
 
+def training_size(partitions: pl.DataFrame, split: str) -> int:
+    """The questions of ``split`` a method can train on, from one draw's difficulty
+    partitions: every question of a saturated split; of the hard split, those with a correct
+    completion (p-hat > 0: the ones its correctness pairs, SFT set and σ-RRHF groups come
+    from)."""
+    rows = partitions.filter(pl.col("split") == split)
+    return rows.filter(pl.col("p_hat") > 0).height if split == "hard" else rows.height
+
+
 def check_training_sizes(settings: TestbedSettings, draws: Mapping[int, pl.DataFrame]) -> None:
     """Refuse a run whose data seed has fewer training questions in a guarded split than
     ``testbed.min_training_questions`` asks (``draws``: each data seed's difficulty
-    partitions): its positive controls could not move the model, so every null would be
-    unreadable for a reason the run itself does not show."""
+    partitions; ``training_size``): its positive controls could not move the model, so every
+    null would be unreadable for a reason the run itself does not show."""
     for split, minimum in settings.minimums().items():
         for draw, frame in sorted(draws.items()):
-            count = frame.filter(pl.col("split") == split).height
+            count = training_size(frame, split)
             if count < minimum:
+                what = "questions with a correct completion" if split == "hard" else "questions"
                 raise ValueError(
                     f"testbed: the {split} split of data seed {draw} has {count} training "
-                    f"questions, fewer than testbed.min_training_questions ({minimum}); "
+                    f"{what}, fewer than testbed.min_training_questions ({minimum}); "
                     "raise chain_sum.questions_per_cell (strict_questions_per_cell for "
                     "strict_saturated)")
 
