@@ -24,7 +24,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from assets._adapter_files import adapter_dir
+from assets._adapter_files import adapter_dir, adapter_key
 from assets._draws import FRAMES_BY_DRAW, by_data_seed
 from assets._metadata import frame_output, frame_table, image, output_file, summary_entry
 from assets._priority import POLICY_ENGINE, priority
@@ -101,6 +101,15 @@ def search_cells(plan: TaskPlan, split: str) -> dict[str, dict[str, Cell]]:
     return found
 
 
+def reference_cells(plan: TaskPlan, split: str) -> dict[str, Cell]:
+    """SFT's cells by the signal whose training questions they train on (``planted``: the
+    ``split`` split, ``correctness``: the hard split), where the plan trains SFT: the
+    references that say whether those questions teach any method here."""
+    found = {c.split: c for c in plan.main if c.method == "sft"}
+    return {signal: found[on] for signal, on in (("planted", split), ("correctness", "hard"))
+            if on in found}
+
+
 def _recipe(config: Cell, training: TrainingSettings) -> dpo_search.Recipe:
     effective = config.training(training)
     return (effective.dpo_loss_type, effective.dpo_beta, effective.dpo_nll_weight,
@@ -148,13 +157,16 @@ def dpo_search_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.As
     """The analysis over the search's cells of ``plan`` (chain sum). ``by_draw``: the
     difficulty partitions have one partition per data seed, read together."""
     cells = search_cells(plan, split)
+    references = reference_cells(plan, split)
     per_draw = {"dagster_type": FRAMES_BY_DRAW} if by_draw else {}
     ins = {"base": dg.AssetIn(key=BASE_VALIDATION_KEY),
            "partitions": dg.AssetIn(key=["chain_sum", "difficulty_partitions"], **per_draw),
            **{f"selection_{signal}_{role}": dg.AssetIn(key=selection_key("chain_sum", c))
               for signal, found in cells.items() for role, c in found.items()}}
 
+    # SFT's references are read from their adapters' own files: their assets come first
     @dg.asset(key=SEARCH_KEY, group_name="testbed", io_manager_key="parquet_io", ins=ins,
+              deps=[adapter_key("chain_sum", c) for c in references.values()],
               kinds={"polars", "parquet"},
               metadata=schema_metadata(dpo_search.SCHEMA, report=True),
               description="DPO's recipe search: every recipe (loss x β x NLL anchor x η, each "
@@ -190,9 +202,14 @@ def dpo_search_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.As
             picked = chosen(selections[f"selection_{signal.name}_{signal.positive}"])
             config = next(c for c in plan.trained[found[signal.positive]] if c.name == picked)
             chosen_recipes[signal.name] = _recipe(config, profile.training)
-        table = dpo_search.search_table(runs, per_question_results(base), base, signals,
-                                        chosen_recipes, s.null_band)
-        found = dpo_search.verdict(table)
+        validation = per_question_results(base)
+        table = dpo_search.search_table(runs, validation, base, signals, chosen_recipes,
+                                        s.null_band)
+        found = dpo_search.verdict(table, {
+            signal.name: dpo_search.reference_deltas(
+                signal, _runs(experiment.output_dir, plan, references[signal.name],
+                              profile.training), validation)
+            for signal in signals if signal.name in references})
         found["training questions"] = sizes
         found["planted signal's validation questions"] = len(signals[0].questions or ())
         folder = Path(experiment.output_dir) / "chain_sum"
@@ -222,14 +239,26 @@ def dpo_search_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.As
 
 def verdict_rows(found: dict[str, Any]) -> pl.DataFrame:
     """One row per signal and loss (anchor included): its recipes, how many pass, and its
-    best recipe's Δ with the interval, against the shuffle too."""
-    return pl.DataFrame([
-        {"signal": signal, "loss": arm, "passing": f"{len(v['passing'])} of {v['recipes']}",
-         "best recipe": v["best"]["recipe"], "Δ": v["best"]["Δ"], "low": v["best"]["low"],
-         "high": v["best"]["high"], "shuffled Δ": v["best"]["shuffled Δ"],
-         "vs shuffled": v["best"]["contrast Δ"]}
-        for signal, found_signal in found["signals"].items()
-        for arm, v in found_signal["by loss"].items()])
+    best recipe's Δ with the interval, against the shuffle too; then SFT's reference on the
+    signal's training questions, where the run trains it."""
+    rows = []
+    for signal, v_signal in found["signals"].items():
+        rows += [{"signal": signal, "loss": arm,
+                  "passing": f"{len(v['passing'])} of {v['recipes']}",
+                  "best recipe": v["best"]["recipe"], "Δ": v["best"]["Δ"],
+                  "low": v["best"]["low"], "high": v["best"]["high"],
+                  "shuffled Δ": v["best"]["shuffled Δ"], "vs shuffled": v["best"]["contrast Δ"]}
+                 for arm, v in v_signal["by loss"].items()]
+        reference = v_signal.get("SFT reference")
+        if reference is not None:
+            best = reference["best"]
+            rows.append({"signal": signal, "loss": "SFT (reference: no pairs)",
+                         "passing": f"{sum(r['reaches the bar'] for r in reference['by η'])} "
+                                    f"of {len(reference['by η'])} reach the bar",
+                         "best recipe": f"η={best['η']:.0e}", "Δ": best["Δ"],
+                         "low": best["low"], "high": best["high"], "shuffled Δ": None,
+                         "vs shuffled": None})
+    return pl.DataFrame(rows)
 
 
 def summary_text(found: dict[str, Any]) -> str:
@@ -242,6 +271,11 @@ def summary_text(found: dict[str, Any]) -> str:
                      f"({'passes' if v['chosen passes'] else 'fails'}); the best Δ is "
                      f"{best['Δ']:+.2f} [{best['low']:+.2f}, {best['high']:+.2f}] at "
                      f"{best['recipe']}.")
+        reference = v.get("SFT reference")
+        if reference is not None:
+            top = reference["best"]
+            parts.append(f"SFT on the same training questions: {top['Δ']:+.2f} "
+                         f"[{top['low']:+.2f}, {top['high']:+.2f}] at η={top['η']:.0e}.")
     sizes = ", ".join(f"{k} {n}" for k, n in found["training questions"].items())
     parts.append(f"Training questions: {sizes}.")
     return " ".join(parts) + "\n\n" + "\n\n".join(

@@ -146,6 +146,21 @@ def test_the_verdict_names_the_cause_from_both_signals_per_loss() -> None:
     table = dpo_search.search_table([*flat_planted, *flat], base, None,
                                     [PLANTED, CORRECTNESS], {}, 3.0)
     assert dpo_search.verdict(table)["cause"] == "DPO learns neither"
+    # SFT on the same hard questions is the reference: does the data teach any method?
+    sft_flat = [r for r in _runs(("sigmoid", 0.1, 0.0, 1e-4), 0.0, 0.0, rng, 0.0,
+                                 cells=("sft", "unused")) if r.scorer == "sft"]
+    sft_up = [r for r in _runs(("sigmoid", 0.1, 0.0, 3e-4), 0.125, 0.0, rng, 0.0,
+                               cells=("sft", "unused")) if r.scorer == "sft"]
+    rows = dpo_search.reference_deltas(CORRECTNESS, [*sft_flat, *sft_up], base)
+    assert [r["η"] for r in rows] == [1e-4, 3e-4]
+    assert [r["reaches the bar"] for r in rows] == [False, True]
+    found = dpo_search.verdict(table, {"correctness": rows})
+    assert found["cause"] == "DPO fails where SFT learns"
+    assert found["signals"]["correctness"]["SFT reference"]["best"]["η"] == 3e-4
+    found = dpo_search.verdict(table, {"correctness": dpo_search.reference_deltas(
+        CORRECTNESS, sft_flat, base)})
+    assert found["cause"] == "the correctness data teaches no method"
+    assert "cannot show whether DPO itself works" in found["reading"]
     apo_learns = [*_runs(paper, 0.0, 0.0, rng, 1.0), *_runs(apo, 0.2, 0.0, rng, 1.0)]
     table = dpo_search.search_table([*apo_learns, *learned], base, None,
                                     [PLANTED, CORRECTNESS], {}, 3.0)
@@ -190,17 +205,19 @@ TINY = {
     "partitions": {"hard_max_pass": 0.75},  # hard questions with a correct completion at toy size
     "sampling": {"max_new_tokens": 96},
     "training": {"epochs": 1, "validation_questions_per_cell": 2,
-                 "selection": {"learning_rates": [3e-4], "dpo_betas": [1.0],
+                 "selection": {"learning_rates": [3e-4], "dpo_betas": [0.1, 1.0],
                                "dpo_loss_types": ["sigmoid", "apo_zero"]}},
     "testbed": {"min_training_questions": {"saturated": 1, "strict_saturated": 1, "hard": 1},
                 "positive_min_effect": 1.0}}
-"""The diagnosis at toy size: both signals, 2 losses x 1 β x 1 η, one epoch."""
+"""The diagnosis at toy size: both signals, 2 losses x 2 β x 1 η (correctness: 2 β), one
+epoch."""
 
 
 def test_the_diagnosis_profile_is_the_study_with_dpo_on_both_signals_at_every_loss() -> None:
-    """The defaults: the study's world (pool, data seeds, eval set) with DPO alone, the planted
-    signal's two cells over loss x β x η and correctness's two over β x η at the paper's loss;
-    no self-judge pairs; training sets guarded at 250 questions per draw for both signals."""
+    """The defaults: the study's world (pool, data seeds, eval set) with DPO and its SFT
+    references alone, the planted signal's two cells over loss x β x η and correctness's two
+    over β x η at the paper's loss; no self-judge pairs; training sets guarded at 250
+    questions per draw for both signals."""
     study, diagnosis = load_profile("study"), load_profile("dpo_diagnosis")
     assert diagnosis.chain_sum == study.chain_sum and diagnosis.data_seeds == 2
     assert diagnosis.sampling == study.sampling and diagnosis.policy == study.policy
@@ -211,19 +228,21 @@ def test_the_diagnosis_profile_is_the_study_with_dpo_on_both_signals_at_every_lo
     plan = experiment_plan(diagnosis)["chain_sum"]
     assert [(c.split, c.name) for c in plan.cells] == [
         ("saturated", "dpo_oracle"), ("saturated", "dpo_oracle_shuffled"),
-        ("hard", "dpo_correctness_random_loss-sigmoid"),
-        ("hard", "dpo_correctness_shuffled_loss-sigmoid")]
+        ("saturated", "sft"), ("hard", "dpo_correctness_random_loss-sigmoid"),
+        ("hard", "dpo_correctness_shuffled_loss-sigmoid"), ("hard", "sft")]
     losses = diagnosis.training.selection.dpo_loss_types
     assert losses is not None and losses[0] == "sigmoid" and len(losses) == 6
     for cell in plan.cells[:2]:
         assert len(plan.trained[cell]) == len(losses) * 2 * 2  # loss x β x η
-    for cell in plan.cells[2:]:
+    for cell in plan.cells[3:5]:
         assert len(plan.trained[cell]) == 2 * 2  # β x η, the paper's loss
         assert {a.training(diagnosis.training).dpo_loss_type
                 for a in plan.trained[cell]} == {"sigmoid"}
-    assert len(plan.adapters) == (2 * len(losses) * 4 + 2 * 4) * 2  # x data seeds
+    for cell in (plan.cells[2], plan.cells[5]):  # SFT, the reference: η alone
+        assert len(plan.trained[cell]) == 2
+    assert len(plan.adapters) == (2 * len(losses) * 4 + 2 * 4 + 2 * 2) * 2  # x data seeds
     assert "loss-apo_zero_beta5_lr0.0001_data1_seed0" in plan.partitions[plan.cells[0]]
-    assert "beta5_lr0.0001_data1_seed0" in plan.partitions[plan.cells[2]]
+    assert "beta5_lr0.0001_data1_seed0" in plan.partitions[plan.cells[3]]
 
 
 def test_a_tiny_diagnosis_runs_as_cells_of_the_graph(tmp_path: Path) -> None:
@@ -242,7 +261,7 @@ def test_a_tiny_diagnosis_runs_as_cells_of_the_graph(tmp_path: Path) -> None:
     out = tmp_path / "out" / "chain_sum"
     table = pl.read_parquet(tmp_path / "out" / "assets" / "chain_sum" /
                             "dpo_recipe_search.parquet")
-    assert table.height == 3 and table["chosen by the rule"].sum() == 2  # one per signal
+    assert table.height == 4 + 2 and table["chosen by the rule"].sum() == 2  # one per signal
     assert set(table["signal"]) == {"planted", "correctness"}
     assert set(table["DPO loss"]) == {"sigmoid", "apo_zero"}
     assert table["reward margin (last)"].null_count() == 0
@@ -252,6 +271,8 @@ def test_a_tiny_diagnosis_runs_as_cells_of_the_graph(tmp_path: Path) -> None:
     assert set(verdicts["signals"]["planted"]["by loss"]) == {
         "plain DPO (the paper's)", "DPO with the apo_zero loss"}
     assert set(verdicts["signals"]["correctness"]["by loss"]) == {"plain DPO (the paper's)"}
+    for signal in ("planted", "correctness"):  # SFT on the same training questions
+        assert len(verdicts["signals"][signal]["SFT reference"]["by η"]) == 1
     assert set(verdicts["training questions"]) == {
         f"{s} (data seed {d})" for s in ("saturated", "strict_saturated", "hard")
         for d in (0, 1)}

@@ -28,8 +28,11 @@ Per recipe and signal this module reads, from the adapters' own files:
 - the style shift: the total-variation distance (points) between the base model's and the
   signal's runs' solution styles on the validation questions.
 
-The recipe the profile's rule chose on the signal's cell is marked. ``verdict`` says, per
-signal and loss, what passed, and which cause the numbers point to. Pure functions over frames.
+The recipe the profile's rule chose on the signal's cell is marked. Where the run also trains
+SFT on a signal's split (its correct completions, no pairs), SFT's Δ at each η is the
+signal's reference (``reference_deltas``): whether the same training questions teach any
+method here. ``verdict`` says, per signal and loss, what passed, and which cause the numbers
+point to. Pure functions over frames.
 """
 
 from __future__ import annotations
@@ -166,6 +169,22 @@ SCHEMA = "dpo_recipe_search"
 """The search table's declared schema (``saturated_dag/schemas.py``): one row per signal and
 recipe, in configuration order. Δ in points of validation pass@1; the log columns are the
 signal's runs' means over data seeds."""
+
+
+def reference_deltas(signal: Signal, runs: Sequence[SearchRun], base: pl.DataFrame
+                     ) -> list[dict[str, Any]]:
+    """SFT on the signal's split (``runs``: its adapters, each recipe's η its own), against the
+    base model on the signal's questions: per η its Δ validation pass@1 with the paired 95%
+    interval, and whether it reaches the signal's bar (``min_effect``, interval above 0)."""
+    questions = _questions(signal, base)
+    base_m = _rates(base, questions, "the base model")[None, :]
+    out = []
+    for lr in sorted({r.recipe[3] for r in runs}):
+        delta = paired_delta(_matrix([r for r in runs if r.recipe[3] == lr], questions),
+                             base_m).scaled(100)
+        out.append({"η": lr, "Δ": delta.estimate, "low": delta.low, "high": delta.high,
+                    "reaches the bar": contrast_passes(delta, signal.min_effect)})
+    return out
 
 
 def _questions(signal: Signal, base: pl.DataFrame) -> list[str]:
@@ -331,12 +350,20 @@ def _signal_verdict(table: pl.DataFrame) -> dict[str, Any]:
             "diagnosis": "; ".join(a["diagnosis"] for a in by_arm.values()) + "."}
 
 
-def verdict(table: pl.DataFrame) -> dict[str, Any]:
+def verdict(table: pl.DataFrame,
+            references: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+            ) -> dict[str, Any]:
     """What the search found, per signal (its passing recipes, the rule's choice, the best Δ
-    and, per loss and anchor, a diagnosis read off the margins and log-probabilities), and
-    the cause the signals point to together (``reading``)."""
+    and, per loss and anchor, a diagnosis read off the margins and log-probabilities; SFT's
+    Δ on the same training questions where the run trains it, ``references``), and the cause
+    the signals point to together (``reading``)."""
     signals = {name: _signal_verdict(table.filter(pl.col("signal") == name))
                for name in dict.fromkeys(table["signal"].to_list())}
+    for name, rows in (references or {}).items():
+        if name in signals and rows:
+            signals[name]["SFT reference"] = {
+                "by η": list(rows), "best": max(rows, key=lambda r: r["Δ"]),
+                "reaches the bar": any(r["reaches the bar"] for r in rows)}
     return {"signals": signals, **_cause(signals)}
 
 
@@ -361,11 +388,28 @@ def _cause(signals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         return {"cause": "DPO learns correctness, not the planted signal",
                 "reading": f"DPO learns correctness here ({', '.join(correctness['passing'])})"
                            f" but no loss learns the planted signal: {unvalidated}"}
-    return {"cause": "DPO learns neither",
-            "reading": "DPO learns neither correctness nor the planted signal at any recipe "
-                       "or loss here: the trainer, the recipe or the data size is in "
-                       "question, not the saturated pairs alone (the diagnosis says what "
-                       "the margins and log-probabilities did)"}
+    neither = ("DPO learns neither correctness nor the planted signal at any recipe or loss "
+               "here")
+    reference = correctness.get("SFT reference")
+    if reference is None:
+        return {"cause": "DPO learns neither",
+                "reading": f"{neither}: the trainer, the recipe or the data size is in "
+                           "question, not the saturated pairs alone (the diagnosis says what "
+                           "the margins and log-probabilities did)"}
+    best = reference["best"]
+    sft = (f"SFT on the same hard questions' correct completions gains {best['Δ']:+.2f} "
+           f"[{best['low']:+.2f}, {best['high']:+.2f}] at its best η ({best['η']:.0e})")
+    if reference["reaches the bar"]:
+        return {"cause": "DPO fails where SFT learns",
+                "reading": f"{neither}, while {sft}: the same data teaches SFT, so DPO's "
+                           "losses at these recipes are what fails here (the diagnosis says "
+                           "what the margins and log-probabilities did)"}
+    return {"cause": "the correctness data teaches no method",
+            "reading": f"{neither}; {sft}, below the correctness bar too: at this size the "
+                       "hard split's correct-vs-incorrect signal teaches no method here, so "
+                       "the correctness control cannot show whether DPO itself works. DPO "
+                       "stays unvalidated, and its null on saturated pairs cannot be read as "
+                       "\"the signal is wrong for DPO\""}
 
 
 def search_figure(table: pl.DataFrame, runs: Sequence[SearchRun],
