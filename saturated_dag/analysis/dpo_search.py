@@ -314,7 +314,8 @@ def _arm_diagnosis(name: str, arm: pl.DataFrame) -> str:
             f"pairs (last reward margin at least {SEPARATED:g}) it {how} (medians: chosen "
             f"log-prob {up:+.2f}, rejected {down:+.2f}), and {follows} (best Δ "
             f"{top['signal Δ']:+.2f} [{top['signal low']:+.2f}, {top['signal high']:+.2f}] at "
-            f"{recipe_label(top)}; worst {float(moved['signal Δ'].min()):+.2f})")
+            f"{recipe_label(top, with_loss=False)}; worst "
+            f"{float(moved['signal Δ'].min()):+.2f})")
 
 
 def _arms(table: pl.DataFrame) -> list[tuple[str, float]]:
