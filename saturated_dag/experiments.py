@@ -243,8 +243,8 @@ def hard_pair_picks(training: TrainingSettings) -> tuple[str, ...]:
 
 def correctness_pins(training: TrainingSettings) -> tuple[tuple[str, Any], ...]:
     """What the hard split's correctness-pair cells hold while the selection varies it: the
-    profile's own DPO loss (the paper's sigmoid) when ``selection.dpo_loss_types`` lists
-    several. The loss family is compared on the signal beyond correctness (the ranked cells);
+    profile's own DPO loss (the paper's sigmoid) whenever ``selection.dpo_loss_types`` is
+    set. The loss family is compared on the signal beyond correctness (the ranked cells);
     correctness is DPO's known signal, the check that DPO itself learns here, read at its own
     loss (the ``dpo_diagnosis`` profile). The pin names the cell
     (``dpo_correctness_random_loss-sigmoid``)."""
