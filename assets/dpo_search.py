@@ -32,7 +32,7 @@ from assets.selection import selection_key
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.analysis import dpo_search
-from saturated_dag.analysis.testbed import check_training_sizes, training_size
+from saturated_dag.analysis.testbed import check_training_sizes, styled_cells, training_size
 from saturated_dag.config import Profile, TrainingSettings
 from saturated_dag.data.questions import validation_questions
 from saturated_dag.evaluation.reports import evaluate_samples, per_question_results, summarise
@@ -146,10 +146,10 @@ def styled_questions(profile: Profile, base: pl.DataFrame, min_spread: float) ->
     cells = {q.question_id: q.cell for q in validation_questions(profile, "chain_sum")}
     spread = style_spread(base.with_columns(cell=pl.col("question_id").replace_strict(cells)),
                           min_spread)
-    usable = set(spread.filter(pl.col("shows_style_effect"))["cell"].to_list())
-    if not usable:
-        raise dg.Failure("DPO search: no validation cell has styles that differ by "
-                         f"{min_spread:g} points; the planted signal could show nothing")
+    try:
+        usable = set(styled_cells(spread, "validation"))
+    except ValueError as err:
+        raise dg.Failure(str(err)) from None
     return tuple(sorted(q for q, c in cells.items() if c in usable))
 
 

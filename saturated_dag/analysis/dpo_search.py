@@ -45,6 +45,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from saturated_dag.analysis.testbed import effect_passes
 from saturated_dag.evaluation.statistics import Interval, paired_delta
 from saturated_dag.schemas import schema
 
@@ -161,8 +162,8 @@ def passes(oracle: Interval, shuffled: Interval, min_effect: float, null_band: f
 
 def contrast_passes(contrast: Interval, min_effect: float) -> bool:
     """A signal against its shuffle (the hard split's known-signal rule): ≥ ``min_effect``
-    points with the interval above 0."""
-    return contrast.estimate >= min_effect and contrast.low > 0
+    points with the interval above 0, the testbed's rule for every positive control."""
+    return effect_passes(contrast, min_effect)
 
 
 SCHEMA = "dpo_recipe_search"

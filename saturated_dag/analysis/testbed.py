@@ -129,10 +129,7 @@ def analyse(s: TestbedSettings, base: pl.DataFrame,
     the hard split's DPO cells on random and on shuffled pairs (``HARD_ROLES``), whose
     contrast is DPO's known-signal control there; None when the run trains neither."""
     cells = known.style_spread(base, s.positive_min_effect)
-    usable = cells.filter(pl.col("shows_style_effect"))["cell"].to_list()
-    if not usable:
-        raise ValueError("testbed: no eval cell has styles that differ by "
-                         f"{s.positive_min_effect} points; nothing could show an effect")
+    usable = styled_cells(cells, "eval")
     questions = sorted(base.filter(pl.col("cell").is_in(usable))["question_id"].unique())
     base_m = _matrix(base, questions)
     rows, intervals = [], {}
@@ -175,6 +172,23 @@ def _cell_deltas(base: pl.DataFrame, report: pl.DataFrame | None, cells: pl.Data
     return cells.join(frame, on="cell", how="left")
 
 
+def styled_cells(spread: pl.DataFrame, what: str) -> list[str]:
+    """The cells of a ``scorers.oracle.style_spread`` table whose styles differ enough to show
+    a style effect, where a planted signal is read; none is refused (``what``: the question
+    set, eval or validation)."""
+    usable = spread.filter(pl.col("shows_style_effect"))["cell"].to_list()
+    if not usable:
+        raise ValueError(f"testbed: no {what} cell has styles that differ enough in accuracy "
+                         "(testbed.positive_min_effect); nothing could show an effect")
+    return usable
+
+
+def effect_passes(delta: Interval, minimum: float) -> bool:
+    """An effect's rule, shared by every positive control: Δ ≥ ``minimum`` points with the
+    95% interval above 0."""
+    return delta.estimate >= minimum and delta.low > 0
+
+
 def training_size(partitions: pl.DataFrame, split: str) -> int:
     """The questions of ``split`` a method can train on, from one draw's difficulty
     partitions: every question of a saturated split; of the hard split, those with a correct
@@ -206,7 +220,7 @@ POSITIVE, NEGATIVE = "positive control", "negative control"
 
 def _effect_verdict(delta: Interval, minimum: float, what: str) -> dict[str, Any]:
     return {"Δ": delta.estimate, "low": delta.low, "high": delta.high,
-            "passed": delta.estimate >= minimum and delta.low > 0,
+            "passed": effect_passes(delta, minimum),
             "rule": f"{what}: Δ ≥ {minimum:g} points and the 95% interval above 0"}
 
 
