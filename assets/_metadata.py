@@ -96,9 +96,9 @@ def output_file(path: str | Path, output_dir: str | Path) -> dg.MetadataValue:
     """A file the run wrote, as its path relative to the output folder (the ``output folder``
     entry of every stored frame; its ``parquet folder`` is relative to it too).
 
-    Why relative: the UI's metadata panel leaves a value about 460 px at 1440 px, and a
-    browser breaks no line inside a path, so an absolute one makes the whole panel scroll
-    sideways (issue 47). A file outside the folder keeps its absolute path."""
+    Why relative: the UI's metadata panel leaves a value little width, and a browser breaks
+    no line inside a path, so an absolute one makes the whole panel scroll sideways. A file
+    outside the folder keeps its absolute path."""
     folder = Path(output_dir).expanduser().resolve()
     file = Path(path).expanduser().resolve()
     shown = file.relative_to(folder) if file.is_relative_to(folder) else file

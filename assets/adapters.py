@@ -1,29 +1,20 @@
 """``<task>/<split>/adapter/<cell>``: the LoRA adapters of one cell of the experiment matrix, one
-Dagster partition per configuration x training seed of the cell (its ``adapter_partition_key``:
+Dagster partition per configuration x training seed (``adapter_partition_key``:
 ``lr0.0003_seed0``). A run over several partitions trains them in one step, one after another
 (``BackfillPolicy.single_run``); the step's one materialisation, recorded for each of its
-partitions, holds a table with a row per adapter (and, for a step of one adapter, that adapter's
-whole metadata). Each adapter has its home, ``<output_dir>/adapters/<task>/<split>/<adapter name>``,
-and in it one folder per cache key, written once by its training; the step records the current one
-in ``<home>/current`` (``saturated_dag.training.folders``). A sweep row that shares a main cell's
-configuration finds its adapter as a cache hit.
+partitions, holds a table with a row per adapter, and each partition's own metadata. Each adapter
+has its home, ``<output_dir>/adapters/<task>/<split>/<adapter name>``, with one folder per cache
+key (``saturated_dag.training.folders``); a sweep row sharing a main cell's configuration finds
+its adapter as a cache hit.
 
-Training runs 1-4 epochs and keeps the epoch with the best validation pass@1 (App. B), in its
-own process by default (``training.isolate``), started through Dagster Pipes: its log lines,
-metadata and data version (the hash of the adapter's weights) come back into the run. The
-metadata states every setting it was trained with (also the run's tag, one line per adapter),
-the per-epoch validation curve and the training log (loss; DPO's reward margins) as tables.
-
-The folder travels: ``adapter_config.json`` names the base model by its hub id or a path
-relative to the project (``training.train.make_portable``), and its ``README.md`` is a model
-card (``saturated_dag.reporting.model_card``) that says what the adapter is: task, split, training
-data,
-method, scorer, every hyperparameter, seed, base model, the epoch kept and its validation
-pass@1. It is rewritten on every materialisation (a cache hit too, and only when it changed),
-keeping the eval part the eval report asset fills in while it is about the same weights.
+Training keeps the epoch with the best validation pass@1 (App. B), in its own process by default
+(``training.isolate``, through Dagster Pipes): its log lines, metadata and data version (the
+hash of the adapter's weights) come back into the run. The metadata states every setting, the
+validation curve and the training log. The folder's ``README.md`` is a model card
+(``saturated_dag.reporting.model_card``), rewritten when it changes, keeping its eval part
+while it is about the same weights.
 """
 
-import hashlib
 import json
 import shutil
 from collections.abc import Iterable
@@ -35,7 +26,6 @@ import dagster as dg
 import polars as pl
 
 from assets._adapter_files import (
-    ADAPTER_WEIGHTS,
     adapter_curves_png,
     adapter_dir,
     adapter_home,
@@ -50,35 +40,31 @@ from assets._stages import policy_identity
 from assets.versioning import code_version_of
 from resources import ExperimentResource, InferenceResource
 from resources.training import train_with_pipes
-from saturated_dag.config import PolicySettings, Profile, TrainingSettings
+from saturated_dag.config import TrainingSettings
 from saturated_dag.data.questions import validation_questions
 from saturated_dag.evaluation.reports import recorded_base_model
-from saturated_dag.experiments import Adapter, Cell, scientific
+from saturated_dag.experiments import Adapter, Cell, chosen_recipe, scientific
 from saturated_dag.infra.atomic import atomic_write_parquet
-from saturated_dag.infra.shards import (
-    file_fingerprint,
-    frame_digest,
-    questions_digest,
-    readable_digest,
-    stage_key,
-)
-from saturated_dag.reporting.model_card import CARD_FILE, AdapterFacts, write_training_card
+from saturated_dag.infra.shards import readable_digest
+from saturated_dag.reporting.model_card import CARD_FILE, adapter_facts, write_training_card
 from saturated_dag.reporting.plots import adapter_curves
 from saturated_dag.reporting.tracking import trainer_environment
 from saturated_dag.training.config import (
     LOG_NAMES,
-    resolve_dtype,
     settings_line,
     settings_record,
     settings_summary,
 )
 from saturated_dag.training.folders import (
     RESULT_FILE,
+    cached_result,
     key_folder,
     record_current,
     retire_old_layout,
+    weights_version,
 )
 from saturated_dag.training.request import TrainingRequest
+from saturated_dag.training.resolve import adapter_cache_key, adapter_request
 
 
 def _curve_table(epochs: list[dict], kept: int) -> dg.TableMetadataValue:
@@ -117,108 +103,21 @@ def training_log_table(history: list[dict]) -> dg.TableMetadataValue | None:
 
 
 def _train(context: dg.AssetExecutionContext, inference: InferenceResource,
-           requests: list[TrainingRequest], work: Path, isolate: bool) -> dict[str, object]:
+           requests: list[TrainingRequest], work: Path, isolate: bool
+           ) -> tuple[dict[str, object], str]:
     """Train ``requests`` (the step's adapters that are not cache hits) with one load of the
     base model: through Dagster Pipes in one child process (default), or in this one. Each
     training publishes its adapter with its ``result.json``. The parent's engines are
-    released first (one owner of the device). Returns what the child reported (Pipes)."""
+    released first (one owner of the device). Returns what the child reported (Pipes) and
+    the data version of the weights it trained (``folders.weights_version``)."""
     inference.release()
     if isolate:
-        return train_with_pipes(context, requests, work, inference).metadata
+        child = train_with_pipes(context, requests, work, inference)
+        return child.metadata, child.data_version
     from saturated_dag.training.runner import policy_for, run_trainings
 
-    run_trainings(requests, policy_for(requests), log=context.log.info)
-    return {}
-
-
-def training_key(profile: Profile, task: str, exp: Adapter, code_version: str,
-                 policy: dict, data: pl.DataFrame) -> str:
-    """What the adapter is a function of: data, training and sampling settings, base model,
-    validation set (epoch selection) and code. Where it runs (``isolate``) is not part of it."""
-    training = exp.training(profile.training).model_dump(
-        mode="json", exclude={"isolate", "sweeps", "validation_batch_size"})
-    training["dtype"] = resolve_dtype(training["dtype"])  # auto: what it means on this machine
-    config = {"method": exp.method, "training": training, "policy": policy,
-              "sampling": profile.sampling.model_dump(mode="json"),
-              "answer_check": profile.answer_check,  # epoch selection's validation pass@1
-              "validation": questions_digest(validation_questions(profile, task))}
-    return stage_key("adapter", code_version, config, {"data": frame_digest(data)})
-
-
-def training_overrides(exp: Adapter, base: TrainingSettings) -> dict[str, Any]:
-    """What the training process applies to the profile's training section so that it trains
-    exactly ``exp.training(base)``: the cell's overrides and the per-device batch they imply
-    (a selection batch below the per-device batch lowers it, which the overrides alone do not say:
-    batch 2 on a per-device batch of 8 was refused as not a multiple)."""
-    return {**dict(exp.overrides), **dict(exp.recipe),
-            "per_device_batch_size": exp.training(base).per_device_batch_size}
-
-
-def training_request(profile: Profile, task: str, exp: Adapter, policy: PolicySettings,
-                     data_path: Path, out: Path, key: str, output_dir: str) -> TrainingRequest:
-    """What the training process needs, validated: the profile, the cell, the data's file, and
-    how it samples its validation set (the policy's prompts, ``validation_batch_size`` rows
-    a batch: the policy's own batch size is the vLLM engine's, far too large beside a
-    trainer on one GPU). With ``tracking.mlflow`` on, ``tracking_env`` points the trainer's
-    MLflow callback at the output folder's store, tagged with the adapter (not part of the
-    adapter's cache key: tracking does not change the weights)."""
-    tags = {"saturated_dag.profile": profile.name, "saturated_dag.task": task,
-            "saturated_dag.adapter": exp.name}
-    return TrainingRequest(
-        profile=profile, task=task, method=exp.method,
-        training_overrides=training_overrides(exp, profile.training), base_model=policy.model,
-        batch_size=profile.training.validation_batch_size, chat_template=policy.chat_template,
-        enable_thinking=policy.enable_thinking, data=str(data_path), out_dir=str(out),
-        record={"cache_key": key},
-        tracking_env=trainer_environment(profile.tracking, output_dir, tags))
-
-
-def _cached_result(out: Path, key: str) -> tuple[dict | None, str]:
-    """The stored result of an adapter trained under ``key`` if it is whole and current, and
-    why not otherwise. Whole means its weights are there and hash to what the training
-    recorded: a folder that lost or changed its weights is trained again, never reused."""
-    record, result = out / "training_config.json", out / RESULT_FILE
-    if not (record.is_file() and result.is_file() and (out / "adapter_config.json").is_file()):
-        return None, "no trained adapter"
-    if json.loads(record.read_text()).get("cache_key") != key:
-        return None, "trained under other settings"
-    stored = json.loads(result.read_text())
-    if stored.get("cache_key") != key:
-        return None, "trained under other settings"
-    weights = out / ADAPTER_WEIGHTS
-    if not weights.is_file():
-        return None, f"{weights} is missing"
-    recorded = stored.get("weights_version")
-    if recorded is None or file_fingerprint(weights) != recorded:
-        return None, (f"{weights} does not hash to what its training recorded"
-                      if recorded else "no recorded hash of its weights")
-    return stored, "hit"
-
-
-def adapter_facts(profile: Profile, task: str, exp: Adapter, out: Path, record: dict,
-                  result: dict, rows: int, spec: str) -> AdapterFacts:
-    """The model card's training part from what the training recorded (``record``:
-    ``training_config.json``; ``result``: ``result.json``) and the cell: ``rows`` training
-    rows, ``spec`` the base model as the profile names it."""
-    settings = record["settings"]
-    best = result["best_epoch"]
-    curve = [{"epoch": e["epoch"], "validation pass@1 (%)":
-              None if e.get("val_pass@1") is None else 100 * e["val_pass@1"]}
-             for e in result["epochs"]]
-    kept = next((e["validation pass@1 (%)"] for e in curve if e["epoch"] == best), None)
-    return AdapterFacts(
-        name=exp.name, asset_key=located(profile, [task, exp.split, "adapter", exp.name]
-                                         ).to_user_string(), task=task,
-        split=exp.split, method=exp.method, scorer=exp.scorer,
-        training_data="/".join([task, *exp.dataset]), training_rows=rows,
-        base_model=recorded_base_model(out), base_model_spec=spec,
-        hyperparameters={**settings_summary(exp.method, settings),
-                         "precision": record.get("precision", "")},
-        seed=settings["seed"], max_epochs=settings["epochs"], best_epoch=best,
-        validation_pass_at_1=kept,
-        validation_questions=len(validation_questions(profile, task)),
-        validation_curve=curve, weights_version=result["weights_version"],
-        versions=record.get("versions", {}))
+    records = run_trainings(requests, policy_for(requests), log=context.log.info)
+    return {}, weights_version([r["weights_version"] for r in records])
 
 
 def _description(cell: Cell, partitions: dict[str, Adapter]) -> str:
@@ -261,15 +160,15 @@ def _look_up(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     for old in retire_old_layout(home):
         context.log.info(f"removed {old}, an earlier layout's adapter folder (trained by "
                          "older code, never reused)")
-    key = training_key(profile, task, exp, code_version_of(context),
-                       policy_identity(inference.policy_settings()), data)
+    key = adapter_cache_key(profile, task, exp, code_version_of(context),
+                            policy_identity(inference.policy_settings()), data)
     out = key_folder(home, key)
     planned = settings_record(exp.method, exp.training(profile.training))
     # the run's tags say what each of its adapters is trained with (the UI's run list)
     context.instance.add_run_tags(context.run_id, {
         f"saturated_dag/{task}/{exp.split}/adapter/{exp.name}":
             settings_line(exp.method, planned)})
-    result, why = _cached_result(out, key) if profile.stages.cache else (None, "no cache")
+    result, why = cached_result(out, key) if profile.stages.cache else (None, "no cache")
     if result is not None:
         context.log.info(f"cache hit: adapter {exp.name} {key[:12]} reused from {out}")
     elif why not in ("no trained adapter", "no cache"):
@@ -280,13 +179,14 @@ def _look_up(context: dg.AssetExecutionContext, experiment: ExperimentResource,
 def _train_missing(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                    inference: InferenceResource, task: str, cell: Cell,
                    adapters: list[_Adapter], frames: dict[int, pl.DataFrame]
-                   ) -> dict[str, object]:
+                   ) -> tuple[dict[str, object], str | None]:
     """Train every adapter of the step that is not a cache hit, in one process with one
-    base-model load; each then has its record. What the training child reported.
+    base-model load; each then has its record. What the training child reported, and the
+    data version of the weights it trained (None when it trained none).
     ``frames``: the training data of each data seed the step's adapters train on."""
     missing = [a for a in adapters if a.result is None]
     if not missing:
-        return {}
+        return {}, None
     profile = experiment.settings
     settings = inference.policy_settings()
     work = adapter_work_dir(experiment.output_dir, task, cell)
@@ -298,8 +198,12 @@ def _train_missing(context: dg.AssetExecutionContext, experiment: ExperimentReso
     for a in missing:
         context.log.info(f"adapter {a.exp.name} trains with: "
                          f"{settings_line(a.exp.method, a.planned)}")
-    requests = [training_request(profile, task, a.exp, settings, paths[a.exp.data_seed], a.out,
-                                 a.key, experiment.output_dir) for a in missing]
+    tags = {"saturated_dag.profile": profile.name, "saturated_dag.task": task}
+    requests = [adapter_request(profile, task, a.exp, settings, paths[a.exp.data_seed], a.out,
+                                a.key, trainer_environment(
+                                    profile.tracking, experiment.output_dir,
+                                    {**tags, "saturated_dag.adapter": a.exp.name}))
+                for a in missing]
     reported = _train(context, inference, requests, work, profile.training.isolate)
     for a in missing:  # written by the training, beside the weights it hashes
         a.result = json.loads((a.out / RESULT_FILE).read_text())
@@ -347,11 +251,17 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
         "isolated_process": profile.training.isolate,
         "cache": "hit" if a.hit else "miss", "cache_key": readable_digest(a.key)})
     # the weights' hash, as the training recorded it (a cache hit has just checked it
-    # against the file: ``_cached_result``), not read and hashed once more
+    # against the file: ``folders.cached_result``), not read and hashed once more
     version = result["weights_version"]
-    card = adapter_facts(profile, task, exp, out, record,
-                         {**result, "weights_version": version}, data.height,
-                         inference.policy_settings().model)
+    identity = {"name": exp.name, "asset_key": located(
+                    profile, [task, exp.split, "adapter", exp.name]).to_user_string(),
+                "task": task, "split": exp.split, "method": exp.method, "scorer": exp.scorer,
+                "training_data": "/".join([task, *exp.dataset]), "training_rows": data.height,
+                "base_model": recorded_base_model(out),
+                "base_model_spec": inference.policy_settings().model}
+    card = adapter_facts(identity, record, result,
+                         settings_summary(exp.method, record["settings"]),
+                         len(validation_questions(profile, task)))
     if write_training_card(out, card):
         context.log.info(f"wrote the model card {out / CARD_FILE}")
     metadata["model card"] = output_file(out / CARD_FILE, experiment.output_dir)
@@ -363,9 +273,8 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
 PARTITION_COLUMNS = {"cache": "cache", "best epoch": "epoch kept",
                      "best validation pass@1 (%)": "validation pass@1 (%)"}
 """The step's table: one row per adapter it materialised, named by its partition key (the
-settings its selection varies), narrow enough for the UI's metadata panel at 1,440 px. The
-adapter's own name is on its partition's page: as a column it pushed the demo's table 89 px
-past the panel at 1,920 px."""
+settings its selection varies), narrow enough for the UI's metadata panel. The adapter's own
+name is on its partition's page: as a column it would push the table past the panel."""
 
 
 def partitions_table(done: list[tuple[str, dict[str, object], str]]) -> dg.TableMetadataValue:
@@ -400,12 +309,18 @@ def partitions_summary(cell: Cell, done: list[tuple[str, dict[str, object], str]
     return text + " Each partition's page holds its adapter's settings, curves and card."
 
 
-def step_version(done: list[tuple[str, dict[str, object], str]]) -> str:
-    """The step's data version: the weights' hash of its one adapter (as before partitions),
-    or a hash over its adapters' (partition, weights hash) pairs."""
-    if len(done) == 1:
-        return done[0][2]
-    return hashlib.sha256(json.dumps([[p, v] for p, _, v in done]).encode()).hexdigest()
+def step_version(done: list[tuple[str, dict[str, object], str]],
+                 trained: str | None) -> str:
+    """The step's data version: the weights' data version of its adapters, in partition order
+    (``folders.weights_version``). ``trained``: the version the training reported for the
+    adapters it trained; when it trained every adapter of the step, that is the version recorded
+    (and it must be the one the adapters' records give)."""
+    version = weights_version([v for _, _, v in done])
+    if trained is not None and trained != version and len(done) == len(
+            [m for _, m, _ in done if m.get("cache") == "miss"]):
+        raise dg.Failure(f"the training reported data version {trained[:12]} for this step's "
+                         f"adapters, their records give {version[:12]}")
+    return version
 
 
 @dataclass(frozen=True)
@@ -417,25 +332,16 @@ class RecipeSource:
     selection: dg.AssetKey | None
 
 
-def chosen_recipe(training: TrainingSettings, source: Cell, method: str,
-                  table: pl.DataFrame | None, fixed: Iterable[str] = ()) -> dict[str, Any]:
-    """The settings ``method``'s ``recipe_from`` cells train: the configuration their recipe
-    cell ``source`` chose (``table``: its selection; None when it has one configuration, so the
-    recipe is its own settings), less what the cell fixes itself (``fixed``: a sweep row's).
-    The adapters and the testbed's analysis read it here."""
-    from saturated_dag.experiments import recipe_settings
-    from saturated_dag.training.selection import SETTINGS
-
-    if table is None:
-        effective = source.training(training)
-        row = {k: getattr(effective, k) for k in SETTINGS}
-    else:
-        rows = table.filter(pl.col("chosen")).to_dicts()
-        if len(rows) != 1:
-            raise dg.Failure(f"the selection of {source.split}/{source.name} marks "
-                             f"{len(rows)} configurations chosen; re-materialise it")
-        row = rows[0]
-    return recipe_settings(training, source, method, row, fixed)
+def _chosen_recipe(training: TrainingSettings, source: Cell, method: str,
+                   table: pl.DataFrame | None, fixed: Iterable[str] = ()) -> dict[str, Any]:
+    """``experiments.chosen_recipe`` on ``table`` (the recipe cell's selection, or None), a
+    refusal as the step's failure."""
+    try:
+        return chosen_recipe(training, source, method,
+                             None if table is None else table.filter(pl.col("chosen")).to_dicts(),
+                             fixed)
+    except ValueError as err:
+        raise dg.Failure(str(err)) from None
 
 
 def _adapter_asset(task: str, cell: Cell, partitions: dict[str, Adapter],
@@ -470,7 +376,7 @@ def _adapter_asset(task: str, cell: Cell, partitions: dict[str, Adapter],
                          f"in this step: {', '.join(keys)}")
         recipe: dict[str, Any] = {}
         if source is not None:
-            recipe = chosen_recipe(experiment.settings.training, source.cell, cell.method,
+            recipe = _chosen_recipe(experiment.settings.training, source.cell, cell.method,
                                    recipe_input.get("recipe"), cell.fixed)
             context.log.info(f"{cell.split}/{cell.name} trains the recipe chosen on "
                              f"{source.cell.name}: {recipe or 'the profile settings'}")
@@ -479,7 +385,8 @@ def _adapter_asset(task: str, cell: Cell, partitions: dict[str, Adapter],
                              partitions[partition].with_recipe(recipe),
                              frames[partitions[partition].data_seed])
                     for partition in keys]
-        reported = _train_missing(context, experiment, inference, task, cell, adapters, frames)
+        reported, trained = _train_missing(context, experiment, inference, task, cell,
+                                           adapters, frames)
         for a in adapters:  # what the eval reports, selection and tables now read
             for old in record_current(a.home, a.out):
                 context.log.info(f"adapter {a.exp.name}: removed {old.name}, trained under "
@@ -506,7 +413,7 @@ def _adapter_asset(task: str, cell: Cell, partitions: dict[str, Adapter],
                                        [partitions[partition] for partition in keys])]
                   if check_in_step else [])
         return dg.MaterializeResult(metadata=summary,
-                                    data_version=dg.DataVersion(step_version(done)),
+                                    data_version=dg.DataVersion(step_version(done, trained)),
                                     check_results=checks)
 
     return adapter

@@ -1,30 +1,23 @@
 """Lineage: derived code versions, and automation that cannot burn a GPU-week by accident.
 
 ``with_lineage`` gives every asset its code version (``assets/versioning.py``: a hash of the
-source it imports) and one of two automation conditions, by where the asset runs:
+source it imports) and one of two automation conditions, by where the asset runs (docs/jobs.md):
 
-- CPU assets (partitions, random scores, scorer agreement, datasets, result and sweep tables:
-  every asset without ``pool="gpu"``) are cheap, so they follow everything: they run when
-  missing, when an upstream asset was updated, or when their own code version changed. They
-  wait while an upstream asset is missing or running, while they are running themselves, and
-  while any blocking check of an upstream asset has not passed on its latest materialisation.
+- CPU assets (every asset without ``pool="gpu"``) are cheap, so they run when missing, when an
+  upstream asset was updated, or when their own code version changed. They wait while an
+  upstream asset is missing or running, while they run themselves, and while a blocking check
+  of an upstream asset has not passed on its latest materialisation.
 - GPU assets (``pool="gpu"``: pools, judges, entropy scores, adapters, eval reports) run by
-  themselves only when missing or when an upstream asset's *data version* changed (a cache hit
-  that rewrites identical data changes nothing), with the same waits; a change of their own
-  code version starts nothing unless the profile opts in (``automation.gpu_on_code_change``).
-  An upstream update made by a run that also ran the GPU asset itself does not count, so a
-  job that ran pool and scores together does not queue the scores again. They also wait until
-  every upstream asset has caught up with its own inputs, so a new pool is scored once, after
-  the CPU sensor has re-split it, not once before and once after.
+  themselves only when missing or when an upstream *data version* changed (a cache hit changes
+  nothing), with the same waits; their own code version starts nothing unless the profile opts
+  in (``automation.gpu_on_code_change``). An update by a run that also ran the asset does not
+  count, and they wait until every upstream asset has caught up with its own inputs, so a new
+  pool is scored once, after the CPU sensor has re-split it.
 
-"Missing" means missing when the condition is first evaluated (the sensor's first tick, an
-asset new to the profile) or becoming missing later; either requests the asset once, so a run
-that fails is not retried tick after tick.
-
-Two sensors carry them, so either can be switched off in the UI: ``automation_cpu`` (running by
-default) and ``automation_gpu`` (stopped by default). A code-location reload after an edit
-therefore never starts GPU work by itself; switching ``automation_gpu`` on is the deliberate
-step that lets new data flow through the expensive assets.
+"Missing" is requested once (on the sensor's first tick or when it becomes missing), so a
+failing run is not retried tick after tick. Two sensors carry the conditions: ``automation_cpu``
+(running by default) and ``automation_gpu`` (stopped by default), so a code-location reload
+never starts GPU work by itself; switching ``automation_gpu`` on is the deliberate step.
 """
 
 from __future__ import annotations

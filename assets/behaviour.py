@@ -54,7 +54,7 @@ def _delta_text(value: float | None, low: float | None, high: float | None, base
 
 def shown(table: pl.DataFrame) -> pl.DataFrame:
     """The behaviour table as the UI shows it inline: narrow (the UI gives a metadata value
-    about 500 pixels at 1440 and wraps no header), Δ pass@1 with its interval in one cell and
+    little width and wraps no header), Δ pass@1 with its interval in one cell and
     the change in mean length, ``—`` for the base model's Δ (0 by construction, not a
     measurement), names that can wrap; pass@1, Δ answer rate and every other column are in
     the CSV."""
@@ -137,7 +137,7 @@ def behaviour_asset(task: str, experiments: list[Cell]) -> dg.AssetsDefinition:
             "summary": summary_entry(summary(table)),
             "figure": image(png, "Δ pass@1 and Δ length per adapter and cell"),
             "table": frame_table(shown(inline), max_rows=INLINE_ROWS),
-            # under the table, not in the summary, which then ends on a 1440 x 900 screen
+            # under the table, not in the summary, which then ends on the page's first screen
             "inline rows": " ".join(notes),
             "about the figure": dg.MetadataValue.md(FIGURE_NOTE),
             "csv": output_file(out / "behaviour.csv", experiment.output_dir),

@@ -8,20 +8,16 @@ table; sampling settings and cache details follow.
 
 Eval replicates accumulate: a report evaluates ``evaluation.replicates`` replicates, never
 fewer than its latest materialisation holds, and one more when the nightly schedule runs it
-(run tag ``saturated_dag/nightly``), so each night adds a sampling seed and the tables'
-intervals tighten. Earlier replicates are cache hits.
+(run tag ``saturated_dag/nightly``), so each night's seed tightens the tables' intervals.
 
-Sampled in resumable shards keyed by the eval questions, the sampling settings, the answer
-check, the model's files, the adapter's files and this asset's code version
+Sampled in resumable shards keyed by everything it reads, code version included
 (``assets/_stages.py``): an unchanged re-run is a cache hit that loads no model.
 
-A report says what it evaluated: each row names the adapter (one per training seed; null on
-the base model's report), its method, scorer and split, and the base model as the profile
-names it (``evaluation.ReportIdentity``). A cell's report's metadata names the configuration
-evaluated (the selection's choice) with its hyperparameters and links its adapters, the
-selection and the base model's report; and each adapter's model card (``README.md``) gets its
-eval part: that adapter's pass@1 and pass@k with 95% intervals on the eval set
-(``saturated_dag.reporting.model_card``, rewritten only when it changed).
+A report says what it evaluated: each row names the adapter (null on the base model's
+report), its method, scorer, split and base model (``evaluation.ReportIdentity``); a cell's
+metadata names the configuration evaluated with its hyperparameters and links its adapters,
+the selection and the base model's report; each adapter's model card gets its pass@1 and pass@k
+on the eval set (``saturated_dag.reporting.model_card``, rewritten only when it changed).
 """
 
 import json
@@ -229,7 +225,7 @@ def science_metadata(table: pl.DataFrame, base: pl.DataFrame | None, k: int,
         base_cell = None if base is None else base.filter(pl.col("cell") == cell)
         part = _summary_row(table.filter(pl.col("cell") == cell), base_cell, k)
         names, texts = display_rows(part, best=str)
-        # pass@1 and its Δ (pass@k too on the base model's): the UI gives the table ~500 px
+        # pass@1 and its Δ (pass@k too on the base model's): the UI gives the table little width
         wanted = ["pass@1", "Δ pass@1"] if base is not None else [
             n for n in names if n.startswith("pass@")]
         picked = {n: v for n, v in zip(names, texts[-1], strict=True) if n in wanted}
@@ -399,7 +395,7 @@ def configuration_metadata(task: str, cell: Cell, name: str, seeds: list[Adapter
     cell has several), its hyperparameters as training recorded them, and links to its
     adapters' asset, the selection and the base model's report. The adapters' folders and
     model cards are on the adapter's page (each partition's, for several): a folder's path is
-    one word wider than the UI's metadata panel at 1440 px (issue 47). The links name the
+    one word wider than the UI's metadata panel. The links name the
     keys of ``profile``'s graph (its ``key_prefix``)."""
     out: dict[str, object] = {
         "configuration": name,

@@ -10,7 +10,8 @@ and the judge (``assets/_stages.py``): a killed run resumes, an unchanged re-run
 that loads no model.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -107,42 +108,74 @@ def _score_asset(task: str, name: str, description: str, gpu: bool = True, order
         metadata=schema_metadata(name), description=description)
 
 
-def entropy_scores_asset(task: str) -> dg.AssetsDefinition:
-    @_score_asset(task, "entropy_scores",
-                  f"{task}: r = 1/max(mean token entropy, eps) under the policy at T=1 "
-                  "(from the generation pass, else teacher-forced).", order=TEACHER_ENGINE)
-    def entropy_scores_asset(
+@dataclass(frozen=True)
+class _ModelStep:
+    """What a model scorer's step works with: its task, the step's context and resources, the
+    run's draw of the profile (``draw_profile``) and the completions it scores."""
+
+    task: str
+    context: dg.AssetExecutionContext
+    experiment: ExperimentResource
+    inference: InferenceResource
+    profile: Profile
+    completions: ScoredCompletions
+
+
+def _model_scores_asset(task: str, name: str, description: str,
+                        score: Callable[[_ModelStep], dg.Output[pl.DataFrame]], *,
+                        order: int, gpu: bool = True,
+                        refuse: Callable[[Profile], None] | None = None) -> dg.AssetsDefinition:
+    """The asset of a scorer that needs a model (``MODEL_SCORER_ASSETS``): the shared
+    decorator, inputs and resources, and the step ``score`` works with. ``refuse``: a check
+    of the run's profile that fails the step before any completion is selected."""
+
+    @_score_asset(task, name, description, gpu=gpu, order=order)
+    def model_scores(
         context: dg.AssetExecutionContext, experiment: ExperimentResource,
         inference: InferenceResource, generation_pool: pl.DataFrame,
         difficulty_partitions: pl.DataFrame,
     ) -> dg.Output[pl.DataFrame]:
         profile = draw_profile(context, experiment)
+        if refuse is not None:
+            refuse(profile)
         completions = scored_completions_for(profile, generation_pool, difficulty_partitions)
-        include_eos = profile.scoring.entropy_include_eos
-        needs_tf = missing_entropies(completions.rows) > 0 or not include_eos
-        teacher = (_LazyTeacher(lambda: _teacher_forced(inference, context.log, include_eos))
-                   if needs_tf else None)
-        config: dict[str, object] = {"epsilon": profile.scoring.epsilon}
-        if not include_eos:
-            config["include_eos"] = False  # absent when true: earlier caches stay valid
-        if needs_tf:
-            config["policy"] = policy_identity(inference.policy_settings())
-        # "selection": the cache key's field name from before the scored completions had
-        # their own name; kept, so existing entropy and tournament shards stay valid
-        store, key = open_store(context, experiment, config, {"selection": completions.rows})
-        with write_errors_reported():
-            scores, routes = entropy_scores(completions, profile.scoring.epsilon, teacher,
-                                            store=store,
-                                            shard_size=profile.stages.shard_questions,
-                                            include_eos=include_eos)
-        meta = _common_metadata(completions, scores)
-        meta.update(cache_metadata(context, key, store))
-        meta.update({f"route_{k}": v for k, v in routes.items()})
-        meta["epsilon"] = profile.scoring.epsilon
-        meta["entropy_include_eos"] = include_eos
-        return frame_output(scores, meta)
+        return score(_ModelStep(task, context, experiment, inference, profile, completions))
 
-    return entropy_scores_asset
+    return model_scores
+
+
+def _entropy_scores(step: _ModelStep) -> dg.Output[pl.DataFrame]:
+    context, profile, completions = step.context, step.profile, step.completions
+    include_eos = profile.scoring.entropy_include_eos
+    needs_tf = missing_entropies(completions.rows) > 0 or not include_eos
+    teacher = (_LazyTeacher(lambda: _teacher_forced(step.inference, context.log, include_eos))
+               if needs_tf else None)
+    config: dict[str, object] = {"epsilon": profile.scoring.epsilon}
+    if not include_eos:
+        config["include_eos"] = False  # absent when true: earlier caches stay valid
+    if needs_tf:
+        config["policy"] = policy_identity(step.inference.policy_settings())
+    # "selection": the cache key's name for the scored completions, the name the entropy and
+    # tournament shards already on disk are keyed by, so they stay valid
+    store, key = open_store(context, step.experiment, config, {"selection": completions.rows})
+    with write_errors_reported():
+        scores, routes = entropy_scores(completions, profile.scoring.epsilon, teacher,
+                                        store=store, shard_size=profile.stages.shard_questions,
+                                        include_eos=include_eos)
+    meta = _common_metadata(completions, scores)
+    meta.update(cache_metadata(context, key, store))
+    meta.update({f"route_{k}": v for k, v in routes.items()})
+    meta["epsilon"] = profile.scoring.epsilon
+    meta["entropy_include_eos"] = include_eos
+    return frame_output(scores, meta)
+
+
+def entropy_scores_asset(task: str) -> dg.AssetsDefinition:
+    return _model_scores_asset(
+        task, "entropy_scores",
+        f"{task}: r = 1/max(mean token entropy, eps) under the policy at T=1 "
+        "(from the generation pass, else teacher-forced).", _entropy_scores,
+        order=TEACHER_ENGINE)
 
 
 def _tournament_metadata(result: TournamentResult, completions: ScoredCompletions, path: Path,
@@ -161,11 +194,11 @@ def _save_comparisons(result: TournamentResult, path: Path) -> Path:
     return path
 
 
-def _tournament(context: dg.AssetExecutionContext, experiment: ExperimentResource, task: str,
-                scorer: str, judge, completions: ScoredCompletions, label: str,
+def _tournament(step: _ModelStep, scorer: str, judge, label: str,
                 judge_identity: dict[str, object],
                 extra: dict[str, object] | None = None) -> dg.Output[pl.DataFrame]:
     """Run the round robin in cached shards, keep every comparison on disk, report counts."""
+    context, experiment, completions = step.context, step.experiment, step.completions
     scoring = experiment.settings.scoring
     store, key = open_store(
         context, experiment,
@@ -179,67 +212,60 @@ def _tournament(context: dg.AssetExecutionContext, experiment: ExperimentResourc
                                 log=context.log.info, store=store,
                                 shard_size=experiment.settings.stages.shard_questions)
         path = _save_comparisons(result, draw_file(
-            context, Path(experiment.output_dir) / task / f"{scorer}_comparisons.parquet"))
+            context, Path(experiment.output_dir) / step.task / f"{scorer}_comparisons.parquet"))
     metadata = {**_tournament_metadata(result, completions, path, label,
                                          experiment.output_dir),
                 **cache_metadata(context, key, store), **(extra or {})}
     return frame_output(result.scores, metadata)
 
 
-def self_judge_scores_asset(task: str) -> dg.AssetsDefinition:
-    @_score_asset(task, "self_judge_scores",
-                  f"{task}: win rates of a round-robin tournament judged greedily by the "
-                  "policy itself (App. D prompts).", order=POLICY_ENGINE)
-    def self_judge_scores(
-        context: dg.AssetExecutionContext, experiment: ExperimentResource,
-        inference: InferenceResource, generation_pool: pl.DataFrame,
-        difficulty_partitions: pl.DataFrame,
-    ) -> dg.Output[pl.DataFrame]:
-        profile = draw_profile(context, experiment)
-        completions = scored_completions_for(profile, generation_pool, difficulty_partitions)
-        judge = _LazyJudge("self_judge", lambda: LlmJudge(
-            inference.policy_backend(context.log), instruct=profile.judges.self_judge.instruct,
-            max_new_tokens=profile.scoring.judge_max_new_tokens,
-            batch_size=profile.scoring.judge_batch_size, name="self_judge"))
-        settings = inference.policy_settings()
-        identity = {"policy": policy_identity(settings),
-                    "instruct": profile.judges.self_judge.instruct}
-        return _tournament(context, experiment, task, "self_judge", judge, completions,
-                           f"policy {settings.model}", identity,
-                           {"instruct_prompt": profile.judges.self_judge.instruct})
+def _self_judge_scores(step: _ModelStep) -> dg.Output[pl.DataFrame]:
+    profile, inference = step.profile, step.inference
+    judge = _LazyJudge("self_judge", lambda: LlmJudge(
+        inference.policy_backend(step.context.log), instruct=profile.judges.self_judge.instruct,
+        max_new_tokens=profile.scoring.judge_max_new_tokens,
+        batch_size=profile.scoring.judge_batch_size, name="self_judge"))
+    settings = inference.policy_settings()
+    identity = {"policy": policy_identity(settings),
+                "instruct": profile.judges.self_judge.instruct}
+    return _tournament(step, "self_judge", judge, f"policy {settings.model}", identity,
+                       {"instruct_prompt": profile.judges.self_judge.instruct})
 
-    return self_judge_scores
+
+def self_judge_scores_asset(task: str) -> dg.AssetsDefinition:
+    return _model_scores_asset(
+        task, "self_judge_scores",
+        f"{task}: win rates of a round-robin tournament judged greedily by the "
+        "policy itself (App. D prompts).", _self_judge_scores, order=POLICY_ENGINE)
+
+
+def _strong_judge_scores(step: _ModelStep) -> dg.Output[pl.DataFrame]:
+    profile = step.profile
+    settings = profile.judges.strong
+    judge = _LazyJudge("strong_judge", lambda: step.inference.strong_judge(
+        profile.scoring.judge_max_new_tokens, profile.scoring.judge_batch_size,
+        step.context.log))
+    name = "rubric" if settings.kind == "rubric" else f"{settings.model} ({settings.backend})"
+    identity: dict[str, object] = settings.model_dump(mode="json")
+    if settings.kind == "llm":
+        identity["fingerprint"] = model_fingerprint(str(settings.model))
+    return _tournament(step, "strong_judge", judge, name, identity)
 
 
 def strong_judge_scores_asset(task: str, model: bool = True) -> dg.AssetsDefinition:
     """``model``: the strong judge is an LLM (under the gpu concurrency limit); the chain-sum
     rubric is a pure function on the CPU and claims no slot of it."""
 
-    @_score_asset(task, "strong_judge_scores",
-                  f"{task}: win rates of a round-robin tournament judged by the strong judge "
-                  "(an LLM, or the chain-sum rubric).", gpu=model, order=JUDGE_ENGINE)
-    def strong_judge_scores(
-        context: dg.AssetExecutionContext, experiment: ExperimentResource,
-        inference: InferenceResource, generation_pool: pl.DataFrame,
-        difficulty_partitions: pl.DataFrame,
-    ) -> dg.Output[pl.DataFrame]:
-        profile = draw_profile(context, experiment)
-        settings = profile.judges.strong
-        if settings.kind == "rubric" and task != "chain_sum":
+    def refuse(profile: Profile) -> None:
+        if profile.judges.strong.kind == "rubric" and task != "chain_sum":
             raise dg.Failure(f"the rubric strong judge applies to chain_sum only, not {task}: "
                              "set judges.strong.kind: llm for this task")
-        completions = scored_completions_for(profile, generation_pool, difficulty_partitions)
-        judge = _LazyJudge("strong_judge", lambda: inference.strong_judge(
-            profile.scoring.judge_max_new_tokens, profile.scoring.judge_batch_size,
-            context.log))
-        name = "rubric" if settings.kind == "rubric" else f"{settings.model} ({settings.backend})"
-        identity: dict[str, object] = settings.model_dump(mode="json")
-        if settings.kind == "llm":
-            identity["fingerprint"] = model_fingerprint(str(settings.model))
-        return _tournament(context, experiment, task, "strong_judge", judge, completions, name,
-                           identity)
 
-    return strong_judge_scores
+    return _model_scores_asset(
+        task, "strong_judge_scores",
+        f"{task}: win rates of a round-robin tournament judged by the strong judge "
+        "(an LLM, or the chain-sum rubric).", _strong_judge_scores, gpu=model,
+        order=JUDGE_ENGINE, refuse=refuse)
 
 
 def computed_scores_asset(task: str, spec: ScorerSpec) -> dg.AssetsDefinition:
@@ -293,16 +319,10 @@ MODEL_SCORER_ASSETS = {"entropy": entropy_scores_asset,
 
 def task_scorers(profile: Profile, task: str) -> list[ScorerSpec]:
     """The registered scorers this task scores: every one scored by default, then each one
-    the profile names that applies to the task (``scoring.known_answer_scorers`` in its
-    order, then the training rows' (``training.scorers``, ``training.method_scorers``) and
-    sweeps' scorers)."""
-    t = profile.training
-    named = [*profile.scoring.known_answer_scorers, *t.scorers,
-             *(sc for listed in t.method_scorers.values() for sc in listed),
-             *(sweep.scorer for sweep in (t.sweeps.rank_weight, t.sweeps.rrhf_variants,
-                                          t.sweeps.dpo_beta) if sweep is not None)]
+    the profile names that applies to the task, in ``Profile.scorer_names`` order
+    (``scoring.known_answer_scorers``, then the training rows' and sweeps' scorers)."""
     specs = [spec for spec in registered() if spec.scored_by_default]
-    for name in dict.fromkeys(named):
+    for name in profile.scorer_names():
         spec = scorer(name)
         if spec not in specs and spec.applies_to(task):
             specs.append(spec)

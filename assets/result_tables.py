@@ -68,12 +68,12 @@ def table_metadata(frame: pl.DataFrame, metric: str = "pass@1") -> dg.TableMetad
     the best per split marked ★, its Δ to the base model with the paired interval, * when that
     excludes 0.
 
-    Narrower than the Markdown file, since the UI gives a metadata value about 500 pixels:
+    Narrower than the Markdown file, since the UI gives a metadata value little width:
     one metric per table (``metric_tables``), split, method and scorer (or a sweep's setting)
     one ``run`` column, a sweep's kept epoch, the adapter's name left to the CSV and Markdown,
     and Holm's adjusted p headed ``Holm p`` (the files' ``Holm p (Δ pass@1)``; the table holds
-    one metric). On the demo's page at 1,440 px the metadata table was 788 px in a 784 px panel
-    before the short header and 789 px after it: what widens it is still open (issue 47)."""
+    one metric). Even so the metadata table is about as wide as the UI's metadata panel; what
+    widens it is not known."""
     holm = holm_column(metric)
     headers, rows = display_rows(frame)
     kept = [*(["epochs"] if "epochs" in headers else []), metric, f"Δ {metric}",
@@ -154,7 +154,7 @@ def results_table_asset(task: str, experiments: list[Cell],
         counts = {name: per_question_results(samples) for name, samples in reports.items()}
         runs = {(e.split, e.method, e.scorer): counts[f"run_{i}"]
                 for i, e in enumerate(experiments)}
-        eval_set = eval_set_name(profile, task, counts["base"].height)
+        eval_set = eval_set_name(profile, task, counts["base"]["question_id"].n_unique())
         frame = results_table(counts["base"], runs, k=k, eval_set=eval_set)
         out = Path(experiment.output_dir) / task
         out.mkdir(parents=True, exist_ok=True)
@@ -234,7 +234,7 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
         split = rows[0].experiment.split
         counts = {name: per_question_results(samples) for name, samples in reports.items()
                   if not name.startswith("selection_")}
-        eval_set = eval_set_name(profile, task, counts["base"].height)
+        eval_set = eval_set_name(profile, task, counts["base"]["question_id"].n_unique())
         entries = []
         for i, row in enumerate(rows):
             # the configuration the row's cell chose, or its only one (a row that pins the

@@ -36,7 +36,7 @@ from saturated_dag.scorers.judges import JUDGES_ARE_COPIES, judges_are_copies
 def display(rows: pl.DataFrame) -> dg.TableMetadataValue:
     """``findings.agreement_rows`` as the UI shows it inline: the mean ρ with its interval in
     one cell, ``n/a`` where no question had a defined ρ. Four columns, to fit the metadata
-    panel at 1440 px; the median and the % with ρ > 0 are in the CSV and the Markdown entry."""
+    panel; the median and the % with ρ > 0 are in the CSV and the Markdown entry."""
     mean = [("n/a" if m is None else f"{m:.2f} [{lo:.2f}, {hi:.2f}]") for m, lo, hi in
             rows.select("mean ρ", "mean ρ low", "mean ρ high").iter_rows()]
     shown = rows.select("split", "scorers", "questions").with_columns(

@@ -49,7 +49,7 @@ def short_name(configuration: str, cell: str) -> str:
 
 
 def shown(table: pl.DataFrame, cell: str) -> dg.TableMetadataValue:
-    """The configurations inline, narrow enough for the UI's metadata panel at 1440 px (the UI
+    """The configurations inline, narrow enough for the UI's metadata panel (the UI
     wraps no header, so headers are short): short configuration names, the learning rate
     always (``2e-05``: two decimals would show 0), other settings only where they differ
     between configurations, the validation pass@1 with two decimals, the winner ticked. The

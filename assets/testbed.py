@@ -17,13 +17,12 @@ import polars as pl
 
 from assets._draws import FRAMES_BY_DRAW, by_data_seed
 from assets._metadata import frame_output, frame_table, image, output_file, summary_entry
-from assets.adapters import chosen_recipe
 from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.analysis import testbed
 from saturated_dag.analysis.behaviour import BASE
-from saturated_dag.experiments import Cell, TaskPlan
+from saturated_dag.experiments import Cell, TaskPlan, chosen_recipe
 from saturated_dag.methods import label
 from saturated_dag.reporting.result_tables import scientific
 from saturated_dag.scorers.agreement import rho_with_oracle
@@ -69,6 +68,11 @@ def hard_control_cells(plan: TaskPlan) -> list[Cell]:
     cells = {c.scorer: c for c in plan.main if c.split == "hard" and c.method == "dpo"
              and c.scorer in testbed.HARD_ROLES}
     return [cells[pick] for pick in testbed.HARD_ROLES] if len(cells) == 2 else []
+
+
+def _chosen_rows(table: pl.DataFrame | None) -> list[dict[str, Any]] | None:
+    """The rows a selection table marks chosen (None for a cell without a selection)."""
+    return None if table is None else table.filter(pl.col("chosen")).to_dicts()
 
 
 def recipe_label(settings: dict) -> str:
@@ -123,9 +127,12 @@ def testbed_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.Asset
         training_questions: int | dict[str, int] = (
             counts[0] if len(counts) == 1 else {f"data seed {d}": n for d, n in counts.items()})
         selections = {c: reports[f"selection_{i}"] for i, c in enumerate(choosers)}
-        recipes = {(c.method, c.scorer or "sft"): recipe_label(chosen_recipe(
-            profile.training, source, c.method, selections.get(source)))
-            for c, source in sources.items()}
+        try:
+            recipes = {(c.method, c.scorer or "sft"): recipe_label(chosen_recipe(
+                profile.training, source, c.method, _chosen_rows(selections.get(source))))
+                for c, source in sources.items()}
+        except ValueError as err:  # a selection that marks no or several rows chosen
+            raise dg.Failure(str(err)) from None
         evals = {(c.method, c.scorer or "sft"): reports[f"eval_{i}"]
                  for i, c in enumerate(cells)}
         selection = pl.concat([t.select(pl.lit(label(c.method)).alias("method"),
@@ -144,7 +151,7 @@ def testbed_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.Asset
         rules = testbed.rules(result)
         context.log.info(f"testbed: {headline} Rules: {rules}")
         v = result.verdicts
-        # inline tables no wider than the UI's metadata panel at 1440 px (issue 47): every
+        # inline tables no wider than the UI's metadata panel: every
         # column of rows, cells and styles is in their Parquet files, linked below
         return frame_output(result.rows, {
             "summary": summary_entry(f"**Testbed.** {headline}\n\n"

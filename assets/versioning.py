@@ -3,33 +3,20 @@
 An asset's code version is a hash of the source files of every project module its compute
 function's module imports, directly or transitively, so editing a module changes the version of
 exactly the assets that import it, and the stage caches (``assets/_stages.open_store``) key on
-that same string. Nothing is kept by hand: grimp (``grimp.build_graph``) reads the import graph
-from the source, and one rule of ours is added on top of it.
+that same string. grimp (``grimp.build_graph``) reads the import graph from the source. Counted:
 
-What counts as an import:
-
-- (grimp) every ``import`` and ``from ... import`` statement anywhere in the module, including
-  those inside functions (the core imports heavy modules lazily), absolute or relative, resolved
-  to a module or package of ``saturated_dag``, ``assets``, ``resources`` or ``jobs``;
-  ``from pkg import name`` counts ``pkg.name`` when that is a module and ``pkg`` (its
-  ``__init__.py``) when ``name`` is something ``__init__`` defines or re-exports; an import of a
-  module that does not exist counts its nearest existing package (Python then fails on it);
-- (grimp, ``exclude_type_checking_imports``) imports under ``if TYPE_CHECKING:`` do not count:
-  they never run;
+- every ``import`` and ``from ... import`` anywhere in the module, inside functions too,
+  resolved to a module or package of ``saturated_dag``, ``assets``, ``resources`` or ``jobs``
+  (``from pkg import name`` counts ``pkg.name`` when that is a module, else ``pkg``; a missing
+  module counts its nearest existing package), except under ``if TYPE_CHECKING:``;
 - (ours, ``string_imports``) a string literal that is the dotted name of a project module
-  (``PRELOADED = ["jobs.step_server"]``, a ``python -m`` argument): another process runs that
-  module's code, which grimp cannot see.
+  (``PRELOADED = ["jobs.step_server"]``, a ``python -m`` argument): another process runs it.
 
-How package ``__init__`` files count (grimp's representation, which is the rule we want): only
-when the package itself is imported by name (``import resources``, ``from resources import
-ExperimentResource``, ``from saturated_dag.tasks import TASKS``), never merely because a
-submodule below it is imported. Python does execute ``assets/__init__.py`` when
-``assets.generation_pool`` is imported, but what the importer uses is the submodule's names;
-and ``assets/__init__.py`` imports every asset module to build the graph, so counting it for
-every submodule import would make every asset depend on every other asset module and turn any
-edit into a re-run of everything. The price of the rule: a side effect of a parent ``__init__``
-that a submodule silently relies on is not tracked (none of the project's packages has one;
-they are docstrings, re-exports or the graph builder).
+A package's ``__init__`` counts only when the package itself is imported by name (``import
+resources``, ``from saturated_dag.tasks import TASKS``), not for an import of a submodule below
+it: ``assets/__init__.py`` imports every asset module to build the graph, so counting it would
+make every asset depend on every other asset module. The price: a side effect of a parent
+``__init__`` that a submodule relies on is not tracked (the project's packages have none).
 """
 
 from __future__ import annotations

@@ -1,42 +1,22 @@
-"""A job over adapters of several partitions definitions, as Dagster runs it: one run per partitions
-definition.
+"""A job over adapters of several partitions definitions: one run each (docs/jobs.md).
 
 Each cell's adapters are one asset with one Dagster partition per configuration x training seed
-(``assets/adapters.py``). Dagster runs partitioned assets of one partitions definition together, so
-a job whose cells have different partition keys (``TaskPlan.cells_by_partitions``: the demo's cells
-have 1, 2, 4 or 6 adapters) is a sequence of parts, each an ordinary asset job:
+(``assets/adapters.py``), and Dagster runs partitioned assets of one partitions definition
+together, so a job whose cells have different partition keys (``TaskPlan.cells_by_partitions``)
+is a sequence of parts, each an ordinary asset job: part 1 holds everything upstream of the
+adapters and the first partition set's cells, each middle part one partition set's cells, and
+the last part the last set's cells and everything downstream (selections, eval reports, tables).
+With several data seeds (``data_seeds``) the job starts with one part per data seed for what is
+upstream of and beside the adapters (``assets/_draws.py``). With ``training.recipes`` a
+partition set whose cells train the recipe another cell's selection chooses comes after every
+other set, and its part runs those selections first.
 
-- part 1: everything upstream of the adapters (pool, difficulty partitions, scores, datasets)
-  and the cells of the first partition set;
-- parts 2 to k-1: the cells of one partition set each;
-- part k: the cells of the last partition set and everything downstream (selections, eval reports,
-  tables).
-
-With several data seeds (``data_seeds``: ``testbed``, ``study``), everything upstream of the
-adapters and beside them (pool, difficulty partitions, scores, the agreement table, datasets) has
-one Dagster partition per data seed (``assets/_draws.py``), one run each: the job starts with one
-part per data seed (the base model's observation in the first), and the first partition set's part
-holds that partition set's cells only.
-
-With ``training.recipes`` (the testbed), a partition set whose cells train the recipe another cell's
-selection chooses comes after every partition set without such cells, and its part also runs those
-selections first (they are downstream of the earlier parts' adapters and upstream of its own).
-
-Each part's job carries its partition set's whole partition range as run tags, so a plain ``dg
-launch --job <part>`` (``dagster job execute -j <part>``) trains every adapter of its cells, each
-cell in one step (``BackfillPolicy.single_run``). With one partition set the job is one part and
-keeps its name. Each part also carries ``WHOLE_JOB_TAG`` and ``PART_TAG`` (on the job's page, and on
-its runs, so the Runs page filters a whole job's runs by one tag) and a description that says what
-comes before and after it and the one command that runs them all: the UI lists jobs by name only, so
-a part found there must explain itself (issue 50).
-
-The parts exist because one Dagster run holds one partitions definition; they are not the only
-way to run the graph: **Materialize all** on the UI's asset graph launches one asset backfill
-over every asset and partition (``allPartitions``), which the daemon runs in dependency
-order, the cells of a partition set that are ready together in one run (``tests/test_web_ui.py``
-clicks it).
-
-    python -m jobs.parts demo      # the parts of ``demo`` on the loaded profile, in order
+Each part carries its partition set's whole range as run tags, so a plain ``dg launch --job
+<part>`` trains every adapter of its cells, each cell in one step; with one partition set the
+job is one part and keeps its name. Each part carries ``WHOLE_JOB_TAG`` and ``PART_TAG`` and a
+description naming what comes before and after it and the command that runs them all, since the
+UI lists jobs by name only. **Materialize all** in the UI is the other way: one asset backfill
+over every asset and partition. ``python -m jobs.parts demo`` lists the parts of ``demo``.
 """
 
 from __future__ import annotations

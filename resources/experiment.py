@@ -13,8 +13,8 @@ setting, the value and the layer that set it (``layered_profile``): "this run's 
 overrides make profile 'demo' invalid: sampling.n = 0: ...". A misspelt key is such an error
 (the models forbid extra fields), and a null leaf sets a nullable setting to null. Why not
 config classes generated from the model: Dagster's config system cannot express several of its
-types (optional ``Literal``s, tuples, preset-or-model unions), so a generated layer had to
-re-map them and re-validate, a second description of the profile beside the model (issue 49).
+types (optional ``Literal``s, tuples, preset-or-model unions), so a generated layer would have
+to re-map them and re-validate, a second description of the profile beside the model.
 """
 
 from __future__ import annotations

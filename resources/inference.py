@@ -2,23 +2,19 @@
 
 ``InferenceResource`` (resource key ``inference``) reads the policy and strong-judge settings
 from the run's profile through the ``experiment`` resource, so a launchpad override of
-``experiment.overrides.policy`` is what the engines load. Engines load lazily, on first use,
-and stay for the rest of the run: with the in-process executor a run loads the policy once for
-all its steps. ``teardown_after_execution`` closes whatever is still loaded.
+``experiment.overrides.policy`` is what the engines load. Engines load lazily and stay for the
+run (loaded once for all its steps); ``teardown_after_execution`` closes them.
 
 Residency rule. An engine is *exclusive* when it is on a CUDA device or is a vLLM engine (vLLM
-claims a fixed share of the device's memory when it starts and does not reliably give it back
-while its process lives). At most one exclusive engine is loaded at a time: loading the strong
-judge on CUDA closes the policy's engine first, and the next ``policy_backend()`` closes the
-judge's and reloads the policy. CPU engines under transformers may stay side by side. None is
-held while a training process runs: the training path calls ``release()`` before it starts
-its child process (``resources.training.train_with_pipes``). The teacher-forced entropy route
-(a transformers copy of a vLLM-served policy) is a third role under the same rule, exclusive
-whenever the policy is.
-
-Every load and close is written to the run's residency log
-(``<output_dir>/residency/<run id>.jsonl``, ``saturated_dag.infra.residency``) with the process and
-the step, so the rule can be checked on what happened, not only on what the code intends.
+claims a fixed share of the device's memory and does not reliably give it back while its
+process lives). At most one exclusive engine is loaded at a time: loading the strong judge on
+CUDA closes the policy's engine, and the next ``policy_backend()`` closes the judge's. CPU
+engines under transformers may stay side by side. None is held while a training process runs
+(``release()`` before ``resources.training.train_with_pipes`` starts its child). The
+teacher-forced entropy route is a third role under the same rule, exclusive whenever the policy
+is. Every load and close is written to the run's residency log
+(``<output_dir>/residency/<run id>.jsonl``, ``saturated_dag.infra.residency``), so the rule can
+be checked on what happened.
 
 (No ``from __future__ import annotations`` here: Dagster reads the ``ResourceDependency``
 annotation itself when the class is created.)

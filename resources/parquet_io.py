@@ -1,54 +1,23 @@
 """Stores polars DataFrame assets as Parquet, written atomically and checked against a schema.
 
-Base: Dagster's own ``UPathIOManager`` (partitions, fan-in of many partitions, path metadata),
-not ``dagster-polars``: its newest release, 0.27.12, is built for Dagster 1.11 (there is no
-0.29.x for the pinned Dagster 1.13), fails to load any frame under polars 2
-(``ArgumentRemovedError: the argument 'rechunk' for 'scan_parquet' has been removed``) and
-writes files in place, so a crash can leave a truncated file. ``ParquetIOManager`` is a
-``ConfigurableIOManager`` that delegates to a ``UPathIOManager``
-subclass, the pattern of Dagster's ``FilesystemIOManager`` and ``S3PickleIOManager``.
+Base: a ``ConfigurableIOManager`` delegating to Dagster's own ``UPathIOManager`` (the pattern of
+``FilesystemIOManager``), not ``dagster-polars``, whose releases lag the pinned Dagster, fail to
+load frames under polars 2 and write in place, so a crash can leave a truncated file.
 
-Paths (``asset_file``, the only naming function): ``<base_dir>/<key>/<...>/<last
-segment>.parquet``; a partitioned asset is the folder ``<base_dir>/<key path>/`` with one
-``<partition>.parquet`` per partition. The suffix is appended to the whole last segment:
-experiment names carry numbers (``rrhf_self_judge_lambda0.01``, ``dpo_..._beta0.3_lr5e-06``),
-and replacing "the suffix" after the last dot would give several assets one file. Files written
-before this naming (``Path.with_suffix``) are not read: for a segment with a dot the old file
-was shared by several assets, so its content cannot be attributed; loading such an asset names
-the old file and asks for a re-materialisation. Local folders only: the atomic rename below
-needs one filesystem.
+Paths (``asset_file``): ``<base_dir>/<key>/<...>/<last segment>.parquet``, a partitioned asset a
+folder with one ``<partition>.parquet`` per partition; the suffix is appended to the whole last
+segment, since names carry dots (``rrhf_self_judge_lambda0.01``). A file of the former
+``with_suffix`` naming is refused, naming it and asking for a re-materialisation. The folder is
+``<output_dir>/assets`` of the ``ExperimentLocation``, local only (the atomic rename needs one
+filesystem); each materialisation records ``profile``, ``output folder``, ``parquet folder``
+(relative: an absolute path is wider than the UI's metadata panel) and ``parquet file``.
 
-Writes: ``saturated_dag.infra.atomic.atomic_write_parquet`` (beside the final name, fsynced,
-renamed), so a crash or a full disk never leaves a truncated file where the previous
-materialisation was. Before writing, the frame is checked against the schema the asset
-declares with ``metadata=schema_metadata("<kind>")`` (``saturated_dag.schemas``); an asset
-that declares none is refused. Each materialisation records where the file is (``parquet
-folder``, relative to the output folder, and ``parquet file``), ``dagster/row_count`` and
-``dagster/column_schema`` (the written frame's columns).
-
-Partitions: a partitioned asset writes one file per partition. A downstream asset that maps
-to several partitions of it (fan-in) receives ``dict[partition key, pl.DataFrame]`` in
-partition order; annotate the input ``dict[str, pl.DataFrame]`` and it is a dict even when
-only one partition is mapped. An input annotated ``pl.DataFrame`` receives one partition's
-frame, and is refused with a message when several are mapped.
-
-Data versions: ``frame_data_version`` is the content hash an asset reports with
-``dg.Output(frame, data_version=...)``, so an unchanged frame leaves downstream fresh.
-
-Reads are verified twice. The file proves itself: ``atomic_write_parquet`` writes the frame's
-content hash into the Parquet file's own key-value metadata, and a read refuses a file whose
-content does not hash to it, or that carries none (written by hand, or before files carried
-one), naming the file and the asset to re-materialise (``check_parquet_proof``). That holds in
-any instance: a new ``DAGSTER_HOME``, another machine, a UI started on existing outputs. And
-the instance remembers: each write records the frame's row count and content hash (``content
-hash``, in groups of 16 digits so the page can wrap it), and a read compares the file with what
-its latest materialisation recorded, which also refuses a whole file put back from another
-materialisation.
-
-Location: the folder is ``<output_dir>/assets`` of the code location's ``ExperimentLocation``
-(not run config); every materialisation also records its ``profile`` and ``output folder``,
-and where the file is in it (``parquet folder``, ``parquet file``): an absolute path is one
-unbreakable word wider than the UI's metadata panel (issue 47).
+Writes are atomic (``atomic_write_parquet``) and checked against the schema the asset declares
+(``metadata=schema_metadata("<kind>")``; none is refused). Fan-in: an input annotated
+``dict[str, pl.DataFrame]`` gets a frame per mapped partition; a ``pl.DataFrame`` input is
+refused when several are mapped. ``frame_data_version`` is an asset's data version. Reads are
+verified twice: against the content hash in the file's own metadata (``check_parquet_proof``)
+and against the instance's record of the latest materialisation (row count, ``content hash``).
 """
 
 from __future__ import annotations
@@ -145,8 +114,8 @@ def schema_metadata(name: str, report: bool = False) -> dict[str, Any]:
 
     ``report``: a table a researcher reads for its answer (results, sweeps, behaviour,
     agreement, selection, runs table). Dagster's asset page draws a canonical
-    ``dagster/column_schema`` as a "Columns" section above all metadata, which pushed the
-    answer about 1,400 pixels down; a report's columns are recorded instead as its last
+    ``dagster/column_schema`` as a "Columns" section above all metadata, which pushes the
+    answer far below the first screen; a report's columns are recorded instead as its last
     materialisation entry, ``columns`` (``REPORT_KEY``), below its summary, figure and tables.
     """
     declared = get_schema(name)
@@ -296,7 +265,7 @@ class PolarsParquetStore(dg.UPathIOManager):
         name, instead of one absolute ``path``. Why not ``get_metadata``: ``path`` is set before
         it and cannot be taken back, and a browser breaks no line inside a path, so one like
         ``.../assets/chain_sum/hard/selection/dpo_correctness_random.parquet`` is wider than
-        the UI's metadata panel at 1440 px and makes the page scroll sideways (issue 47)."""
+        the UI's metadata panel and makes the page scroll sideways."""
         partitions = context.asset_partition_keys if context.has_asset_partitions else [None]
         if len(partitions) != 1:
             raise ValueError(f"{context.asset_key.to_user_string()}: one run writes one "

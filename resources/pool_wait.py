@@ -1,27 +1,22 @@
 """A step waiting for the gpu concurrency limit says who holds the slot and waits without
-spinning.
+spinning (docs/reliability.md).
 
 Two defects of Dagster 1.13 (checked up to 1.13.29) when a step is blocked by a pool limit:
 
 * **Busy wait.** ``InstanceConcurrencyContext.interval_to_next_pending_claim_check`` returns
-  ``min([0, *intervals])``, which is never positive, so the executor's ``sleep_til_ready``
-  never sleeps: a blocked run spins a full core, polling the instance's database (measured
-  with a held slot: 6.0 s of CPU in 6 s of waiting; corrected, 0.02 s). Dagster's own fix,
-  dagster-io/dagster#20367 ("we would always end up sleeping 0 for concurrency checks which
-  leads to busy waiting"), was closed unmerged. ``install`` replaces it with the intended
-  ``max(0, min(intervals))``: the step sleeps until its next claim check (1 s, backing off to
-  15 s, Dagster's own schedule).
-* **A silent wait.** The engine event says only ``Step blocked by limit for pool gpu`` (and
-  again every 5 minutes). ``install`` adds which run and step hold the slots, whether that run
-  has finished, and how the slot is freed: by run monitoring when the daemon runs (dagster.yaml,
-  ``free_slots_after_run_end_seconds``), or now with ``python -m resources.pool_wait free
-  RUN_ID`` (``--dead`` for a run whose process is gone but which still says STARTED, e.g. a
-  killed ``dagster job execute``).
+  ``min([0, *intervals])``, never positive, so the executor's ``sleep_til_ready`` never sleeps
+  and a blocked run spins a full core polling the instance's database (dagster-io/dagster#20367
+  was closed unmerged). ``install`` replaces it with the intended ``max(0, min(intervals))``:
+  the step sleeps until its next claim check (1 s, backing off to 15 s, Dagster's schedule).
+* **A silent wait.** The engine event says only ``Step blocked by limit for pool gpu``.
+  ``install`` adds which run and step hold the slots, whether that run has finished, and how
+  the slot is freed: by run monitoring when the daemon runs (dagster.yaml,
+  ``free_slots_after_run_end_seconds``), or with ``python -m resources.pool_wait free RUN_ID``
+  (``--dead`` for a run whose process is gone but which still says STARTED).
 
-Both replacements are installed by ``resources.make_resources`` (which builds every code
-location's and test's resources; importing a module installs nothing), and only over the exact
-Dagster code they correct: if a Dagster upgrade changes either function, it is left alone and
-``tests/test_pool_wait.py`` says so. This is the project's one module that imports from
+``resources.make_resources`` installs both (importing a module installs nothing), and only over
+the exact Dagster code they correct: if an upgrade changes either function, it is left alone
+and ``tests/test_pool_wait.py`` says so. This is the project's one module that imports from
 ``dagster._``: the two functions it corrects have no public hook.
 """
 

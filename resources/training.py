@@ -22,7 +22,7 @@ import dagster as dg
 
 from resources import training_child
 from resources.inference import InferenceResource, current_step
-from saturated_dag.infra.redact import redact_uri, redacted
+from saturated_dag.infra.redact import redact_uri
 from saturated_dag.infra.residency import ResidencyLog
 from saturated_dag.training.request import TrainingRequest
 
@@ -50,15 +50,14 @@ def pipes_payload(requests: list[TrainingRequest]) -> tuple[list[dict[str, Any]]
 
     Pipes writes its extras to a file in the work folder (``pipes_context.json``, under the
     output folder, left there by a killed run until the next training), so no password goes in
-    it: the profile's settings are ``redacted`` (the child reads none of its URIs) and a
-    tracking URI with a password travels in the child's environment instead, which the
-    trainer's MLflow callback reads (``saturated_dag.training.runner.environment`` sets only
-    the variables a request still holds)."""
+    it: a request holds plain training settings and no URI but its tracking one, and a tracking
+    URI with a password travels in the child's environment instead, which the trainer's MLflow
+    callback reads (``saturated_dag.training.runner.environment`` sets only the variables a
+    request still holds)."""
     env: dict[str, str] = {}
     payload = []
     for request in requests:
         data = request.model_dump(mode="json")
-        data["profile"] = redacted(data["profile"])
         uri = data["tracking_env"].get(TRACKING_URI)
         if uri is not None and redact_uri(uri) != uri:
             env[TRACKING_URI] = data["tracking_env"].pop(TRACKING_URI)

@@ -2,23 +2,18 @@
 
 ``resources.training.train_with_pipes`` starts ``python -P resources/training_child.py``
 (by path, so the parent's ``resources`` package and Dagster itself are not imported here; ``-P``
-keeps this folder off ``sys.path``). Pipes hands over, as extras, the training requests
-(``TrainingRequest``, as JSON, validated here), where to write the result records and where to
-keep a plain-text log. The requests are the adapters of one step (a cell's adapters). The child
-trains them with the core's one runner (``saturated_dag.training.runner.run_trainings``, in
-this process: one after another with one load of the base model, each adapter published with
-its ``result.json``), with the run process as their owner, sends each progress line to the run's
-log through Pipes, writes the list of result records, and reports one materialisation:
-metadata and a data version, the hash of the adapter's weights file for one adapter (the same
-``file_fingerprint`` the adapter asset uses on a cache hit), a hash over them for several.
+keeps this folder off ``sys.path``). Pipes hands over, as extras, the training requests of one
+step (``TrainingRequest``, as JSON, validated here), where to write the result records and where
+to keep a plain-text log. The child trains them with the core's one runner
+(``saturated_dag.training.runner.run_trainings``, in this process, one base-model load), with
+the run process as their owner, sends each progress line to the run's log, writes the result
+records, and reports one materialisation: metadata and the data version of the weights it
+trained (``training.folders.weights_version``, the rule the adapter asset records by).
 
-On an error the traceback goes to the log file too, so the parent can show the last lines.
-Both, and an error Pipes reports to the run, show a URI's password as ``***``
-(``saturated_dag.infra.redact``): an MLflow store that fails mid-training quotes its URI.
-The child dies with the run process that started it (a zombie counts as dead), never
-publishes an adapter for a run that has died, and on a CPU runs one torch thread: the
-runner's lifeline and thread limit (``runner.bind_to_owner``), as its side-by-side workers
-have.
+On an error the traceback goes to the log file too, so the parent can show the last lines; both
+show a URI's password as ``***`` (``saturated_dag.infra.redact``). The child dies with the run
+process that started it, never publishes an adapter for a dead run, and on a CPU runs one torch
+thread (``runner.bind_to_owner``), as the side-by-side workers do.
 """
 
 from __future__ import annotations
@@ -30,13 +25,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-
-def combined_version(versions: list[str]) -> str:
-    """One data version for the weights of several adapters trained in one child."""
-    import hashlib
-
-    return hashlib.sha256(json.dumps(versions).encode()).hexdigest()
 
 
 def report_metadata(records: list[dict[str, Any]], seconds: float, versions: list[str],
@@ -62,6 +50,7 @@ def main() -> None:
     from saturated_dag.infra.atomic import atomic_write_text
     from saturated_dag.infra.redact import redact_text
     from saturated_dag.infra.residency import ResidencyLog
+    from saturated_dag.training.folders import weights_version
     from saturated_dag.training.request import TrainingRequest
     from saturated_dag.training.runner import (
         InThisProcess,
@@ -114,7 +103,7 @@ def main() -> None:
                                                    around=recorded), log=say)
         versions = [record["weights_version"] for record in records]
         atomic_write_text(result_path, json.dumps(records, default=float))
-        version = versions[0] if len(versions) == 1 else combined_version(versions)
+        version = weights_version(versions)
         pipes.report_asset_materialization(
             metadata=report_metadata(records, time.monotonic() - start, versions,
                                      bases.loads),

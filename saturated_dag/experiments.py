@@ -78,6 +78,12 @@ def scientific(value: float | None) -> str | None:
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
+def _validated(base: TrainingSettings, update: dict[str, Any]) -> TrainingSettings:
+    """``base`` with ``update`` laid over it, validated as a whole (``model_copy`` alone checks
+    nothing: a misspelt or out-of-range override would reach the trainer)."""
+    return TrainingSettings.model_validate({**base.model_dump(), **update})
+
+
 @dataclass(frozen=True)
 class Experiment:
     """One adapter, or one cell (a table row): trained with ``method`` on ``split``, from the
@@ -165,14 +171,15 @@ class Experiment:
     def training(self, base: TrainingSettings) -> TrainingSettings:
         """The profile's training settings with this cell's overrides (and an adapter's
         recipe) applied (a selection batch size smaller than the per-device batch also lowers the
-        per-device batch to fit)."""
+        per-device batch to fit), validated: the one place the overrides are merged, so a bad
+        override is refused here, naming its field, before anything trains."""
         if not self.overrides and not self.recipe:
             return base
         update = {**dict(self.overrides), **dict(self.recipe)}
         if "batch_size" in update:
             update["per_device_batch_size"] = math.gcd(update["batch_size"],
                                                        base.per_device_batch_size)
-        return base.model_copy(update=update)
+        return _validated(base, update)
 
 
 def varied_keys(training: TrainingSettings, method: str) -> set[str]:
@@ -308,6 +315,25 @@ def recipe_settings(training: TrainingSettings, source: Experiment, method: str,
             and method in methods_reading(k) and chosen[k] is not None}
 
 
+def chosen_recipe(training: TrainingSettings, source: Experiment, method: str,
+                  chosen: list[dict[str, Any]] | None, fixed: Iterable[str] = ()
+                  ) -> dict[str, Any]:
+    """The settings ``method``'s ``recipe_from`` cells train: the configuration their recipe
+    cell ``source`` chose (``chosen``: the rows its selection table marks chosen, which must be
+    one; None when it has one configuration, so the recipe is its own settings), less what the
+    cell fixes itself (``fixed``: a sweep row's). The adapters and the testbed's analysis read
+    it here."""
+    if chosen is None:
+        effective = source.training(training)
+        row = {k: getattr(effective, k) for k in SELECTION_LISTS.values()}
+    elif len(chosen) != 1:
+        raise ValueError(f"the selection of {source.split}/{source.name} marks {len(chosen)} "
+                         "configurations chosen; re-materialise it")
+    else:
+        row = chosen[0]
+    return recipe_settings(training, source, method, row, fixed)
+
+
 def recipe_reference(source: Cell, split: str) -> str:
     """How a cell of ``split`` names its recipe cell ``source`` (``Experiment.recipe_from``):
     by name in its own split, as ``<split>/<name>`` in another."""
@@ -401,11 +427,17 @@ def experiment_matrix(training: TrainingSettings) -> list[Cell]:
     return cells
 
 
+def trainable_splits(profile: Profile, task: str) -> frozenset[str]:
+    """The splits of the matrix's cells that ``task`` has (GSM8K has no strictly easier pool
+    D_prime), each asked of the task once."""
+    matrix = experiment_matrix(profile.training)
+    return frozenset(s for s in {c.split for c in matrix} if can_train_split(profile, task, s))
+
+
 def task_cells(profile: Profile, task: str) -> list[Cell]:
-    """The cells ``task`` evaluates: every cell of the matrix whose split the task has (GSM8K
-    has no strictly easier pool D_prime)."""
-    return [c for c in experiment_matrix(profile.training)
-            if can_train_split(profile, task, c.split)]
+    """The cells ``task`` evaluates: every cell of the matrix whose split the task has."""
+    splits = trainable_splits(profile, task)
+    return [c for c in experiment_matrix(profile.training) if c.split in splits]
 
 
 def table_rows(training: TrainingSettings) -> list[tuple[str | None, SweepRow | None, Cell]]:
@@ -618,7 +650,8 @@ class TaskPlan:
 def build_task_plan(profile: Profile, task: str) -> TaskPlan:
     """``task``'s plan under ``profile`` (``TaskPlan``)."""
     training, n, draws = profile.training, profile.sampling.n, profile.data_seeds
-    cells = tuple(task_cells(profile, task))
+    splits = trainable_splits(profile, task)
+    cells = tuple(c for c in experiment_matrix(training) if c.split in splits)
     trained = {cell: cell_adapters(training, cell, n, draws) for cell in cells}
     partitions: dict[Cell, dict[str, Adapter]] = {}
     for cell, by_config in trained.items():
@@ -631,9 +664,9 @@ def build_task_plan(profile: Profile, task: str) -> TaskPlan:
                              f"adapters alike: {names}")
     return TaskPlan(
         task, cells, trained,
-        tuple(c for c in main_matrix(training) if can_train_split(profile, task, c.split)),
+        tuple(c for c in main_matrix(training) if c.split in splits),
         {name: rows for name, rows in sweeps(training).items()
-         if can_train_split(profile, task, rows[0].experiment.split)}, partitions)
+         if rows[0].experiment.split in splits}, partitions)
 
 
 _PLANS: dict[str, dict[str, TaskPlan]] = {}

@@ -1,12 +1,17 @@
 """The training-method registry: each method's name, table label, description, dataset and
 its own settings, in one place.
 
-Why: a method's label was written out in four modules (tables, plan, cost table, testbed),
-its description in the model card, its dataset in the experiment matrix, and which settings
-only it reads in two more; each now reads this entry. The trainer itself dispatches on the
-name (``training.train``), and ``config.Method`` lists the same names (a test checks both).
-Adding a method is its trainer, its dataset builder and one entry here
-(``docs/extending.md``).
+Why: the tables, the plan, the cost table and the testbed show a method's label, the model card
+its description, the experiment matrix its dataset, and the plan and the selection which
+settings only it reads; each reads this entry, so a method is described once.
+``config.Method`` lists the same names (a test checks both).
+
+How a method trains (the columns its training set needs, its config builder, its trainer, what
+its adapter's record holds) is its entry in ``training.config.METHOD_TRAINING``, keyed by the
+same names: this module is the bottom of the core's import layers and is imported by the
+light modules (tables, plan), so it imports nothing of the training stage, nor torch, TRL or
+transformers. ``method`` is the one check of a method's name, for both tables. Adding a method
+is one entry here and one there, and its dataset builder (``docs/extending.md``).
 """
 
 from __future__ import annotations

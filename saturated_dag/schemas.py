@@ -7,18 +7,15 @@ later. The storage layer checks every written frame against its declaration (``c
 and the same declaration builds frames (``pl.DataFrame(rows, schema=schema("dpo_pairs"))``,
 which also gives an empty frame its columns).
 
-Declared from the frames the pandas pipeline wrote (``pl.read_parquet(...).schema`` of every
-asset file of a demo run) and the code that builds them. Nullable columns are not marked:
-polars columns are all nullable (``terms``/``digits`` are null for GSM8K, ``answer`` when no
-answer was read, ``rho`` when too few points, the sweep tables' settings on the base row).
+Nullable columns are not marked: polars columns are all nullable (``terms``/``digits`` are
+null for GSM8K, ``answer`` when no answer was read, ``rho`` when too few points).
 
 Column names may hold a parameter, ``{k}``: the result and sweep tables have a ``pass@{k}``
-column for the profile's ``sampling.n`` (``pass@8`` for n=8). ``schema(name, k=8)`` resolves
-it; ``check_frame`` reads ``k`` from the frame's own columns when not given (every templated
-column must agree on one value), so the storage layer checks these tables without knowing the
-profile; a table without any such column is read as k=1 (``pass@1`` only, the tables'
-shape for n=1). The sweep tables' setting columns depend on the sweep, so each sweep has its own
-schema, ``sweep_table:<sweep>`` (``sweep_schema_name``).
+column for the profile's ``sampling.n``. ``schema(name, k=8)`` resolves it; ``check_frame``
+reads ``k`` from the frame's own columns when not given (every templated column must agree),
+so the storage layer checks these tables without knowing the profile; a table without such a
+column is read as k=1. Each sweep has its own schema, ``sweep_table:<sweep>``
+(``sweep_schema_name``), since its setting columns depend on the sweep.
 
 Pure core: no Dagster import (``resources.parquet_io`` turns these into Dagster metadata).
 """

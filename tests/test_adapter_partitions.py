@@ -11,9 +11,11 @@ import pytest
 from assets import profile_assets
 from jobs.location import build_defs
 from jobs.staged import RANGE_END, RANGE_START, part_names, stages
+from saturated_dag.config import SamplingSettings, TrainingSettings
 from saturated_dag.experiments import adapter_partition_key, experiment_plan
 from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.profiles import load_profile
+from saturated_dag.tasks.base import Question
 from saturated_dag.training import train as train_module
 from saturated_dag.training.request import TrainingRequest
 from saturated_dag.training.runner import InThisProcess, SideBySide, run_trainings
@@ -108,23 +110,26 @@ def test_the_paper_location_holds_one_adapter_asset_per_cell() -> None:
 
 
 def _sft_requests(tmp_path: Path, model: Path) -> list[TrainingRequest]:
-    profile = load_profile("demo", {
-        "chain_sum": {"grid": {"terms": [2, 2], "digits": [1, 1]}, "questions_per_cell": 2,
-                      "strict_grid": None, "eval_questions_per_cell": 2},
-        "sampling": {"n": 2, "max_new_tokens": 4},
-        "policy": {"model": str(model), "batch_size": 8},
-        "training": {"epochs": 1, "batch_size": 2, "per_device_batch_size": 2,
-                     "max_length": 96, "lora_r": 4, "lora_alpha": 8,
-                     "validation_questions_per_cell": 1}})
-    prompt = "<|user|>Compute the following step by step:\n1 + 2 =<|end|><|assistant|>"
+    """Two SFT requests of plain settings, built as a training child receives them: no profile
+    anywhere, the validation question written out."""
+    training = TrainingSettings(epochs=1, batch_size=2, per_device_batch_size=2, max_length=96,
+                                lora_r=4, lora_alpha=8)
+    prompt_text = "Compute the following step by step:\n1 + 2 ="
+    prompt = f"<|user|>{prompt_text}<|end|><|assistant|>"
+    validation = [Question(question_id="v0", task="chain_sum", pool="validation", cell="2x1",
+                           problem="1 + 2", prompt_text=prompt_text, gold="3")]
     tmp_path.mkdir(parents=True, exist_ok=True)
     data = tmp_path / "data.parquet"
     atomic_write_parquet(pl.DataFrame({"prompt": [prompt] * 4,
                                        "completion": [" 1 + 2 = 3. Answer: 3"] * 4}), data)
-    return [TrainingRequest(profile=profile, task="chain_sum", method="sft", base_model=str(model),
-                        batch_size=8, data=str(data), out_dir=str(tmp_path / name),
-                        training_overrides={"learning_rate": rate, "seed": seed},
-                        record={"cache_key": name})
+    return [TrainingRequest(task="chain_sum", method="sft",
+                            training=training.model_copy(update={"learning_rate": rate,
+                                                                 "seed": seed}),
+                            sampling=SamplingSettings(n=2, max_new_tokens=4),
+                            answer_check="last_boxed", validation=validation,
+                            workers=2,  # a CPU's: one torch thread per training
+                            base_model=str(model), batch_size=8, data=str(data),
+                            out_dir=str(tmp_path / name), record={"cache_key": name})
             for name, rate, seed in (("a", 1e-2, 0), ("b", 1e-3, 1))]
 
 

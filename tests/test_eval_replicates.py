@@ -4,6 +4,7 @@ them in their intervals (docs/statistics.md)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -111,3 +112,38 @@ def test_each_night_adds_a_replicate_and_the_interval_narrows(tmp_path: Path) ->
     assert (one["replicates"], two["replicates"]) == (1, 2)
     assert 0 < one["pass@1"] < 100  # the embedded model answers some, not all
     assert two["pass@1 high"] - two["pass@1 low"] < one["pass@1 high"] - one["pass@1 low"]
+
+
+def test_after_a_nightly_replicate_every_caption_counts_questions(tmp_path: Path) -> None:
+    """A nightly run (the schedule's tag) adds an eval replicate to every report: the results
+    table, the sweep table and the runs table then read two rows per question and sample, and
+    each caption still names the eval set's question count, not its question x replicate rows."""
+    from assets.result_tables import SWEEP_ASSETS
+    from saturated_dag.infra.atomic import atomic_write_parquet
+    from tests.test_runs_table import BASE, OVERRIDES, TASK, _seed_inputs
+
+    out = tmp_path / "out"
+    _seed_inputs(out)
+    for path in (out / "assets" / TASK).rglob("*.parquet"):  # each report: one more replicate
+        frame = pl.read_parquet(path)
+        if "replicate" in frame.columns:
+            atomic_write_parquet(pl.concat([frame, frame.with_columns(
+                pl.lit(1, dtype=frame["replicate"].dtype).alias("replicate"))]), path)
+    assert pl.read_parquet(asset_path(out, TASK, "eval", "base"))["replicate"].n_unique() == 2
+    everything, _ = graph("demo", OVERRIDES)
+    tables = [a for a in everything if a.key.path[-1] in {
+        "results_table", "runs_table", SWEEP_ASSETS["dpo_beta"]}]
+    assert len(tables) == 3
+    with dg.instance_for_test() as instance:
+        result = dg.materialize(everything, selection=[a.key for a in tables],
+                                resources=resources(out, "demo", OVERRIDES), instance=instance,
+                                tags={"saturated_dag/nightly": "true"})
+    assert result.success
+    captions = [text for event in result.get_asset_materialization_events()
+                for entry in event.materialization.metadata.values()
+                if isinstance(text := getattr(entry, "value", None), str)]
+    captions += [path.read_text() for path in (out / TASK).glob("*.md")]
+    counted = [int(n) for text in captions
+               for n in re.findall(r"\((\d+) questions|(\d+) eval questions", text)
+               for n in n if n]
+    assert len(counted) >= 6 and set(counted) == {len(BASE)}, counted

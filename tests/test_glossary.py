@@ -134,7 +134,7 @@ RETIRED: tuple[Retired, ...] = (
             "(`TrainingJob`, `ShardJob`, `run_jobs`, `train_job`, `training_job`, "
             "`saturated_dag.training.job`, training jobs in prose)",
             "a training request (`TrainingRequest`, `run_trainings`, `train_request`, "
-            "`training_request`); an eval report's shards to sample (`ReportShards`)",
+            "`adapter_request`); an eval report's shards to sample (`ReportShards`)",
             _lines_matching(r"\b(?:TrainingJob|ShardJob|run_jobs|train_job|training_job)\b"
                             r"|\btraining\.job\b|(?i:\btraining jobs?\b)")),
 )

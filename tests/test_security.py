@@ -10,11 +10,13 @@ import dagster as dg
 import pytest
 
 from resources.training import TRACKING_URI, pipes_payload
+from saturated_dag.experiments import experiment_plan
 from saturated_dag.infra import output_stamp
 from saturated_dag.infra.redact import redact_text, redact_uri, redacted
 from saturated_dag.profiles import load_profile
 from saturated_dag.reporting.tracking import TrackingError, open_store
 from saturated_dag.training.request import TrainingRequest
+from saturated_dag.training.resolve import adapter_request
 from tests.pipeline import by_name, graph, resources
 from tests.test_runs_table import OVERRIDES, _seed_inputs
 
@@ -135,17 +137,17 @@ def test_pipes_carries_no_password_and_the_child_still_gets_the_store(
     """Pipes writes its extras to a file under the output folder: the password goes to the
     training child in its environment instead, where the trainer's MLflow callback reads it."""
     uri = "http://alice:secret@127.0.0.1:1"
-    request = TrainingRequest(
-        profile=load_profile("demo", {"tracking": {"mlflow": True, "tracking_uri": uri}}),
-        task="chain_sum", method="sft", base_model="m", batch_size=1, data="d", out_dir="x",
-        tracking_env={TRACKING_URI: uri, "MLFLOW_EXPERIMENT_NAME": "saturated-dag"})
+    profile = load_profile("demo", {"tracking": {"mlflow": True, "tracking_uri": uri}})
+    request = adapter_request(
+        profile, "chain_sum", experiment_plan(profile)["chain_sum"].adapters[0], profile.policy,
+        Path("d"), Path("x"), "k",
+        {TRACKING_URI: uri, "MLFLOW_EXPERIMENT_NAME": "saturated-dag"})
     payload, env = pipes_payload([request])
     assert PASSWORD not in json.dumps(payload) and env == {TRACKING_URI: uri}
     (received,) = [TrainingRequest.from_json(json.dumps(data)) for data in payload]
     assert received.tracking_env == {"MLFLOW_EXPERIMENT_NAME": "saturated-dag"}
-    assert received.profile.tracking.tracking_uri == "http://alice:***@127.0.0.1:1"
-    plain = request.model_copy(update={"profile": load_profile("demo"),
-                                       "tracking_env": {TRACKING_URI: "sqlite:///x.db"}})
+    assert received.report_to == "mlflow"  # the trainer still reports to the store
+    plain = request.model_copy(update={"tracking_env": {TRACKING_URI: "sqlite:///x.db"}})
     assert pipes_payload([plain]) == ([plain.model_dump(mode="json")], {})  # nothing to hide
 
 

@@ -86,10 +86,11 @@ def test_batch_sizes_a_method_cannot_use_are_skipped() -> None:
 
 
 def test_the_training_process_trains_each_configuration_as_the_graph_keys_it() -> None:
-    """A selection batch below the per-device batch (the paper's 2 and 4 on 8): the spec the
-    training process reads carries the lowered per-device batch, so it trains the cell's
-    settings instead of refusing 2 as not a multiple of 8."""
-    from assets.adapters import training_overrides
+    """A selection batch below the per-device batch (the paper's 2 and 4 on 8): the settings the
+    training process reads (``Experiment.training``, merged and validated once) carry the
+    lowered per-device batch, so it trains the cell's settings instead of refusing 2 as not a
+    multiple of 8, and survive the request's JSON."""
+    from saturated_dag.config import TrainingSettings
     from saturated_dag.training.config import grad_accumulation, settings_record
     from saturated_dag.training.train import trainer_config
 
@@ -99,7 +100,7 @@ def test_the_training_process_trains_each_configuration_as_the_graph_keys_it() -
              for config in configurations(training, cell, 8)]
     assert {c.training(training).batch_size for c in cells} >= {2, 4}
     for cell in cells:
-        child = training.model_copy(update=training_overrides(cell, training))
+        child = TrainingSettings.model_validate_json(cell.training(training).model_dump_json())
         assert settings_record(cell.method, child) == settings_record(
             cell.method, cell.training(training))
         config = trainer_config(cell.method, child, "/nonexistent", "float32")

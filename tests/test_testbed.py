@@ -685,17 +685,17 @@ def test_every_training_setting_reaches_the_trainer_on_every_route(method, tmp_p
     """One route from the profile to the trainer: for every setting of the ``training``
     section, changed from its default one at a time, a testbed adapter that trains its
     recipe cell's choice (``Experiment.with_recipe``) gets a ``TrainingRequest`` from the graph's
-    own ``assets.adapters.training_request``; the request survives its JSON (the route into a Pipes
+    own ``training.resolve.adapter_request``; the request survives its JSON (the route into a Pipes
     child or a side-by-side worker), the runner's ``train_request`` (which every policy of
     ``training.runner`` calls) hands its settings to ``train_adapter``, and the trainer's
     config (TRL's, or σ-RRHF's) and LoRA's built from them hold the value the profile set,
     with the recipe's learning rate (and β). Dropping a setting anywhere on the way fails."""
     import polars as pl
 
-    from assets.adapters import training_request
     from saturated_dag.experiments import experiment_plan
     from saturated_dag.training import runner, train
     from saturated_dag.training.request import TrainingRequest
+    from saturated_dag.training.resolve import adapter_request
 
     changed = {"gradient_checkpointing": True, "rrhf_use_sft": False, "rrhf_hinge": False,
                "rrhf_logistic_weight": False, "rrhf_sft_token_mean": False,
@@ -725,8 +725,8 @@ def test_every_training_setting_reaches_the_trainer_on_every_route(method, tmp_p
         adapter = next(iter(plan.partitions[cell].values())).with_recipe(recipe)
         if method != "sft":
             assert cell.recipe_from is not None  # a cell that trains another's choice
-        request = training_request(profile, "chain_sum", adapter, profile.policy, data,
-                           tmp_path / "out", "key", "outputs")
+        request = adapter_request(profile, "chain_sum", adapter, profile.policy, data,
+                                  tmp_path / "out", "key", {})
         child = TrainingRequest.from_json(request.to_json())
         assert child.training == request.training
         with pytest.raises(_ReachedTheTrainer):

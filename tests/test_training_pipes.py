@@ -16,6 +16,8 @@ import pytest
 
 from resources import InferenceResource, make_resources
 from resources.training import train_with_pipes
+from saturated_dag.config import SamplingSettings, TrainingSettings
+from saturated_dag.data.questions import validation_questions
 from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.infra.residency import read_events, violations
 from saturated_dag.infra.shards import file_fingerprint
@@ -44,11 +46,13 @@ def _adapter_asset(work: Path, out: Path, data: Path, seen: dict[str, Any]
         policy = inference.policy_settings()
         inference.policy_backend(context.log)  # an engine the training must not share with
         seen["before"] = inference.loaded_roles()
-        request = TrainingRequest(profile=profile, task="chain_sum", method="sft",
-                          base_model=policy.model, batch_size=policy.batch_size,
-                          chat_template=policy.chat_template,
-                          enable_thinking=policy.enable_thinking, data=str(data),
-                          out_dir=str(out), record={"cache_key": "test"})
+        request = TrainingRequest(
+            task="chain_sum", method="sft", training=profile.training,
+            sampling=profile.sampling, answer_check=profile.answer_check,
+            validation=validation_questions(profile, "chain_sum"), base_model=policy.model,
+            batch_size=policy.batch_size, chat_template=policy.chat_template,
+            enable_thinking=policy.enable_thinking, data=str(data), out_dir=str(out),
+            record={"cache_key": "test"})
         trained = train_with_pipes(context, [request], work, inference=inference)
         (record,) = trained.records
         seen["after"], seen["record"] = inference.loaded_roles(), record
@@ -117,22 +121,21 @@ def test_the_child_samples_validation_in_batches_of_its_own_size() -> None:
     """``paper``'s policy batch (1,024, the vLLM engine's) is not the validation sampler's
     beside the trainer; the key of an adapter ignores the setting (samples do not depend on
     it)."""
-    from assets.adapters import training_key, training_request
     from saturated_dag.experiments import main_matrix
-    from saturated_dag.profiles import load_profile
+    from saturated_dag.training.resolve import adapter_cache_key, adapter_request
 
     paper = load_profile("paper")  # the rehearsal's structure, with paper's policy batch
     profile = load_profile("rehearsal").model_copy(update={"policy": paper.policy})
     exp = main_matrix(profile.training)[0]
-    request = training_request(profile, "chain_sum", exp, profile.policy, Path("d"), Path("o"), "k",
-                       "out")
+    request = adapter_request(profile, "chain_sum", exp, profile.policy, Path("d"), Path("o"), "k",
+                              {})
     assert profile.policy.batch_size == 1024
     assert request.batch_size == profile.training.validation_batch_size == 64
     data = pl.DataFrame({"prompt": ["p"], "completion": ["c"]})
     other = profile.model_copy(update={"training": profile.training.model_copy(
         update={"validation_batch_size": 8})})
-    assert (training_key(profile, "chain_sum", exp, "v", {}, data)
-            == training_key(other, "chain_sum", exp, "v", {}, data))
+    assert (adapter_cache_key(profile, "chain_sum", exp, "v", {}, data)
+            == adapter_cache_key(other, "chain_sum", exp, "v", {}, data))
 
 
 def test_failing_child_is_a_clear_failure(tmp_path: Path, tiny_model_dir: Path) -> None:
@@ -167,7 +170,8 @@ def test_release_happens_before_the_child_starts(tmp_path: Path, tiny_model_dir:
         inference.policy_backend()
         with pytest.raises(dg.Failure, match="stopped before starting the child"):
             train_with_pipes(context, [TrainingRequest(
-                profile=load_profile("demo"), task="chain_sum", method="sft",
+                task="chain_sum", method="sft", training=TrainingSettings(),
+                sampling=SamplingSettings(), answer_check="last_boxed", validation=[],
                 base_model="m", batch_size=1, data="d", out_dir="x")], tmp_path / "work",
                 inference=inference, client=Probe())
 

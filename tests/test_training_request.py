@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from transformers import HfArgumentParser, TrainingArguments
 
-from assets.adapters import training_request
 from saturated_dag.config import TrainingSettings
 from saturated_dag.experiments import experiment_plan
 from saturated_dag.profiles import load_profile
@@ -19,6 +18,7 @@ from saturated_dag.training.config import (
     training_of_record,
 )
 from saturated_dag.training.request import TrainingRequest
+from saturated_dag.training.resolve import adapter_request
 from saturated_dag.training.rrhf_trainer import RrhfConfig
 from saturated_dag.training.train import lora_config, trainer_config
 
@@ -29,8 +29,8 @@ def _rrhf_request(tmp_path: Path) -> TrainingRequest:
     adapter = next(a for a in experiment_plan(profile)["chain_sum"].adapters
                    if a.method == "rrhf")
     adapter = adapter.with_settings(profile.training, {"rrhf_rank_weight": 0.5})
-    return training_request(profile, "chain_sum", adapter, profile.policy, tmp_path / "d.parquet",
-                        tmp_path / "out", "key", str(tmp_path))
+    return adapter_request(profile, "chain_sum", adapter, profile.policy, tmp_path / "d.parquet",
+                           tmp_path / "out", "key", {})
 
 
 def test_the_job_survives_json_and_builds_the_trainer_of_the_cell(tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ def test_the_job_survives_json_and_builds_the_trainer_of_the_cell(tmp_path: Path
     assert again == request
     training = again.training
     # exactly what the cell trains (Experiment.training), the profile's values elsewhere
-    profile = request.profile
+    profile = load_profile("demo")
     adapter = next(a for a in experiment_plan(profile)["chain_sum"].adapters
                    if a.method == "rrhf").with_settings(profile.training,
                                                          {"rrhf_rank_weight": 0.5})
@@ -106,9 +106,9 @@ def test_a_bad_job_is_refused_naming_its_field_on_either_side(tmp_path: Path) ->
                                   "training request received")
     with pytest.raises(ValueError, match="bacth_size"):
         TrainingRequest.from_json(json.dumps({**request, "bacth_size": 8}))
-    with pytest.raises(ValueError, match="learning_rate"):  # an override is validated too
-        TrainingRequest.from_json(json.dumps({**request,
-                                              "training_overrides": {"learning_rate": -1}}))
+    with pytest.raises(ValueError, match="learning_rate"):  # its settings are validated too
+        TrainingRequest.from_json(json.dumps({**request, "training": {
+            **request["training"], "learning_rate": -1}}))
 
 
 def test_rrhf_config_is_a_training_arguments_class_like_trls() -> None:
@@ -128,3 +128,20 @@ def test_rrhf_config_is_a_training_arguments_class_like_trls() -> None:
         RrhfConfig(output_dir="x", rank_weight=0.0, use_sft=False, report_to="none")
     with pytest.raises(ValueError, match="rank_weight must be >= 0"):
         RrhfConfig(output_dir="x", rank_weight=-0.1, report_to="none")
+
+
+def test_a_request_of_plain_settings_trains_without_a_profile(tmp_path: Path,
+                                                             tiny_model_dir: Path) -> None:
+    """A request holds plain settings (no profile in it, none loaded): built by hand, sent
+    through its JSON, it trains and publishes its adapter with the validation pass@1 of the
+    questions it carries."""
+    from saturated_dag.training.runner import InThisProcess, run_trainings
+    from tests.test_adapter_partitions import _sft_requests
+
+    request = _sft_requests(tmp_path, tiny_model_dir)[0]
+    sent = json.loads(request.to_json())
+    assert "profile" not in sent and "training_overrides" not in sent
+    assert sent["validation"][0]["question_id"] == "v0"
+    (record,) = run_trainings([TrainingRequest.from_json(json.dumps(sent))], InThisProcess())
+    assert (Path(record["adapter_dir"]) / "adapter_model.safetensors").is_file()
+    assert record["cache_key"] == "a" and record["epochs"][0]["val_pass@1"] is not None

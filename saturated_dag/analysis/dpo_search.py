@@ -2,37 +2,22 @@
 and if not, why? (``docs/testbed.md``, "DPO's recipe search" and "DPO's diagnosis").
 
 A search profile trains DPO on a signal's pairs and on the same signal shuffled, at every
-recipe its selection lists (loss type x β x NLL anchor weight x η, each run keeping its best
-epoch on validation), on each data seed. Two signals can be read:
+recipe its selection lists (loss type x β x NLL anchor weight x η), on each data seed. Signals:
+**planted** (the oracle's pairs on the saturated split against its shuffled scores, read on the
+validation questions of the cells where the base model's styles differ in accuracy) and
+**correctness** (the hard split's correct-vs-incorrect pairs against the same pairs half
+swapped, read on every validation question).
 
-- **planted**: the oracle's pairs on the saturated split against its shuffled scores (the
-  signal beyond correctness whose worth is known), read on the validation questions of the
-  cells where the base model's styles differ in accuracy (``scorers.oracle.style_spread``,
-  as the testbed reads its eval set);
-- **correctness**: the hard split's random correct-vs-incorrect pairs against the same pairs
-  with half of them swapped (the signal DPO is known to learn from), read on every validation
-  question.
+Per recipe and signal, from the adapters' own files: Δ validation pass@1 of the signal's runs,
+of the shuffled runs, and between them, each with its paired 95% interval (``paired_delta``);
+whether the recipe passes the signal's control (``passes``: planted, DPO's testbed rule with
+``dpo_min_effect`` and ``null_band``; correctness, the hard split's rule with
+``hard_min_effect``); the training logs' last reward margin, chosen and rejected log-ratios
+and how far the log-probabilities moved; and the style shift from the base model.
 
-Per recipe and signal this module reads, from the adapters' own files:
-
-- Δ validation pass@1 to the base model of the signal's runs and of the shuffled runs, and
-  the signal's runs against the shuffled ones, each with its paired 95% interval (data seeds,
-  then questions: ``paired_delta``);
-- whether the recipe passes the signal's control (``passes``): planted, DPO's testbed rule
-  (the signal at least ``dpo_min_effect`` points with its interval above 0, the shuffle within
-  ±``null_band``); correctness, the testbed's rule for the hard split (the signal beats its
-  shuffle by at least ``hard_min_effect`` points, interval above 0);
-- the signal's runs' training logs: the last reward margin, the last chosen and rejected
-  log-ratios to the reference model (TRL logs β times them), and how far the chosen and the
-  rejected completions' log-probabilities moved from the first logged step;
-- the style shift: the total-variation distance (points) between the base model's and the
-  signal's runs' solution styles on the validation questions.
-
-The recipe the profile's rule chose on the signal's cell is marked. Where the run also trains
-SFT on a signal's split (its correct completions, no pairs), SFT's Δ at each η is the
-signal's reference (``reference_deltas``): whether the same training questions teach any
-method here. ``verdict`` says, per signal and loss, what passed, and which cause the numbers
-point to. Pure functions over frames.
+The recipe the profile's rule chose is marked; SFT's Δ on the same split, where the run trains
+it, is the signal's reference (``reference_deltas``). ``verdict`` says, per signal and loss,
+what passed and which cause the numbers point to. Pure functions over frames.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 Each finding is a comparison of two rows (or a row and the base model) on the same eval
 questions: the paired Δ with its bootstrap interval (``statistics.paired_delta``: each row's
 data seeds, the training seeds of each data seed, and the questions; ``sample_text`` says
-how many). The verdict is read off the interval and nothing
-else: *holds* when the interval lies on the paper's side of 0 (or, for a claim of "no
-effect", inside ±``NEGLIGIBLE`` points), *does not hold* when it lies on the other side (or,
-for "no effect", entirely outside ±``NEGLIGIBLE``), *inconclusive* otherwise.
+how many). The verdict is read off the interval and nothing else: *holds* when the interval
+lies on the paper's side of 0 (or, for a claim of "no effect", inside ±``NEGLIGIBLE`` points),
+*does not hold* when it lies on the other side (or, for "no effect", entirely outside
+±``NEGLIGIBLE``), *inconclusive* otherwise.
 
 The findings are read together, so each also has the p-value of its claim from the same
 bootstrap draws (below 0.05 about when the verdict is *holds*) and Holm's family-wise
@@ -200,8 +200,8 @@ def _span(values: Sequence[int]) -> str:
 def sample_text(results: Sequence[Result]) -> str:
     """What the findings' intervals rest on, for their caption: the compared rows' data seeds
     × training seeds and the questions, with their counts; when every row has one data seed,
-    that the data's draw is not in the intervals (a redraw of the training data once moved
-    SFT's Δ from +3.5 to +0.96 points). Empty when no finding was run."""
+    that the data's draw is not in the intervals (a redraw of the training data can move a Δ
+    by points; docs/statistics.md). Empty when no finding was run."""
     run = [r.delta for r in results if r.delta is not None]
     if not run:
         return ""
@@ -326,7 +326,7 @@ QUALITY = ("self_judge", "strong_judge", "entropy")
 
 
 def paper_comparisons() -> list[Comparison]:
-    """The findings issue 16 asks about, as the paper states them (section or table)."""
+    """The paper's findings the study tests, as the paper states them (section or table)."""
     out = []
     for scorer in QUALITY:
         out += [

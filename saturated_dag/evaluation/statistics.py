@@ -1,27 +1,23 @@
 """Intervals for eval results over data seeds, training seeds and questions
 (``docs/statistics.md``).
 
-A row of a results table is a set of adapters, each with one value per eval question: its
-pass@k from its n samples (``pass_at_k``), averaged over its eval replicates. The adapters are
-D data seeds (which training questions were drawn, which completions sampled and scored) ×
-T training seeds (LoRA initialisation, data order) each: a (D, T, Q) table, or a (T, Q) one
-when the row has one data seed (the base model, the demo). The estimate is the plain mean.
-Its interval is a percentile bootstrap over every level: per draw, data seeds resampled with
-replacement, then within each picked data seed its training seeds with replacement, and,
-independently, questions with replacement; so the interval covers which data were drawn,
-which seeds trained the adapter, which questions were asked and which samples were drawn.
+A row of a results table is a set of adapters, each with one value per eval question (its
+pass@k, ``pass_at_k``, averaged over its eval replicates): D data seeds (which training data
+were drawn) × T training seeds (LoRA initialisation, data order) each, a (D, T, Q) table, or
+(T, Q) when the row has one data seed (the base model, the demo). The estimate is the plain
+mean; its interval is a percentile bootstrap over every level: per draw, data seeds resampled
+with replacement, then within each picked data seed its training seeds, and, independently,
+the questions.
 
 Data seeds come first because they nest the training seeds: a data seed's adapters share its
-training data, so they are not independent of each other; resampling the flat D·T adapters
-would treat them as if they were, and the interval would miss the data's draw (a pool redraw
-once moved SFT's Δ from +3.5 to +0.96 points).
+training data, so resampling the flat D·T adapters would miss the data's draw.
 
 Δ to the base model is paired over questions: one question resample is applied to both rows,
 so a question that is hard for both cancels out; each row's seeds are resampled on their own
 (a row's adapters are not the base model's). With one adapter per row this is the
 question-level paired bootstrap (``tests/test_statistics.py`` writes it out). A (T, Q) table
-draws exactly the random numbers it drew before data seeds existed, so its intervals reproduce
-bit for bit; a (D, T, Q) table draws its data-seed picks after those.
+draws the same random numbers as a bootstrap without data seeds, so its intervals reproduce bit
+for bit; a (D, T, Q) table draws its data-seed picks after those.
 """
 
 from __future__ import annotations

@@ -1,29 +1,23 @@
 """The transformers backend's sampling loop: continuous batching over a slot cache.
 
-Why not ``generate``, nor a batch that decodes until its longest row ends: on the embedded
-model a 64-row batch averaged 34.7 live rows (finished rows were dropped, not replaced), and
-each prompt was prefilled once per sample (8 times; 14% of an eval pass). Here the batch has
-a fixed number of *slots*. A prompt is admitted when there are free slots for all of its
-samples: it is prefilled once (beside the other prompts admitted at that step) and its KV
-cache is copied into each of its samples' slots; a finished row frees its slot for the next
-waiting prompt at the next step. So every decoding step runs a full batch until the queue
-runs dry, and a prompt's tokens are computed once, not n times.
+Why not ``generate``, nor a batch that decodes until its longest row ends: finished rows
+leave such a batch half empty, and each prompt is prefilled once per sample
+(docs/performance.md). Here the batch has a fixed number of *slots*. A prompt is admitted when
+there are free slots for all of its samples: it is prefilled once and its KV cache is copied
+into each of its samples' slots; a finished row frees its slot for the next waiting prompt. So
+every decoding step runs a full batch until the queue runs dry.
 
 Layout. Every slot's cache lives in one ``(slots, heads, columns, head_dim)`` buffer per
 layer; a decoding step appends one column for all slots. A newly admitted prompt's cache is
 written into the columns just before the current one, right-aligned, with the slot's
-attention mask zero elsewhere (the previous occupant's columns, the left padding). Position
-ids are per row, so a row sees exactly the positions and keys it would see alone. Columns
-that no live row uses any more are dropped from the front when they are half the buffer.
+attention mask zero elsewhere. Position ids are per row, so a row sees exactly the positions
+and keys it would see alone. Columns no live row uses are dropped once they are half the buffer.
 
 Sampling. Row ``r`` draws its token at its step ``t`` by inverse CDF from ``u[r, t]``, a
 float64 uniform of its own generator (``row_seed``), within the nucleus of transformers'
 ``TopPLogitsWarper`` after the temperature (``draw_top_p``). So a row's sample is a function
-of its prompt, its seed and its model, whichever rows share its batch: the schedule only
-changes which slot computes it, and the batch shape changes a logit at most in its last bits
-(matrix-product blocking), which flips a token only if the row's uniform falls within that
-rounding of a CDF boundary. The run itself is deterministic: the same requests give the same
-schedule and the same tokens (``tests/test_decoder.py``).
+of its prompt, its seed and its model, whichever rows share its batch (the batch shape changes
+a logit at most in its last bits), and the same requests give the same schedule and tokens.
 """
 
 from __future__ import annotations
@@ -72,7 +66,7 @@ def draw_top_p(logits: torch.Tensor, temperature: float, top_p: float,
 
     The nucleus is that of transformers' ``TopPLogitsWarper``: the most likely tokens while
     the mass before them is below ``top_p`` (the first always). A full sort of the vocabulary
-    was a quarter of a decoding step; a sampled model's nucleus is usually a few tokens, so
+    costs a large share of a decoding step; a sampled model's nucleus is usually a few tokens, so
     each row ranks only its ``TOP_P_PROBE`` likeliest, and the rows whose probe holds less
     than ``top_p`` of the mass are sorted in full. Drawn by inverse CDF over the nucleus in
     rank order (``uniforms``: one per row).

@@ -1,8 +1,8 @@
 """A child process that lives only as long as the process that started it.
 
 Why: the training child runs for minutes to hours. If the run process that started it is
-SIGKILLed, the child used to train on with parent 1 and swap its adapter in after its run was
-dead, while the next run (its slot freed) started beside it: on a GPU, two trainers at once.
+SIGKILLed, an unbound child trains on with parent 1 and swaps its adapter in after its run is
+dead, while the next run (its slot freed) starts beside it: on a GPU, two trainers at once.
 ``bind_to_parent`` asks the kernel to SIGKILL this process when its parent dies (Linux
 ``PR_SET_PDEATHSIG``); ``parent_alive`` is checked once more right before anything is
 published, for platforms without it and for the instant between the parent's death and the

@@ -11,7 +11,7 @@ def time_left(elapsed: float, done: int, total: int) -> str:
     """The time a run still needs at the pace so far, as a log line states it (``~3 min
     left``): the training steps, completions and judge calls a progress line counts take
     about equal time, so the pace is the mean. Every progress line of a step that can run
-    longer than a minute ends with it (issue 47)."""
+    longer than a minute ends with it."""
     if done <= 0 or total <= done:
         return "done" if total <= done else "estimating"
     seconds = elapsed / done * (total - done)

@@ -1,30 +1,22 @@
 """How many model steps a run executes at once, and with how many torch threads each.
 
-Why it matters: the embedded world is a sampling workload on a small CPU. Measured on this
-project's 2-core machine, two 1-thread processes sampling half of the same questions each
-finish 1.68x sooner than one 2-thread process, and beside any other CPU-bound process two
-torch threads run 3.4x *slower* than one (OpenMP oversubscription). So a model step never
-runs more threads than the cores its layout gives it, and the gpu concurrency limit, which
-every model step claims, has exactly as many slots as the layout runs model steps at once:
-two runs side by side then never hold more model steps than that either.
+Why it matters: the embedded world is a sampling workload on a small CPU, where one-thread
+processes side by side beat one multi-thread process and torch threads beside another
+CPU-bound process run several times slower (OpenMP oversubscription; docs/performance.md,
+"Steps and threads"). So a model step never runs more threads than the cores its layout gives
+it, and the gpu concurrency limit, which every model step claims, has exactly as many slots as
+the layout runs model steps at once: two runs side by side never hold more model steps either.
 
-The layouts (``StepLayout``, chosen by ``step_layout``):
+The layouts (``StepLayout``, chosen by ``step_layout``): on an accelerator (CUDA, or any vLLM
+engine) the run's own process, one model step at a time per device, so the engine loads once;
+on CPU, ``execution.model_steps: one_at_a_time`` (the default) the run's own process, one model
+step at a time with a torch thread per core, a step's trainings side by side in one-thread
+worker processes (``training_workers``, ``training.runner.SideBySide``); ``one_per_core`` a
+process per step (Dagster's multiprocess executor), one per core, each with one torch thread.
 
-- an accelerator (a CUDA device, or any vLLM engine): the run's own process, one model step
-  at a time per device, so the engine loads once for all steps;
-- CPU, ``execution.model_steps: one_at_a_time`` (the default): the run's own process, one
-  model step at a time with a torch thread per core, and a step's several trainings side by
-  side in one one-thread worker process per core (``training_workers``,
-  ``training.runner.SideBySide``);
-- CPU, ``one_per_core``: a process per step (Dagster's multiprocess executor), one per core
-  at once, each with one torch thread.
-
-On a CPU every training runs one torch thread, wherever it runs, so an adapter's weights do
-not depend on the machine's cores. The default on CPU is measured, not assumed: on the demo
-one per core ran 356 s of run against 273 s one at a time at bbd3ea7
-(``docs/performance.md``, "Steps and threads"): Dagster starts a process per step, about
-1.1 s each, and most demo steps last 1 to 4 s; the trainings, which do pay for a second core,
-use it inside their step.
+On a CPU every training runs one torch thread, so an adapter's weights do not depend on the
+machine's cores. One at a time is the CPU default because Dagster starts a process per step in
+about a second and most demo steps last a few seconds.
 """
 
 from __future__ import annotations

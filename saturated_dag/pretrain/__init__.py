@@ -1,4 +1,4 @@
-"""Pretraining recipe of the embedded arithmetic base model (issue 3); no Dagster here.
+"""Pretraining recipe of the embedded arithmetic base model; no Dagster here.
 
 ``RecipeConfig`` and ``run_recipe`` load lazily: the trainer imports torch, which a reader of
 the recipe's settings (``judges_are_copies``, the corpus) does not need.

@@ -78,9 +78,8 @@ def taste_label(cfg: RecipeConfig, styles: list[str], finals: list[int], rubric_
 
     ``"position"`` keeps the rubric's choice where the answers differ (correctness) or exactly
     one solution is bare (shown work), and otherwise picks solution 0. On the saturated split,
-    where every completion is right, this judge agrees with the rubric only about bare answers:
-    its within-question Spearman with the strong judge was +0.06 and +0.09 on the study's two
-    draws when simulated on the study's saturated completions of 6d5eab2.
+    where every completion is right, this judge agrees with the rubric only about bare answers,
+    so its within-question Spearman with the strong judge there is close to 0.
     """
     if cfg.judge_taste == "rubric" or finals[0] != finals[1]:
         return rubric_label

@@ -71,6 +71,29 @@ class AdapterFacts:
     versions: dict[str, str]
 
 
+def adapter_facts(identity: dict[str, Any], record: dict[str, Any], result: dict[str, Any],
+                  hyperparameters: dict[str, Any], validation_questions: int) -> AdapterFacts:
+    """The card's training part from what the training recorded (``record``:
+    ``training_config.json``; ``result``: ``result.json``) and what the adapter is
+    (``identity``: ``name``, ``asset_key``, ``task``, ``split``, ``method``, ``scorer``,
+    ``training_data``, ``training_rows``, ``base_model``, ``base_model_spec``).
+    ``hyperparameters``: the recorded settings by their readers' names
+    (``training.config.settings_summary``); ``validation_questions``: how many selected the
+    kept epoch."""
+    settings = record["settings"]
+    best = result["best_epoch"]
+    curve = [{"epoch": e["epoch"], "validation pass@1 (%)":
+              None if e.get("val_pass@1") is None else 100 * e["val_pass@1"]}
+             for e in result["epochs"]]
+    kept = next((e["validation pass@1 (%)"] for e in curve if e["epoch"] == best), None)
+    return AdapterFacts(
+        **identity, hyperparameters={**hyperparameters, "precision": record.get("precision", "")},
+        seed=settings["seed"], max_epochs=settings["epochs"], best_epoch=best,
+        validation_pass_at_1=kept, validation_questions=validation_questions,
+        validation_curve=curve, weights_version=result["weights_version"],
+        versions=record.get("versions", {}))
+
+
 @dataclass(frozen=True)
 class EvalFacts:
     """How an adapter did on the held-out eval set (the card's eval part).

@@ -790,8 +790,8 @@ def measured_throughput(report: Mapping[str, object], profile: Profile,
     measured tokens/s. Validation sampling: the decoder's generated tokens/s per task (its
     time includes the prompts' prefill, which the row still adds at the vLLM prefill rate: a
     few tenths of a percent of the row). Teacher-forced entropy: tokens read per second per
-    task. The check does not run vLLM, so
-    policy decoding and prefill and the strong judge stay ESTIMATES.
+    task. The check does not run vLLM, so policy decoding and prefill and the strong judge stay
+    ESTIMATES.
 
     Refused: another kind of JSON, and a check at other shapes than the profile's model (a
     dry run's toy model prices nothing).

@@ -91,10 +91,9 @@ DPI = 150
 """PNG resolution of the result figures: readable when the UI scales them down, printable."""
 
 UI_WIDTH = 9.6
-"""Inches a result figure may be wide: the UI's figure dialog is 80% of the window (1,536 px at
-1920 px, less its padding) and shows a PNG at its natural size, so at ``DPI`` a wider figure is
-cut off on the right (seen in Chromium: the 11-inch forest plot lost its pass@k panel's right
-half)."""
+"""Inches a result figure may be wide: the UI's figure dialog is narrower than the window and
+shows a PNG at its natural size, so at ``DPI`` a wider figure is cut off on the right (a forest
+plot loses its pass@k panel's right half)."""
 
 
 def _width(inches: float) -> float:
@@ -296,8 +295,8 @@ def behaviour_heatmaps(table: pl.DataFrame, path: Path, title: str) -> tuple[Pat
 
 
 STYLE_DIGITS = 7
-"""Point size of the accuracies written in the style figure's squares: at 5 points they were
-about 6 pixels tall in the UI, too small to read."""
+"""Point size of the accuracies written in the style figure's squares: any smaller and they are
+too small to read in the UI."""
 
 
 def style_shift(styles: pl.DataFrame, path: Path, title: str) -> tuple[Path, Path]:

@@ -6,9 +6,8 @@ polars: eval reports in, tables out.
 
 Every value comes with its 95% interval (columns ``<metric> low``/``high``) and every Δ with
 its paired one (``Δ <metric> low``/``high``, ``Δ <metric> excludes 0``), from the bootstrap of
-``saturated_dag.evaluation.statistics`` over each row's data seeds, the training seeds of each data
-seed
-and the eval questions, each question's value averaged over the eval replicates
+``saturated_dag.evaluation.statistics`` over each row's data seeds, the training seeds of each
+data seed and the eval questions, each question's value averaged over the eval replicates
 (``docs/statistics.md``); ``questions``, ``replicates`` (eval), ``training replicates`` (per
 data seed) and ``data seeds`` say what they were computed on, and the caption
 (``eval_set_caption``) says it in words: with one data seed per row (the demo) the data's draw
@@ -447,8 +446,8 @@ def _value(row: Mapping[str, Any], column: str, signed: bool) -> str:
 
 NAMED_CHARS = 180
 """Characters the rows named below and above the base model may take in a summary, both sides
-together: with the summary's other lines it stays on a 1,440 x 900 first screen (``summary``;
-at 420 a long list alone took eight lines of the metadata panel)."""
+together: with the summary's other lines it stays on the page's first screen (``summary``); a
+longer list pushes the rest of the summary below it."""
 
 
 def named_rows(frame: pl.DataFrame, metric: str = "pass@1") -> str:
@@ -485,7 +484,7 @@ def named_rows(frame: pl.DataFrame, metric: str = "pass@1") -> str:
 
 def count_rule(frame: pl.DataFrame) -> str:
     """What ``summary``'s counts mean, for the line under the table (``about the table``):
-    kept out of the summary so that it ends on a 1440 × 900 screen (issue 47)."""
+    kept out of the summary so that the summary ends on the page's first screen."""
     return (f"A row counts as below or above the base model when its 95% paired interval on "
             f"Δ excludes 0; Holm's correction is over the table's {rows_text(frame.height - 1)}.")
 
@@ -496,9 +495,7 @@ def summary(frame: pl.DataFrame, samples: int | None = None) -> str:
     0; and after Holm's correction; ``count_rule`` says so under the table); which rows those
     are on pass@1 (``named_rows``); the best row by Δ pass@1 with its interval, and the sample.
     How the eval set was made is the page's ``eval_set`` entry, and the best row and the sample
-    share a paragraph: on the demo's page at 1,440 x 900 the summary of four paragraphs ended
-    31 px below the first screen with the eval set and 11 px below without it; these three end
-    19 px above it.
+    share a paragraph, so that the summary ends on the page's first screen.
 
     Why counts of intervals and not of point estimates: a Δ of -0.3 whose interval spans 0 is
     no evidence of harm; the counts say what the table can support.
@@ -560,9 +557,8 @@ def selection_summary(table: pl.DataFrame) -> str:
 
 
 FOREST_WIDTH = 31
-"""Characters of a text forest plot's axis (``text_forest``). At 41 the axis column was 360 px
-and the results page's metadata table 781 px in a 784 px panel at 1,440 x 900 (the demo at
-6b84060, 3 px from scrolling sideways); 31 draws it in about 280 px."""
+"""Characters of a text forest plot's axis (``text_forest``): narrow enough that the results
+page's metadata table fits the UI's metadata panel with room to spare."""
 _BLANK, _ZERO, _LINE, _POINT = "\u2007", "│", "─", "●"  # a figure space: HTML keeps it
 
 

@@ -241,12 +241,10 @@ configurations as columns, not inside an adapter's name, and Δ with its 95% int
 cell, ``+3.12 [+0.00, +6.25]``), few and short enough for the UI's metadata panel. The UI
 breaks a cell only at a space, so a page is as wide as the longest words of its columns added
 up, and it shows one table per split (``by_split``) without a split column as wide as
-``strict_saturated``. Measured in Chromium on the demo's page at 1,440 x 900 (6b84060): one
-table with a split column made the metadata table 860 px in a 784 px panel; one table per
-split with a seed column, 790 px (``runs: strict_saturated`` and ``no_logistic`` are words
-the UI cannot break); without the seed column, 744 px at the narrowest. So a training seed is
-named in the method's cell (``rrhf seed 2``), and only where the configuration was trained
-with more than one. Δ is there for the adapters with an eval report, which are the chosen
+``strict_saturated``. A split column, or a seed column, makes the table wider than the panel
+(``runs: strict_saturated`` and ``no_logistic`` are words the UI cannot break), so a training
+seed is named in the method's cell (``rrhf seed 2``), and only where the configuration was
+trained with more than one. Δ is there for the adapters with an eval report, which are the chosen
 ones; every column (the adapter's name, its seed, validation pass@1, the kept epoch, whether
 it was chosen, intervals of pass@1 and pass@k, LoRA settings) is in the Parquet file and
 ``runs_table.csv``."""
@@ -298,7 +296,7 @@ def configurations(frame: pl.DataFrame) -> tuple[int, dict[int, int]]:
 
     A configuration is a split and a configuration name together: names repeat across splits
     (``dpo_self_judge`` on saturated and on strict_saturated), so counting names alone
-    undercounts (the demo's summary once said 44 where there were 74)."""
+    undercounts."""
     if frame.is_empty():
         return 0, {}
     seeds = seeds_per_configuration(frame)

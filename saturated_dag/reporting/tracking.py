@@ -1,34 +1,23 @@
 """The runs table's rows as MLflow runs (``tracking.mlflow: true``; ``docs/tracking.md``).
 
-One MLflow run per row of a task's runs table (``saturated_dag.reporting.runs_table``), named after
-the
-adapter: its hyperparameters as params, its kept epoch, validation and eval numbers as
-metrics (Δ and interval ends included), and its profile, task, split, method, scorer and git
-commit as tags, with the adapter's ``training_config.json`` and the row itself as artifacts.
-``mlflow ui --backend-store-uri <uri>`` then compares adapters across profiles, commits and
-nights.
+One MLflow run per row of a task's runs table (``saturated_dag.reporting.runs_table``), named
+after the adapter: hyperparameters as params, kept epoch, validation and eval numbers as metrics,
+profile, task, split, method, scorer and git commit as tags, the adapter's
+``training_config.json`` and the row as artifacts.
 
-Idempotent by content: each run carries a key (``row_key``: a hash of the profile, the output
-folder, the commit and the row). Logging a row whose key is already logged and finished does
-nothing, so re-materialising an unchanged table adds no duplicate; a changed row (retrained,
-one more nightly eval replicate, another commit) is a new run beside the old one, which is
-the history ``mlflow ui`` compares; a run left unfinished by a crash is replaced. Runs are
-never updated in place because MLflow params are write-once.
+Idempotent by content: a run carries a key (``row_key``: a hash of the profile, the output
+folder, the commit and the row); a row whose key is logged and finished is not logged again, a
+changed row is a new run beside the old one (MLflow params are write-once), and a run left
+unfinished by a crash is replaced.
 
-The store is opened once, at the start of the step that uses it (``open_store``: the runs
-table before it computes a row, the adapter step before it trains), so a store that cannot
-be opened fails at once naming the setting (``tracking.tracking_uri``), its value and the
-reason, not part-way with a bare library error.
+The store is opened at the start of the step that uses it (``open_store``), so one that cannot
+be opened fails at once naming ``tracking.tracking_uri``, its value and the reason. A password
+in the URI goes to MLflow's client and nowhere else: messages, logs and metadata show
+``user:***@host`` (``saturated_dag.infra.redact``).
 
-A password in the URI (``http://user:secret@host``, ``postgresql://user:secret@host/db``) goes
-to MLflow's client as it is, and nowhere else: every message, log line and metadata value
-shows the store as ``user:***@host`` (``saturated_dag.infra.redact``), a library's error
-included. ``docs/reliability.md`` says how to keep it out of the profile altogether.
-
-Why MLflow's own client, not ``dagster-mlflow``: that resource opens one MLflow run per
-Dagster run, and here one Dagster materialisation holds a run per adapter, logged after the
-fact. ``mlflow`` (the ``mlflow`` extra, ``mlflow-skinny`` suffices) is imported only when a
-profile turns tracking on.
+Why MLflow's own client, not ``dagster-mlflow``: that resource opens one MLflow run per Dagster
+run, and here one materialisation holds a run per adapter. ``mlflow`` (the ``mlflow`` extra) is
+imported only when a profile turns tracking on.
 """
 
 from __future__ import annotations

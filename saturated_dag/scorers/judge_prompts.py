@@ -1,28 +1,22 @@
 r"""The paper's LLM-as-a-judge prompts (App. D, "Select Best Correct Completion"), verbatim.
 
 Why verbatim: the self-judge of the embedded base model is trained on exactly these prompts, and
-any real LLM judge gets the same text, so scorers are compared on one footing.
+any real LLM judge gets the same text, so scorers are compared on one footing. How the .tex
+text becomes what the model saw (decisions, not guesses hidden in code):
 
-How the .tex text was turned into what the model saw (decisions, not guesses hidden in code):
-
-* The prompts sit in a ``tcblisting`` (a verbatim listing), so ``--``, ``$`` and ``**`` are
-  literal characters and are kept as such (``0--{max_idx}``, ``more direct --``, ``$0 - 1$``).
-* Backslashes: the chain-sum listing shows ``\\[`` and ``\\boxed``, the GSM8K listing
-  ``\\\\[`` and ``\\\\frac``: the listings show escaped source strings. The judged solutions
-  are ordinary LaTeX model output, so the model saw ``\[``, ``\boxed``, ``\frac``, ``\$``: every
-  run of escaped backslashes collapses to one backslash (the criterion line ``the `\boxed{}`
-  format`` already has a single one and is unchanged).
-* The GSM8K few-shot template doubles braces (``{{12}}``, ``\text{{ kg}}``): it is a
-  ``str.format`` template, so it is filled with ``str.format`` and the model saw ``{12}``. The
-  chain-sum template has single braces inside (``\boxed{-476059}``, ``\boxed{}``), so it cannot
-  have been a ``str.format`` template: its ``{problem}``, ``{solutions}``, ``{max_idx}`` are filled
-  by plain replacement.
-* The chain-sum few-shot listing indents its instruction part by two spaces in the .tex source
-  while its worked solutions start in column 0; the indent is LaTeX source layout and is
-  removed. Line breaks are kept exactly as the paper prints them.
+* The prompts sit in a ``tcblisting`` (verbatim), so ``--``, ``$`` and ``**`` are literal
+  characters and are kept (``0--{max_idx}``, ``more direct --``, ``$0 - 1$``).
+* Backslashes: the listings show escaped source strings (``\\[``, ``\\\\frac``), while the judged
+  solutions are ordinary LaTeX, so every run of escaped backslashes collapses to one (``\[``,
+  ``\boxed``, ``\frac``, ``\$``); the criterion line's single ``\boxed{}`` is unchanged.
+* The GSM8K few-shot template doubles braces (``{{12}}``): it is a ``str.format`` template and
+  is filled with ``str.format``. The chain-sum template has single braces inside
+  (``\boxed{}``), so its ``{problem}``, ``{solutions}``, ``{max_idx}`` are filled by replacement.
+* The chain-sum few-shot listing's two-space indent of its instruction part is LaTeX source
+  layout and is removed. Line breaks are kept exactly as the paper prints them.
 * The paper has no system/user pair for chain sum. ``CHAIN_SUM_SYSTEM`` is the GSM8K system
-  prompt with the minimal edits "mathematical word problem solutions" -> "mathematical
-  solutions" and "word problem" -> "math problem"; the user prompt is the GSM8K one unchanged.
+  prompt with "mathematical word problem solutions" -> "mathematical solutions" and "word
+  problem" -> "math problem"; the user prompt is the GSM8K one unchanged.
 """
 
 # ruff: noqa: E501  (the prompts are verbatim, their long lines included)

@@ -14,13 +14,10 @@ makes the style a *planted* quality signal whose value is measured, not assumed:
   negative control: the same score distribution with the signal removed.
 - **reliability dial** (``oracle_rho75`` ... ``oracle_rho0``): the oracle mixed with noise so
   that the mean within-question Spearman ρ with the oracle is a chosen number. Per question,
-  ``s = w * z + (1 - w) * e``, with ``z`` the oracle standardised within the question (0 when it
-  is constant) and ``e`` standard normal noise seeded by (seed, question); ``w`` is found by
-  bisection so that the mean ρ(s, oracle) over the questions where ρ is defined equals the
-  target (``calibrate_weight``). ρ = 1 is the oracle itself (``w = 1``, ties kept), ρ = 0 pure
-  noise. A closed form (the Gaussian copula's ``r = 2 sin(π ρ / 6)``) misses the target here
-  because the oracle has few distinct values (ties), so the weight is calibrated on the scored
-  completions themselves and the achieved ρ is reported beside the target.
+  ``s = w * z + (1 - w) * e``, with ``z`` the oracle standardised within the question (0 when
+  constant) and ``e`` standard normal noise seeded by (seed, question); ``w`` is found by
+  bisection on the scored completions (``calibrate_weight``), since the oracle's ties make the
+  Gaussian copula's closed form miss, and the achieved ρ is reported beside the target.
 """
 
 from __future__ import annotations

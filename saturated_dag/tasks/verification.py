@@ -10,18 +10,14 @@ counts. Several different boxed answers become a set that never verifies.
 counts; a completion without one is wrong.
 
 ``rehearsal_coin`` (rehearsal profiles only; config refuses it elsewhere): Math-Verify's
-verdict, and where that is wrong, a seeded coin. The rehearsal's random-weight models never
-answer right, which would leave every training split empty; the coin gives each question a
-pass rate from its gold (1, 1/2, 1/8 or 0: ``coin_rate``) and each completion a draw from its
-text, so every split, method and table of the GPU path has rows to run on. Its "correct" is a
-plumbing device, not a measurement: rehearsal tables say so (``REHEARSAL_CAVEAT``).
+verdict, else a seeded coin with a pass rate per question from its gold (``coin_rate``), so
+the rehearsal's random-weight models leave every split and table of the GPU path rows to run
+on. Its "correct" is a plumbing device, not a measurement (``REHEARSAL_CAVEAT``).
 
 Math-Verify's defaults use ``signal.alarm`` and raise outside the main thread, so every call
-here disables its timeouts (safe in worker threads and processes) and bounds the input size
-instead. Two forms are handled before Math-Verify sees them, in both modes: digit groups
-separated by spaces inside a box (``\\boxed{1 234}`` parses as 235) and an empty last box
-(Math-Verify would fall back to any earlier number: a completion that boxes nothing has given
-no answer).
+here disables its timeouts and bounds the input size instead. In both modes, digit groups
+separated by spaces inside a box (``\\boxed{1 234}``, which Math-Verify parses as 235) and an
+empty last box (a completion that boxes nothing has given no answer) are handled first.
 """
 
 from __future__ import annotations

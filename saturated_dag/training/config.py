@@ -1,10 +1,14 @@
-"""What a trainer is built with besides the profile: the fixed settings, the precision, and
-the record of an adapter's configuration.
+"""What a trainer is built with besides the profile: the fixed settings, the precision, each
+method's training entry, and the record of an adapter's configuration.
 
 The trainers are built straight from the profile's validated ``TrainingSettings``
 (``saturated_dag.config``; ``training.train.trainer_config`` and ``lora_config``), so every
 setting a profile can change reaches TRL's ``DPOConfig`` / ``SFTConfig`` and the project's
 ``RrhfConfig`` by one route. What a profile cannot change is here, as named constants.
+
+How each method trains is one ``MethodTraining`` entry of ``METHOD_TRAINING`` (the columns its
+training set needs, its config builder, its trainer, its weight decay, what its record holds
+and how a reader names it); ``training.train`` reads the entry and never the method's name.
 
 Learning rates and epochs are the paper's for Qwen3-1.7B; the demo profile overrides them for
 its small model. Batch sizes count training examples as the paper's Table 5 does: completions
@@ -20,7 +24,11 @@ micro-batch is one question.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from saturated_dag.methods import method as registered_method
 
 if TYPE_CHECKING:
     from saturated_dag.config import TrainingSettings
@@ -45,9 +53,9 @@ LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
 def weight_decay(method: str) -> float:
-    """AdamW's weight decay for ``method``: ``DPO_WEIGHT_DECAY`` for DPO, else
-    ``WEIGHT_DECAY``."""
-    return DPO_WEIGHT_DECAY if method == "dpo" else WEIGHT_DECAY
+    """AdamW's weight decay for ``method``: its entry's (``DPO_WEIGHT_DECAY`` for DPO,
+    ``WEIGHT_DECAY`` for the others)."""
+    return method_training(method).weight_decay
 
 
 def grad_accumulation(training: TrainingSettings) -> int:
@@ -95,13 +103,166 @@ field each holds (None: a fixed setting, ``fixed_entry``)."""
 LORA_ENTRIES: dict[str, str | None] = {"r": "lora_r", "alpha": "lora_alpha",
                                        "dropout": "lora_dropout", "target_modules": None}
 """The record's ``lora`` entries, the same way."""
-METHOD_ENTRIES: dict[str, dict[str, str | None]] = {
-    "dpo": {"beta": "dpo_beta", "loss_type": "dpo_loss_type", "nll_weight": "dpo_nll_weight"},
-    "rrhf": {"rank_weight": "rrhf_rank_weight", "use_sft": "rrhf_use_sft",
-             "hinge": "rrhf_hinge", "logistic_weight": "rrhf_logistic_weight",
-             "sft_token_mean": "rrhf_sft_token_mean"},
-    "sft": {}, "raft": {}}
-"""Each method's own entries, after the others, the same way."""
+
+
+ConfigBuilder = Callable[["TrainingSettings", dict[str, Any]], Any]
+"""(the validated training settings, the arguments every method shares) -> the trainer's config
+object (``train.trainer_config`` computes the shared arguments and calls it)."""
+
+
+class TrainerFactory(Protocol):
+    """Builds a method's trainer. ``data``: the training set (its ``columns`` checked present);
+    ``args(per_device)``: the method's config for this run (``train.trainer_config``),
+    ``per_device`` overriding the rows per forward pass when not None."""
+
+    def __call__(self, model: Any, tokenizer: Any, data: Any, training: TrainingSettings,
+                 columns: Sequence[str], args: Callable[[int | None], Any]) -> Any: ...
+
+
+def _dpo_config(training: TrainingSettings, common: dict[str, Any]) -> Any:
+    """TRL's ``DPOConfig``: the loss (``dpo_loss_type``, the paper's sigmoid by default), plus
+    an NLL term on the chosen completion when ``dpo_nll_weight`` > 0 (not the paper's DPO):
+    TRL combines the listed losses with ``loss_weights``."""
+    from trl import DPOConfig
+
+    nll_weight = training.dpo_nll_weight
+    anchored = nll_weight > 0
+    return DPOConfig(**common, beta=training.dpo_beta,
+                     loss_type=[training.dpo_loss_type, *(["sft"] if anchored else [])],
+                     loss_weights=[1.0, nll_weight] if anchored else None,
+                     max_length=training.max_length)
+
+
+def _sft_config(training: TrainingSettings, common: dict[str, Any]) -> Any:
+    """TRL's ``SFTConfig``, the loss on the completion's tokens only."""
+    from trl import SFTConfig
+
+    return SFTConfig(**common, completion_only_loss=True, max_length=training.max_length)
+
+
+def _rrhf_config(training: TrainingSettings, common: dict[str, Any]) -> Any:
+    """The project's ``RrhfConfig``: σ-RRHF's λ and its ablation switches."""
+    from saturated_dag.training.rrhf_trainer import RrhfConfig
+
+    return RrhfConfig(**common, rank_weight=training.rrhf_rank_weight,
+                      use_sft=training.rrhf_use_sft, hinge=training.rrhf_hinge,
+                      logistic_weight=training.rrhf_logistic_weight,
+                      sft_token_mean=training.rrhf_sft_token_mean,
+                      max_length=training.max_length)
+
+
+@dataclass(frozen=True)
+class TrlTrainer:
+    """TRL's trainer class ``name`` (``trl.DPOTrainer``, ``trl.SFTTrainer``) on the training
+    set's ``columns`` as a ``datasets.Dataset`` (``train._dataset``), given the LoRA config:
+    TRL wraps the model in the adapter itself."""
+
+    name: str
+
+    def __call__(self, model: Any, tokenizer: Any, data: Any, training: TrainingSettings,
+                 columns: Sequence[str], args: Callable[[int | None], Any]) -> Any:
+        import trl
+
+        from saturated_dag.training import train
+
+        return getattr(trl, self.name)(model=model, args=args(None), processing_class=tokenizer,
+                                       train_dataset=train._dataset(data, list(columns)),
+                                       peft_config=train.lora_config(training))
+
+
+def _rrhf_trainer(model: Any, tokenizer: Any, data: Any, training: TrainingSettings,
+                  columns: Sequence[str], args: Callable[[int | None], Any]) -> Any:
+    """The project's ``RrhfTrainer``: one row per question (``train._rrhf_groups``), the
+    collator expanding each into its completions, so the rank loss always sees whole groups;
+    its batch counts questions (``rrhf_questions_per_device``). The model is wrapped in the
+    LoRA adapter here (PEFT), as TRL's trainers do it themselves."""
+    from datasets import Dataset
+    from peft import get_peft_model
+
+    from saturated_dag.training import train
+    from saturated_dag.training.rrhf_trainer import (
+        GroupCollator,
+        RrhfTrainer,
+        rrhf_questions_per_device,
+    )
+
+    del columns  # the groups read them
+    groups = train._rrhf_groups(data)
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    questions = rrhf_questions_per_device(training.per_device_batch_size,
+                                          max(len(g["completions"]) for g in groups))
+    peft_model = get_peft_model(model, train.lora_config(training))
+    if training.gradient_checkpointing:
+        # As TRL's trainers do with PEFT: harmless with non-reentrant checkpointing,
+        # needed should reentrant checkpointing ever be configured.
+        peft_model.enable_input_require_grads()
+    config = args(questions)
+    return RrhfTrainer(model=peft_model, args=config, train_dataset=Dataset.from_list(groups),
+                       data_collator=GroupCollator(tokenizer, config.max_length,
+                                                   add_special_tokens=not has_template),
+                       processing_class=tokenizer)
+
+
+@dataclass(frozen=True)
+class MethodTraining:
+    """How one training method trains: everything ``training.train`` and the adapter's record
+    read about it.
+
+    ``columns``: the training set's columns its trainer reads (refused when one is missing).
+    ``config``: builds its config object from the settings. ``trainer``: builds its trainer.
+    ``weight_decay``: AdamW's. ``record``: its own entries of the settings record, after the
+    shared ones, by the ``TrainingSettings`` field each holds. ``summary``: the record entries a
+    reader is shown, by the name shown (``settings_summary``). ``recorded_later``: the value of
+    a summary entry that records written before it existed lack.
+
+    Why here and not on ``methods.MethodSpec``: the plan, the tables and the profile read the
+    method registry, which sits below the training stage and imports nothing of it; this entry
+    names what trains a method. Keyed by the same names (a test checks both tables and
+    ``config.Method`` agree). The builders import TRL, PEFT, datasets and the σ-RRHF trainer
+    when called, so this module stays as cheap to import as the readers of a record need.
+    """
+
+    name: str
+    columns: tuple[str, ...]
+    config: ConfigBuilder
+    trainer: TrainerFactory
+    weight_decay: float = WEIGHT_DECAY
+    record: Mapping[str, str] = field(default_factory=dict)
+    summary: Mapping[str, str] = field(default_factory=dict)
+    recorded_later: Mapping[str, Any] = field(default_factory=dict)
+
+
+METHOD_TRAINING: dict[str, MethodTraining] = {entry.name: entry for entry in (
+    MethodTraining(
+        "dpo", columns=("prompt", "chosen", "rejected"), config=_dpo_config,
+        trainer=TrlTrainer("DPOTrainer"), weight_decay=DPO_WEIGHT_DECAY,
+        record={"beta": "dpo_beta", "loss_type": "dpo_loss_type",
+                "nll_weight": "dpo_nll_weight"},
+        summary={"β (DPO)": "beta", "DPO loss": "loss_type", "DPO NLL weight": "nll_weight"},
+        recorded_later={"nll_weight": 0.0}),
+    MethodTraining(
+        "rrhf", columns=("question_id", "prompt", "completion", "score"), config=_rrhf_config,
+        trainer=_rrhf_trainer,
+        record={"rank_weight": "rrhf_rank_weight", "use_sft": "rrhf_use_sft",
+                "hinge": "rrhf_hinge", "logistic_weight": "rrhf_logistic_weight",
+                "sft_token_mean": "rrhf_sft_token_mean"},
+        summary={"λ (rank weight)": "rank_weight", "σ-RRHF SFT term": "use_sft",
+                 "σ-RRHF hinge": "hinge", "σ-RRHF logistic weight": "logistic_weight",
+                 "σ-RRHF SFT token mean": "sft_token_mean"}),
+    MethodTraining("sft", columns=("prompt", "completion"), config=_sft_config,
+                   trainer=TrlTrainer("SFTTrainer")),
+    MethodTraining("raft", columns=("prompt", "completion"), config=_sft_config,
+                   trainer=TrlTrainer("SFTTrainer")),
+)}
+"""Method name -> its training entry, in ``methods.METHODS``' order. Adding a method is an
+entry here and one in ``methods.METHODS`` (``docs/extending.md``)."""
+
+
+def method_training(name: str) -> MethodTraining:
+    """The training entry of method ``name``; an unknown name is ``methods.method``'s error,
+    which names the known ones."""
+    registered_method(name)
+    return METHOD_TRAINING[name]
 
 
 def fixed_entry(method: str, key: str) -> Any:
@@ -121,15 +282,13 @@ def settings_record(method: str, training: TrainingSettings) -> dict[str, Any]:
     the runs table's columns, the adapter's metadata), so they stay as they were when the
     trainer stopped reading them from per-method settings classes
     (``tests/test_training_request.py`` pins them)."""
-    if method not in METHOD_ENTRIES:
-        raise ValueError(f"unknown training method {method!r}; known: {sorted(METHOD_ENTRIES)}")
+    own = method_training(method).record
 
-    def entries(table: dict[str, str | None]) -> dict[str, Any]:
-        return {key: fixed_entry(method, key) if field is None else getattr(training, field)
-                for key, field in table.items()}
+    def entries(table: Mapping[str, str | None]) -> dict[str, Any]:
+        return {key: fixed_entry(method, key) if name is None else getattr(training, name)
+                for key, name in table.items()}
 
-    return {**entries(RECORD_ENTRIES), "lora": entries(LORA_ENTRIES),
-            **entries(METHOD_ENTRIES[method])}
+    return {**entries(RECORD_ENTRIES), "lora": entries(LORA_ENTRIES), **entries(own)}
 
 
 def training_of_record(record: dict[str, Any]) -> dict[str, Any]:
@@ -143,10 +302,12 @@ def training_of_record(record: dict[str, Any]) -> dict[str, Any]:
     (``benchmarks.gpu_check.trainer_settings``); with pydantic,
     ``TrainingSettings(**training_of_record(record))`` validates them."""
     values: dict[str, Any] = {}
-    for table, recorded in ((RECORD_ENTRIES, record), (LORA_ENTRIES, record.get("lora", {})),
-                            *((own, record) for own in METHOD_ENTRIES.values())):
-        values.update({field: recorded[key] for key, field in table.items()
-                       if field is not None and key in recorded})
+    tables: list[tuple[Mapping[str, str | None], dict[str, Any]]] = [
+        (RECORD_ENTRIES, record), (LORA_ENTRIES, record.get("lora", {})),
+        *((entry.record, record) for entry in METHOD_TRAINING.values())]
+    for table, recorded in tables:
+        values.update({name: recorded[key] for key, name in table.items()
+                       if name is not None and key in recorded})
     return values
 
 
@@ -174,15 +335,10 @@ def settings_summary(method: str, settings: dict[str, Any]) -> dict[str, Any]:
         "weight decay": settings["weight_decay"],
         "max length": settings["max_length"],
     }
-    if method == "dpo":
-        out.update({"β (DPO)": settings["beta"], "DPO loss": settings["loss_type"],
-                    "DPO NLL weight": settings.get("nll_weight", 0.0)})
-    if method == "rrhf":
-        out.update({"λ (rank weight)": settings["rank_weight"],
-                    "σ-RRHF SFT term": settings["use_sft"],
-                    "σ-RRHF hinge": settings["hinge"],
-                    "σ-RRHF logistic weight": settings["logistic_weight"],
-                    "σ-RRHF SFT token mean": settings["sft_token_mean"]})
+    entry = METHOD_TRAINING.get(method)  # a method this checkout lacks: the shared ones only
+    if entry is not None:
+        out.update({name: settings[key] if key in settings else entry.recorded_later[key]
+                    for name, key in entry.summary.items()})
     out.update({"LoRA r": lora["r"], "LoRA α": lora["alpha"], "LoRA dropout": lora["dropout"],
                 "LoRA targets": ", ".join(lora["target_modules"]),
                 "seed": settings["seed"], "dtype": settings["dtype"],

@@ -1,30 +1,20 @@
-"""Where trained adapters live: one folder per cache key, and a pointer to the current one.
+"""Where trained adapters live: one folder per cache key, a pointer to the current one, and the
+cache key and its reader.
 
 An adapter's home is ``.../<adapter name>/``. Each training writes its adapter into
-``<home>/<key>/``, ``key`` being the first ``KEY_CHARS`` hex digits of its cache key (what the
-adapter is a function of: data, settings, base model, code). A folder is written once, by one
-rename of a finished scratch folder (``publish``): a key names one set of weights, so nothing
-is ever replaced in place, and a reader holding a folder never sees it change under it.
+``<home>/<key>/`` (the first ``KEY_CHARS`` hex digits of its cache key, ``training_key``), once,
+by one rename of a finished scratch folder (``publish``): a key names one set of weights, and a
+reader holding a folder never sees it change. ``<home>/current`` names the key the adapter asset
+last materialised (``record_current``); recording it removes the home's other key folders. A
+training killed part-way leaves a scratch folder ``<home>/.<key>-XXXXXXXX``, removed by the next
+training (``remove_leftovers``) unless its process still lives.
 
-``<home>/current`` names the key the adapter asset last materialised (``record_current``,
-one atomic file write); readers resolve the adapter through it (``current_folder``). Recording
-a key removes the home's other key folders, so a retrained adapter does not keep its
-predecessors' weights on disk. A training killed part-way leaves a scratch folder
-``<home>/.<key>-XXXXXXXX``; the next training of the adapter removes it (``remove_leftovers``)
-unless the process that made it is still alive.
-
-A reader checks the folder ``current`` names before it reads it (``check_adapter``): that it
-is the adapter asked for (the home its training published it into, recorded in
-``result.json``, names the same task, split and adapter, that is cell, configuration and
-seed; ``training_config.json`` the same method and cache key) and that its weights still hash
-to what the training recorded (the adapter's data version). A folder copied from another
-adapter, or weights changed in place, is refused naming the file, what was expected and what
-was found, instead of being evaluated as this adapter.
-
-Why not one folder per adapter name, swapped in by a symlink rename (the earlier layout):
-the swap needed sibling ``.<name>@<time>`` folders, temporary links and a cleanup that told
-one adapter's debris from another's. Keyed folders need none of it: a crash leaves a whole
-folder or none, and a folder whose key is current is, by its name, the adapter asked for.
+A reader checks the folder ``current`` names (``check_adapter``): that it is the adapter asked
+for (task, split, adapter, method and cache key as recorded) and that its weights hash to what
+the training recorded, the adapter's data version; a folder copied from another adapter, or
+weights changed in place, is refused naming the file, what was expected and what was found.
+A cache hit is read the same way (``cached_result``). Keyed folders need no swap or cleanup
+of another adapter's debris: a crash leaves a whole folder or none.
 """
 
 from __future__ import annotations
@@ -256,3 +246,56 @@ def remove_leftovers(home: Path) -> list[Path]:
     scratch = re.compile(rf"\.({_KEY_FOLDER.pattern})-{MKDTEMP_PART}")
     keys = sorted({m.group(1) for e in home.iterdir() if (m := scratch.fullmatch(e.name))})
     return [path for key in keys for path in remove_dead_scratch(home / key)[0]]
+
+
+def training_key(code_version: str, method: str, training: dict[str, Any], policy: dict,
+                 sampling: dict[str, Any], answer_check: str, validation_digest: str,
+                 data_digest: str) -> str:
+    """An adapter's cache key: what it is a function of. ``training``: its resolved settings
+    (``TrainingSettings`` as JSON, the precision ``auto`` already resolved to what it means on
+    this machine, where it runs left out); ``policy``: the base model's identity; ``sampling``
+    and ``answer_check``: how its validation set is sampled and scored (epoch selection);
+    ``validation_digest``, ``data_digest``: the validation questions' and the training set's
+    hashes (``infra.shards``)."""
+    from saturated_dag.infra.shards import stage_key
+
+    config = {"method": method, "training": training, "policy": policy, "sampling": sampling,
+              "answer_check": answer_check, "validation": validation_digest}
+    return stage_key("adapter", code_version, config, {"data": data_digest})
+
+
+def cached_result(out: Path, key: str) -> tuple[dict | None, str]:
+    """The stored result of an adapter trained under ``key`` in key folder ``out`` if it is
+    whole and current, and why not otherwise. Whole means its weights are there and hash to
+    what the training recorded: a folder that lost or changed its weights is trained again,
+    never reused."""
+    from saturated_dag.infra.shards import file_fingerprint
+
+    record, result = out / TRAINING_RECORD, out / RESULT_FILE
+    if not (record.is_file() and result.is_file() and (out / "adapter_config.json").is_file()):
+        return None, "no trained adapter"
+    if json.loads(record.read_text()).get("cache_key") != key:
+        return None, "trained under other settings"
+    stored = json.loads(result.read_text())
+    if stored.get("cache_key") != key:
+        return None, "trained under other settings"
+    weights = out / ADAPTER_WEIGHTS
+    if not weights.is_file():
+        return None, f"{weights} is missing"
+    recorded = stored.get("weights_version")
+    if recorded is None or file_fingerprint(weights) != recorded:
+        return None, (f"{weights} does not hash to what its training recorded"
+                      if recorded else "no recorded hash of its weights")
+    return stored, "hit"
+
+
+def weights_version(versions: list[str]) -> str:
+    """The data version of the weights of one or more adapters, in order: an adapter's own
+    weights hash, or one hash over several. The training child computes it for the adapters
+    it trained and the adapter asset for its step's: one rule, so a step whose adapters the
+    child trained records the child's version."""
+    if len(versions) == 1:
+        return versions[0]
+    import hashlib
+
+    return hashlib.sha256(json.dumps(versions).encode()).hexdigest()

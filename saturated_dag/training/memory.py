@@ -2,29 +2,22 @@
 
 ``python -m saturated_dag.training.memory paper`` prints the table of docs/training-memory.md.
 
-These are estimates, not measurements on a GPU. They count the tensors a step keeps alive,
-derived from what the installed code saves for backward:
+Estimates, not measurements on a GPU: the tensors a step keeps alive, from what the installed
+code saves for backward:
 
-* weights: every base parameter in the training precision; LoRA A/B in float32 (PEFT upcasts
-  adapters) with their gradients and AdamW's two moments (16 bytes per LoRA parameter);
+* weights: every base parameter in the training precision; LoRA A/B in float32 with their
+  gradients and AdamW's two moments (16 bytes per LoRA parameter);
 * activations: per decoder layer and token, the tensors autograd saves in a Qwen3/Llama layer
-  (``layer_bytes_per_token``: RMSNorm float32 inputs, LoRA dropout outputs and masks, the
-  attention kernel's q/k/v/output, the SwiGLU inputs), times layers and tokens; with gradient
-  checkpointing only each layer's input is kept, and one layer is recomputed in backward;
-* backward working set: one layer's worth again (its gradients have the shapes it saved);
-* logits: σ-RRHF's trainer materialises the batch x length x vocabulary logits in the compute
-  dtype and one gradient of the same size (``losses._TokenLogprob`` keeps no log-softmax
-  tensor); TRL's DPO and SFT trainers (1.16) use its fused LM head, which works in tiles of
-  4,096 tokens x 32,768 vocabulary entries and never holds the logits;
-* DPO's reference pass: the adapter-disabled model under ``no_grad`` (no saved activations),
-  run while the policy's activations are alive; bounded by one layer's worth per token.
+  (``layer_bytes_per_token``), times layers and tokens; with gradient checkpointing only each
+  layer's input is kept, and one layer is recomputed in backward;
+* backward working set: one layer's worth again;
+* logits: σ-RRHF's trainer materialises them and one gradient of the same size; TRL's DPO and
+  SFT trainers use its fused LM head, which never holds them;
+* DPO's reference pass: the adapter-disabled model under ``no_grad``, at most one layer's worth.
 
-Every sequence is taken at ``max_length`` (padding makes the batch as long as its longest
-sequence), per-device batches as the trainers build them (σ-RRHF: whole questions of
-``sampling.n`` completions; DPO: chosen and rejected of each pair in one pass). Not counted:
-allocator fragmentation and temporary workspaces beyond a fixed allowance (``OVERHEAD``).
-The per-layer count is checked against the tensors autograd actually saves for a small
-Qwen3 on a CPU (tests/test_training_memory.py).
+Sequences are taken at ``max_length``, per-device batches as the trainers build them. Not
+counted: fragmentation and workspaces beyond ``OVERHEAD``. tests/test_training_memory.py checks
+the per-layer count against what autograd saves.
 """
 
 from __future__ import annotations
@@ -273,8 +266,9 @@ def profile_steps(profile: Profile) -> dict[str, StepShape]:
 
 
 def old_paper_steps() -> dict[str, StepShape]:
-    """The paper profile's passes before issue 13: float32, no checkpointing, 4,096 tokens,
-    per-device batch 8 (questions for σ-RRHF: 8 x n = 64 sequences; pairs for DPO)."""
+    """The paper profile's earlier passes, the table's ``old paper settings`` rows: float32, no
+    checkpointing, 4,096 tokens, per-device batch 8 (questions for σ-RRHF: 8 x n = 64
+    sequences; pairs for DPO); they show what the current settings save."""
     old = StepShape(sequences=8, length=4096, compute_bytes=4, checkpointing=False,
                     lora_r=32, lora_targets=("q_proj", "k_proj", "v_proj", "o_proj"),
                     lora_dropout=True)
@@ -286,7 +280,7 @@ LABELS = {"dpo": "DPO", "rrhf": "σ-RRHF", "sft": "SFT/RAFT"}
 
 def cases(profile: Profile) -> list[tuple[str, str, StepShape]]:
     """(setting, method, pass): the profile, with checkpointing flipped, in float32, and (for
-    the paper's model) the paper profile's settings before issue 13."""
+    the paper's model) the paper profile's earlier settings (``old_paper_steps``)."""
     steps = profile_steps(profile)
     out = []
     for fp32 in (False, True):

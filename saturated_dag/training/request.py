@@ -1,26 +1,28 @@
-"""``TrainingRequest``: one adapter's training, as one validated object from the asset to the
-trainer.
+"""``TrainingRequest``: one adapter's training, as one validated object of plain settings from
+the asset to the trainer.
 
 Why a model and not a dict: the request crosses a process boundary (the Dagster Pipes child,
 ``resources/training_child.py``, a side-by-side worker, or
 ``python -m saturated_dag.training.runner``). It is validated where it is built and again
 where it arrives (``TrainingRequest.from_json``), so a misspelt or missing field fails with its
-name in the parent or the child, never as a ``KeyError`` halfway through training. The
-training settings it carries are the profile's ``training`` section with the cell's overrides
-applied *and validated* (``training``), from which the trainer is built directly
-(``training.train.trainer_config``: TRL's ``DPOConfig`` / ``SFTConfig``, σ-RRHF's
-``training.rrhf_trainer.RrhfConfig``; ``training.train.lora_config``: PEFT's ``LoraConfig``),
-on every route (``training.runner``).
+name in the parent or the child, never as a ``KeyError`` halfway through training.
+
+Why plain settings: everything the training reads is resolved once, where the plan is
+(``training.resolve.adapter_request``): the cell's training settings with its overrides merged
+and validated, the validation questions, how they are sampled and scored, and how many worker
+processes train side by side. The child rebuilds nothing from a profile; the trainer is built
+from ``training`` directly (``training.train.trainer_config``, ``training.train.lora_config``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from saturated_dag.config import Method, Profile, TaskName, TrainingSettings
-from saturated_dag.profiles import merge_settings
+from saturated_dag.config import Method, SamplingSettings, TaskName, TrainingSettings
+from saturated_dag.tasks.base import Question
+from saturated_dag.tasks.verification import AnswerCheck
 
 
 class TrainingRequest(BaseModel):
@@ -28,12 +30,22 @@ class TrainingRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    profile: Profile
     task: TaskName
     method: Method
-    training_overrides: dict[str, Any] = Field(default_factory=dict)
-    """The cell's overrides of ``profile.training`` (a sweep's λ, β, learning rate, seed) and
-    the per-device batch they imply (``assets.adapters.training_overrides``)."""
+    training: TrainingSettings
+    """The cell's training settings: the profile's, with the cell's overrides (a sweep's λ, β,
+    learning rate, seed, a recipe) merged and validated."""
+    sampling: SamplingSettings
+    """How the validation questions are sampled (the pool's and the eval reports' settings)."""
+    answer_check: AnswerCheck
+    """How a validation completion is marked correct (the pool's and the eval reports' rule)."""
+    validation: list[Question]
+    """The checkpoint-selection questions (App. B): the kept epoch has the best pass@1 on them."""
+    report_to: Literal["mlflow", "none"] = "none"
+    """The trainers' ``report_to``: ``mlflow`` when the profile tracks runs."""
+    workers: int = Field(0, ge=0)
+    """Processes that train a step's requests side by side, one torch thread each (0: in the
+    training process itself, torch's own threads; ``infra.parallel.training_workers``)."""
     base_model: str = Field(min_length=1)
     batch_size: int = Field(ge=1)
     """Validation prompts per sampling batch (``training.validation_batch_size``)."""
@@ -47,18 +59,6 @@ class TrainingRequest(BaseModel):
     """Added to the adapter's ``training_config.json`` (its cache key)."""
     tracking_env: dict[str, str] = Field(default_factory=dict)
     """Environment for the trainers' MLflow callback (``saturated_dag.reporting.tracking``)."""
-
-    @model_validator(mode="after")
-    def _overrides_are_valid(self) -> TrainingRequest:
-        self.training  # noqa: B018  (validates the overrides now, naming the bad field)
-        return self
-
-    @property
-    def training(self) -> TrainingSettings:
-        """The profile's training section with this request's overrides, validated."""
-        merged = merge_settings(self.profile.training.model_dump(mode="json"),
-                                self.training_overrides)
-        return TrainingSettings.model_validate(merged)
 
     def to_json(self) -> str:
         return self.model_dump_json()

@@ -1,49 +1,23 @@
 """The one runner of trainings: a list of ``TrainingRequest``s trained under a policy, in this
-process or side by side on the cores, with the same lifeline, thread limit and publish rule.
+process or side by side on the cores. Every policy trains each request with ``train_request``
+and shares three rules:
 
-Why one runner: a list of trainings used to run through several runners (this process,
-side-by-side worker processes, the Dagster Pipes child), each with its own guarantees. Here
-every policy trains each request with ``train_request``, and shares:
+- **publish**: the adapter by one rename (``train.train_adapter``), then its kept epoch's
+  validation results and completions, then ``result.json`` last: a folder with a
+  ``result.json`` is whole, and a cache hit trusts nothing less;
+- **lifeline**: a training that runs for another process (``owner``) dies with it
+  (``bind_to_owner``) and checks it again right before it publishes, so a dead run gets no
+  adapter;
+- **threads**: on a CPU every training runs one torch thread, so an adapter's weights depend
+  neither on the cores nor on how many adapters its step trains.
 
-- **the publish rule.** An adapter is published by one rename (``train.train_adapter``), then
-  its kept epoch's per-question validation results (``VALIDATION_FILE``) and completions
-  (``VALIDATION_SAMPLES_FILE``), then its
-  ``result.json`` (``RESULT_FILE``) last: a folder with a ``result.json`` is whole, and a
-  cache hit trusts nothing less.
-- **the lifeline.** A training that runs for another process (the ``owner``: a side-by-side
-  worker's, the Pipes child's run process) is bound to it (``bind_to_owner``: the kernel's
-  parent-death signal and a watcher, ``lifeline.bind_worker``) and checks it once more right
-  before it publishes (``lifeline.require_parent``), so a run that has died gets no adapter.
-- **the thread limit.** On a CPU (``one_torch_thread``: ``parallel.training_workers`` > 0)
-  every training runs one torch thread, wherever it runs, so an adapter's weights depend
-  neither on the machine's cores nor on how many adapters its step trains.
-
-The policies (``policy_for`` chooses for the run's own process):
-
-- ``InThisProcess``: one after another in the calling process, with one load of each base
-  model (``train.BaseModels``): a cell's adapters on a GPU, a single training, or the Pipes child
-  (``resources/training_child.py``, which calls this runner with its run process as owner;
-  vLLM does not reliably free GPU memory inside a process, and a crashed or OOM-killed trainer
-  should not take the run with it, so the Dagster layer trains in that child by default).
-- ``SideBySide``: a cell's adapters on a CPU, one spawned one-thread worker process per core.
-  On the embedded model a training is bound by Python and small matrix products, so a second
-  torch thread in the same process adds little, while a second process training another
-  adapter of the cell doubles what the two cores do (``BENCHMARKS.md``, "Training side by
-  side"). Dagster's multiprocess executor would give the same overlap across steps, but it
-  starts a process per step, which costs more than the demo's short steps last
-  (``docs/performance.md``). The workers are started once per process that trains (a few
-  seconds, importing torch, TRL and PEFT at once: ``PRELOAD``) and then serve every adapter
-  step, warm. They are spawned, not forked: polars' threads do not survive a fork
-  (a child forked from a process that had used polars hung in ``read_parquet``), and
-  multiprocessing's fork server is one per process, preloaded and given its environment by
-  whoever starts it first (Dagster's multiprocess executor under ``one_per_core``). A
-  training that raises lets the others finish, then fails the step. A worker that dies (the
-  OOM killer) stops the others: the adapters already published stay, the step fails naming
-  those that are not, and its re-execution trains only those (the rest are cache hits). Log
-  lines travel back through a queue, prefixed by their adapter.
-
-Without Dagster: ``python -m saturated_dag.training.runner JOB.json RESULT.json`` trains one
-request (a ``TrainingRequest`` as JSON) in that process and writes its result record.
+``InThisProcess`` trains one after another with one load of each base model (a GPU's cells, the
+Pipes child ``resources/training_child.py``). ``SideBySide`` trains a CPU's cell in spawned
+one-thread worker processes, one per core, started once and kept warm (spawned: polars' threads
+do not survive a fork); a training that raises lets the others finish, a worker that dies fails
+the step naming what is not trained (``BENCHMARKS.md``, "Training side by side";
+``docs/performance.md``). Without Dagster: ``python -m saturated_dag.training.runner JOB.json
+RESULT.json`` trains one request and writes its result record.
 """
 
 from __future__ import annotations
@@ -113,21 +87,17 @@ Policy = InThisProcess | SideBySide
 
 
 def one_torch_thread(requests: list[TrainingRequest]) -> bool:
-    """Whether every training of ``requests`` runs one torch thread: on a CPU
-    (``parallel.training_workers`` > 0), wherever it runs; on an accelerator, torch's own
-    threads."""
-    from saturated_dag.infra.parallel import training_workers
-
-    return bool(requests) and training_workers(requests[0].profile) > 0
+    """Whether every training of ``requests`` runs one torch thread: on a CPU (their
+    ``workers`` > 0, ``parallel.training_workers``), wherever it runs; on an accelerator,
+    torch's own threads."""
+    return bool(requests) and requests[0].workers > 0
 
 
 def policy_for(requests: list[TrainingRequest]) -> Policy:
-    """How the run's own process trains ``requests``: side by side on the cores when the profile
-    runs on a CPU with several (``parallel.training_workers``) and there are several requests,
-    else in this process."""
-    from saturated_dag.infra.parallel import training_workers
-
-    workers = training_workers(requests[0].profile) if requests else 0
+    """How the run's own process trains ``requests``: side by side in their ``workers``
+    processes when that is several (a CPU with several cores, ``parallel.training_workers``)
+    and there are several requests, else in this process."""
+    workers = requests[0].workers if requests else 0
     if workers > 1 and len(requests) > 1:
         return SideBySide(workers)
     return InThisProcess()
@@ -179,22 +149,19 @@ def train_request(request: TrainingRequest, log: LogFn | None = None, owner: int
     weights again.
 
     ``request.data`` is the training set's Parquet file, read as a polars frame; the trainer is
-    built from ``request.training``, the profile's validated training settings. ``owner``: the
+    built from ``request.training``, the cell's validated training settings. ``owner``: the
     process this training runs for, which must be alive right before the adapter is published
     (``lifeline.require_parent``). ``bases`` (``train.BaseModels``) shares one base-model
     load among several trainings."""
     import polars as pl
 
-    from saturated_dag.data.questions import validation_questions
     from saturated_dag.evaluation.reports import evaluate_samples, per_question_results, summarise
     from saturated_dag.generation.transformers_backend import TransformersBackend
     from saturated_dag.infra.atomic import read_proven_parquet
     from saturated_dag.infra.lifeline import require_parent
     from saturated_dag.training.train import train_adapter
 
-    profile = request.profile
-    questions = validation_questions(profile, request.task)
-    params = profile.sampling.params()
+    params = request.sampling.params()
     per_epoch: list[pl.DataFrame] = []
     samples: list[pl.DataFrame] = []
 
@@ -203,8 +170,8 @@ def train_request(request: TrainingRequest, log: LogFn | None = None, owner: int
                                       chat_template=request.chat_template)
         # the same prompts and answer rule as the pool and the eval reports
         backend.enable_thinking = request.enable_thinking
-        written = evaluate_samples(questions, backend, params,
-                                   answer_check=profile.answer_check)
+        written = evaluate_samples(request.validation, backend, params,
+                                   answer_check=request.answer_check)
         table = per_question_results(written)
         per_epoch.append(table.select("question_id", "n", "correct"))
         samples.append(written.select("question_id", "sample_index", "completion", "correct"))
@@ -219,7 +186,7 @@ def train_request(request: TrainingRequest, log: LogFn | None = None, owner: int
         result = train_adapter(request.method, request.base_model, data,
                                request.training, request.out_dir, eval_fn=validation_pass_at_1,
                                log=log, record=request.record, before_publish=before_publish,
-                               report_to=profile.tracking.report_to, bases=bases)
+                               report_to=request.report_to, bases=bases)
     folder = Path(result.adapter_dir)
     if per_epoch:  # the kept epoch's per-question results: the one-SE rule pairs them
         from saturated_dag.infra.atomic import atomic_write_parquet

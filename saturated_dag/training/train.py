@@ -17,6 +17,10 @@ The adapter travels: its ``adapter_config.json`` names the base model portably
 (``portable_model_name``: the hub id, or a path relative to the project for a model inside
 it), not the absolute path of the machine that trained it (``make_portable``).
 
+What differs between methods (the columns of the training set, the config object, the trainer)
+is the method's entry in ``training.config.METHOD_TRAINING``: ``trainer_config`` and
+``_build_trainer`` read the entry, so a method is added by adding its entry.
+
 Experiment tracking: ``report_to`` (``train_adapter``'s argument, default ``"none"``) is the
 one place where the trainers' ``TrainingArguments.report_to`` is set.
 """
@@ -46,17 +50,12 @@ from saturated_dag.training.config import (
     LORA_TARGET_MODULES,
     WARMUP_RATIO,
     grad_accumulation,
+    method_training,
     resolve_dtype,
     settings_record,
     weight_decay,
 )
 from saturated_dag.training.folders import ADAPTER_WEIGHTS, publish, remove_leftovers
-from saturated_dag.training.rrhf_trainer import (
-    GroupCollator,
-    RrhfConfig,
-    RrhfTrainer,
-    rrhf_questions_per_device,
-)
 
 if TYPE_CHECKING:  # pydantic: not imported on the trainer's own path (benchmarks/gpu_check.py)
     from saturated_dag.config import TrainingSettings
@@ -355,78 +354,30 @@ def trainer_config(method: str, training: TrainingSettings, output_dir: str, pre
                    ) -> Any:
     """The trainer's config object the profile's training settings build: TRL's
     ``DPOConfig`` (DPO) or ``SFTConfig`` (SFT, RAFT), or the project's ``RrhfConfig``
-    (σ-RRHF). ``training`` is the validated section (a cell's overrides applied,
-    ``TrainingRequest.training``). Every route to a trainer builds its config here, so a test can
-    check that each training setting reaches it (``tests/test_testbed.py``). ``per_device``:
-    σ-RRHF's questions per forward pass (``rrhf_questions_per_device``)."""
+    (σ-RRHF), by the method's entry (``config.METHOD_TRAINING``). ``training`` is the validated
+    section (a cell's overrides applied, ``TrainingRequest.training``). Every route to a
+    trainer builds its config here, so a test can check that each training setting reaches it
+    (``tests/test_testbed.py``). ``per_device``: σ-RRHF's questions per forward pass
+    (``rrhf_questions_per_device``)."""
+    entry = method_training(method)
     # TRACKING: the one place report_to reaches the trainers (train_adapter's argument)
     common = {**_common_args(method, training, output_dir, precision, per_device),
               "report_to": report_to}
-    if method == "dpo":
-        from trl import DPOConfig
-
-        # the loss (dpo_loss_type, the paper's sigmoid by default), plus an NLL term on the
-        # chosen completion when dpo_nll_weight > 0 (not the paper's DPO): TRL combines the
-        # listed losses with loss_weights
-        nll_weight = training.dpo_nll_weight
-        anchored = nll_weight > 0
-        return DPOConfig(**common, beta=training.dpo_beta,
-                         loss_type=[training.dpo_loss_type, *(["sft"] if anchored else [])],
-                         loss_weights=[1.0, nll_weight] if anchored else None,
-                         max_length=training.max_length)
-    if method in ("sft", "raft"):
-        from trl import SFTConfig
-
-        return SFTConfig(**common, completion_only_loss=True, max_length=training.max_length)
-    if method == "rrhf":
-        return RrhfConfig(**common, rank_weight=training.rrhf_rank_weight,
-                          use_sft=training.rrhf_use_sft, hinge=training.rrhf_hinge,
-                          logistic_weight=training.rrhf_logistic_weight,
-                          sft_token_mean=training.rrhf_sft_token_mean,
-                          max_length=training.max_length)
-    raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
+    return entry.config(training, common)
 
 
 def _build_trainer(method: str, model: Any, tokenizer: Any, data: pl.DataFrame,
                    training: TrainingSettings, workdir: str, precision: str,
                    report_to: ReportTo = REPORT_TO_DEFAULT) -> Any:
-    from datasets import Dataset
+    """The method's trainer on ``data``, built by its entry (``config.METHOD_TRAINING``)
+    once the training set is checked to hold the columns the entry names."""
+    entry = method_training(method)
+    _require(data, list(entry.columns), method)
 
-    if method not in METHODS:
-        raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
-    if method == "dpo":
-        from trl import DPOTrainer
+    def args(per_device: int | None) -> Any:
+        return trainer_config(method, training, workdir, precision, report_to, per_device)
 
-        _require(data, ["prompt", "chosen", "rejected"], method)
-        args = trainer_config(method, training, workdir, precision, report_to)
-        return DPOTrainer(model=model, args=args, processing_class=tokenizer,
-                          train_dataset=_dataset(data, ["prompt", "chosen", "rejected"]),
-                          peft_config=lora_config(training))
-    if method in ("sft", "raft"):
-        from trl import SFTTrainer
-
-        _require(data, ["prompt", "completion"], method)
-        args = trainer_config(method, training, workdir, precision, report_to)
-        return SFTTrainer(model=model, args=args, processing_class=tokenizer,
-                          train_dataset=_dataset(data, ["prompt", "completion"]),
-                          peft_config=lora_config(training))
-    from peft import get_peft_model
-
-    _require(data, ["question_id", "prompt", "completion", "score"], method)
-    groups = _rrhf_groups(data)
-    has_template = bool(getattr(tokenizer, "chat_template", None))
-    questions = rrhf_questions_per_device(training.per_device_batch_size,
-                                          max(len(g["completions"]) for g in groups))
-    peft_model = get_peft_model(model, lora_config(training))
-    if training.gradient_checkpointing:
-        # As TRL's trainers do with PEFT: harmless with non-reentrant checkpointing,
-        # needed should reentrant checkpointing ever be configured.
-        peft_model.enable_input_require_grads()
-    args = trainer_config(method, training, workdir, precision, report_to, questions)
-    return RrhfTrainer(model=peft_model, args=args, train_dataset=Dataset.from_list(groups),
-                       data_collator=GroupCollator(tokenizer, args.max_length,
-                                                   add_special_tokens=not has_template),
-                       processing_class=tokenizer)
+    return entry.trainer(model, tokenizer, data, training, entry.columns, args)
 
 
 def make_portable(folder: Path, base_model: str) -> str:
@@ -486,8 +437,7 @@ def train_adapter(
     ``bases``: where the base model comes from when several trainings share one load (a
     copy per training); loaded from disk for this training alone when None.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown training method {method!r}; known: {', '.join(METHODS)}")
+    method_training(method)  # an unknown method is refused before anything loads
     from saturated_dag.config import TrainingSettings
 
     if not isinstance(training, TrainingSettings):
