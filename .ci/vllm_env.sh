@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build a SECOND virtual environment where the vLLM CPU wheel and this project import together,
-# so CI can run tests/test_vllm_backend.py (the main .venv has no vLLM and skips that file).
+# so CI can run tests/generation/test_vllm_backend.py (the main .venv has no vLLM and skips that
+# file).
 #
 #   bash .ci/vllm_env.sh [VENV_DIR]        # default: .venv-vllm in the repository root
-#   VENV_DIR/bin/python -m pytest tests/test_vllm_backend.py -q
+#   VENV_DIR/bin/python -m pytest tests/generation/test_vllm_backend.py -q
 #
 # Why each step is here (see shared/FACTS.md, "vLLM on CPU"):
 # - torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build, while

@@ -293,19 +293,30 @@ def partitions_table(done: list[tuple[str, dict[str, object], str]]) -> dg.Table
     return frame_table(frame, max_rows=max(25, len(done)), decimals=2)
 
 
-def partitions_summary(cell: Cell, done: list[tuple[str, dict[str, object], str]]) -> str:
-    """The step's answer first: how many adapters, trained or reused, and the best and worst
-    validation pass@1 among them (the spread the selection chooses from)."""
+def partitions_summary(cell: Cell, done: list[tuple[str, dict[str, object], str]],
+                       selected: bool) -> str:
+    """The step's answer first: how many adapters, trained or reused, and the highest and
+    lowest validation pass@1 among them (the spread the selection chooses from; ties named, so
+    the highest is not read as the selection's choice). With several partitions it says whose
+    settings the entries below the table are (the last partition the step materialised, which
+    the Overview shows) and where the choice is (``selected``: the cell has a selection)."""
     scored = [(m.get("best validation pass@1 (%)"), p) for p, m, _ in done
               if m.get("best validation pass@1 (%)") is not None]
     trained = sum(m["cache"] == "miss" for _, m, _ in done)
     text = (f"**{cell.split}/{cell.name}: {len(done)} adapter{'s' * (len(done) != 1)}** "
             f"({trained} trained, {len(done) - trained} reused).")
     if scored:
-        (top, best), (low, worst) = max(scored), min(scored)
-        text += (f" Best validation pass@1 {top:.2f}% ({best})" + (
-            f", lowest {low:.2f}% ({worst}): a spread of {top - low:.2f} points."
-            if len(scored) > 1 else "."))
+        top, low = max(v for v, _ in scored), min(v for v, _ in scored)
+        tops = [p for v, p in scored if v == top]
+        lows = [p for v, p in scored if v == low]
+        text += (f" Highest validation pass@1 {top:.2f}% ({', '.join(tops)})" + (
+            f", lowest {low:.2f}% ({', '.join(lows)}): a spread of {top - low:.2f} points."
+            if top != low else "." if len(scored) == 1 else ": every partition alike."))
+    if len(done) > 1:
+        text += (f" The entries below the table are partition {done[-1][0]}'s, the last this "
+                 "step materialised, not a choice: " + (
+                     f"the selection's choice is on `{cell.split}/selection/{cell.name}`."
+                     if selected else "each partition's page holds its own."))
     return text + " Each partition's page holds its adapter's settings, curves and card."
 
 
@@ -401,7 +412,10 @@ def _adapter_asset(task: str, cell: Cell, partitions: dict[str, Adapter],
         # adapter's page.
         for partition, metadata, _ in done:
             context.add_asset_metadata(metadata, partition_key=partition)
-        summary: dict[str, object] = {"summary": summary_entry(partitions_summary(cell, done)),
+        summary: dict[str, object] = {"summary": summary_entry(partitions_summary(
+            cell, done, selected=source is None and len(
+                {tuple(o for o in a.overrides if o[0] != "seed")
+                 for a in partitions.values()}) > 1)),
                                       "adapters": partitions_table(done)}
         if source is not None:
             summary["recipe"] = dg.MetadataValue.json(

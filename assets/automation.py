@@ -32,7 +32,11 @@ from saturated_dag.config import AutomationSettings, Profile
 AC = dg.AutomationCondition
 GPU_POOL = "gpu"
 COMPUTE_TAG = "saturated_dag/compute"
-"""Asset tag ``cpu`` or ``gpu``: which sensor automates the asset (filter on it in the UI)."""
+"""Asset tag ``cpu`` or ``gpu``: what the asset needs under the location's profile (filter on it
+in the UI). ``gpu`` only for a model step (under the gpu concurrency limit) of a profile whose
+models run on an accelerator; the embedded default's model steps run on the cores and say
+``cpu``. Which sensor automates an asset follows the concurrency limit
+(``automation_sensors``)."""
 
 
 def is_gpu(assets_def: dg.AssetsDefinition) -> bool:
@@ -104,10 +108,11 @@ def gpu_condition(on_code_change: bool = False) -> dg.AutomationCondition:
     return _guarded(trigger, label, any_deps_outdated())
 
 
-def with_automation(assets: Sequence[dg.AssetsDefinition],
-                    settings: AutomationSettings) -> list[dg.AssetsDefinition]:
-    """Each materialisable asset with its condition and its ``saturated_dag/compute`` tag;
-    observable sources (``base_model``) are left as they are: observing is not automated."""
+def with_automation(assets: Sequence[dg.AssetsDefinition], settings: AutomationSettings,
+                    accelerated: bool = True) -> list[dg.AssetsDefinition]:
+    """Each materialisable asset with its condition and its ``saturated_dag/compute`` tag
+    (``accelerated``: the profile's models run on an accelerator); observable sources
+    (``base_model``) are left as they are: observing is not automated."""
     out: list[dg.AssetsDefinition] = []
     for a in assets:
         if not a.is_materializable:
@@ -115,7 +120,7 @@ def with_automation(assets: Sequence[dg.AssetsDefinition],
             continue
         gpu = is_gpu(a)
         condition = gpu_condition(settings.gpu_on_code_change) if gpu else cpu_condition()
-        tags = {COMPUTE_TAG: "gpu" if gpu else "cpu"}
+        tags = {COMPUTE_TAG: "gpu" if gpu and accelerated else "cpu"}
         out.append(a.map_asset_specs(
             lambda spec, c=condition, t=tags: spec.replace_attributes(automation_condition=c)
             .merge_attributes(tags=t)))
@@ -126,7 +131,10 @@ def with_lineage(assets: Sequence[dg.AssetsDefinition], profile: Profile,
                  tree: SourceTree | None = None) -> list[dg.AssetsDefinition]:
     """Derived code versions and the profile's automation on every asset (the one entry point:
     definitions, tests and benchmarks all build the graph through it)."""
-    return with_automation(with_code_versions(assets, tree), profile.automation)
+    from saturated_dag.infra.parallel import on_cpu
+
+    return with_automation(with_code_versions(assets, tree), profile.automation,
+                           accelerated=not on_cpu(profile))
 
 
 def automation_sensors(assets: Sequence[dg.AssetsDefinition]

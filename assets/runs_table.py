@@ -4,10 +4,10 @@ and, with ``tracking.mlflow`` on, each row as an MLflow run
 
 Its inputs are every eval report of the task (the base model's and each cell's) and every
 cell's selection, so it runs last, once the task's tables are due; each adapter's
-``training_config.json`` is read from its folder. Metadata: a short summary first, then at
-most ``INLINE_ROWS`` rows inline, one table per split (``compact``, ``by_split``: method,
-scorer, β, λ, η as columns, Δ with its interval), then where the MLflow runs went. The whole
-frame is also ``<output dir>/<task>/runs_table.csv``, beside the other tables.
+``training_config.json`` is read from its folder. Metadata: a short summary first (which says
+how many rows each split leaves out), then one table per split of at most ``INLINE_ROWS`` rows
+(``inline_tables``: method, scorer, β, λ, η, validation pass@1, Δ with its interval), then
+where the MLflow runs went. The whole frame is also ``<output dir>/<task>/runs_table.csv``.
 
 With tracking on, the MLflow store is opened first, before any row is computed, and a store
 that cannot be opened fails the step naming ``tracking.tracking_uri``, its value and why (a
@@ -32,10 +32,9 @@ from saturated_dag.experiments import Adapter, Cell, Configuration
 from saturated_dag.infra.atomic import atomic_write_csv
 from saturated_dag.reporting.runs_table import (
     INLINE_ROWS,
-    by_split,
     cell_key,
     chosen_configurations,
-    compact,
+    inline_tables,
     read_record,
     runs_table,
     summary,
@@ -128,11 +127,13 @@ def runs_table_asset(task: str, cells: list[Cell],
         tables.mkdir(parents=True, exist_ok=True)
         csv = atomic_write_csv(frame, tables / "runs_table.csv")
         tracking = profile.tracking
+        inline = inline_tables(frame)
         metadata: dict[str, object] = {
-            "summary": dg.MetadataValue.md(summary(frame, task, logged and logged.uri,
-                                                   inline_rows=min(INLINE_ROWS, frame.height))),
+            "summary": dg.MetadataValue.md(summary(
+                frame, task, logged and logged.uri,
+                inline={split: (rows.height, total) for split, (rows, total) in inline.items()})),
             **{f"runs: {split}": frame_table(rows, max_rows=INLINE_ROWS)
-               for split, rows in by_split(compact(frame)).items()},
+               for split, (rows, _) in inline.items()},
             "adapters": frame.height,
             "chosen": int(frame["chosen"].sum()),
             "evaluated": int(frame["pass@1"].is_not_null().sum()),

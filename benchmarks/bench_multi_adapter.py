@@ -7,7 +7,8 @@ every adapter attached unmerged, each row routed to its adapter, ``--batch-size`
 adapter in one decoding batch. A third variant, one at a time with the batched pass's width,
 separates the gain of a wider batch from that of sharing it between adapters. All get the
 same prompts, sampling settings and per-row seeds (the batched samples equal the
-one-at-a-time ones: ``tests/test_multi_lora.py``); tokens are counted up to and including EOS.
+one-at-a-time ones: ``tests/generation/test_multi_lora.py``); tokens are counted up to and
+including EOS.
 
     python -m benchmarks.bench_multi_adapter --model arith-base --adapters 8
     python -m benchmarks.bench_multi_adapter --model smollm2-135m-instruct --adapters 8 \

@@ -1,6 +1,6 @@
 """The ``paper`` profile's GPU rates, measured at Qwen3-1.7B-Base's real shapes: one prepared
 check for an offline GPU machine (``scripts/gpu_check.sh``), run on CPU at toy shapes by the
-default test suite (``tests/test_gpu_check.py``) so that it never rots between GPU runs.
+default test suite (``tests/project/test_gpu_check.py``) so that it never rots between GPU runs.
 
 Why: docs/paper-run.md prices the profile at about 2,300 H100-hours, 85% of it LoRA training
 at an *assumed* 20% MFU and 11% validation sampling at an *assumed* rate. This check times, on
@@ -281,7 +281,7 @@ TOY_TRAINING: dict[str, Any] = {
     "rrhf_logistic_weight": True, "rrhf_sft_token_mean": True}
 """The dry run's training settings, ``TrainingSettings``' fields the trainer reads (two
 micro-batches per step, a small LoRA); plain values, because the dry run proves the GPU
-machine's path, which has no pydantic (``tests/test_gpu_check.py`` validates them)."""
+machine's path, which has no pydantic (``tests/project/test_gpu_check.py`` validates them)."""
 
 
 def toy_shapes() -> Shapes:
@@ -439,9 +439,9 @@ def trainer_settings(case: TrainCase, checkpointing: bool) -> types.SimpleNamesp
 
     A namespace of ``TrainingSettings``' fields, not the pydantic model: the GPU machine has
     no pydantic, and the trainer only reads the fields. An entry this checkout does not know
-    is left out (the shapes file may be a commit newer); ``tests/test_gpu_check.py`` keeps the
-    committed shapes equal to what the profile gives and checks that these values build the
-    trainer config the validated settings build, so nothing the profile sets is lost
+    is left out (the shapes file may be a commit newer); ``tests/project/test_gpu_check.py``
+    keeps the committed shapes equal to what the profile gives and checks that these values
+    build the trainer config the validated settings build, so nothing the profile sets is lost
     unnoticed."""
     from saturated_dag.training.config import training_of_record
 
@@ -518,7 +518,8 @@ def completion_rows(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def given_groups(groups: list[dict[str, Any]]) -> Iterator[None]:
     """``training.train._rrhf_groups`` answers ``groups`` inside the block: it groups a polars
     frame with polars expressions, which the GPU machine cannot run. ``completion_rows`` of
-    ``groups`` through the real function gives ``groups`` back (``tests/test_gpu_check.py``)."""
+    ``groups`` through the real function gives ``groups`` back
+    (``tests/project/test_gpu_check.py``)."""
     from saturated_dag.training import train as tr
 
     original = tr._rrhf_groups

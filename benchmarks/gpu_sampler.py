@@ -1,5 +1,6 @@
-"""The sampler on a GPU: the checks of ``tests/test_decoder.py`` on CUDA, then its throughput
-against batched ``generate`` on the embedded model and on a model with Qwen3-1.7B's layers.
+"""The sampler on a GPU: the checks of ``tests/generation/test_decoder.py`` on CUDA, then its
+throughput against batched ``generate`` on the embedded model and on a model with Qwen3-1.7B's
+layers.
 
 Why a separate script: the default suite runs on CPU only, and the continuous-batching
 sampler (``generation/decoder.py``) is also the paper profiles' transformers path on GPU
@@ -38,7 +39,7 @@ def _check(name: str, ok: bool, detail: str, out: list[dict[str, Any]]) -> None:
 
 
 def correctness(device: str, folder: Path, checks: list[dict[str, Any]]) -> None:
-    """``tests/test_decoder.py``'s checks with the model on ``device``."""
+    """``tests/generation/test_decoder.py``'s checks with the model on ``device``."""
     from peft import LoraConfig, PeftModel, get_peft_model
     from scipy.stats import chi2_contingency
 

@@ -10,7 +10,7 @@ first screen shows, of how many.
 
     .venv/bin/python -m benchmarks.lineage_render --profile paper
 
-Needs Playwright and a Chromium binary (Debian's ``chromium``), as ``tests/test_web_ui.py``.
+Needs Playwright and a Chromium binary (Debian's ``chromium``), as ``tests/project/test_web_ui.py``.
 One measurement per call; run it on a quiet machine.
 """
 

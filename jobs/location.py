@@ -21,7 +21,7 @@ from jobs.generation import generation_jobs
 from jobs.nightly import eval_targets, nightly_evaluation_job, nightly_evaluation_schedule
 from jobs.paper import paper_jobs
 from jobs.pretrain import pretrain_base_model
-from jobs.staged import RunTagsFor, no_run_tags
+from jobs.staged import RunTagsFor, no_run_tags, whole_jobs
 from jobs.study import study_job
 from jobs.testbed import testbed_jobs
 from resources import make_resources
@@ -82,10 +82,16 @@ def build_defs(profile_name: str, output_dir: str, *,
         def run_tags_for(selection: dg.AssetSelection) -> Mapping[str, str]:
             return dict(gpu_run_tags) if selection.resolve(graph) & gpu_keys else {}
 
-    # every asset job gets its run tags where it is defined (``jobs.staged.asset_job``)
-    jobs = [*demo_job(profile, run_tags_for), *study_job(profile, run_tags_for),
-            *paper_jobs(profile, run_tags_for), *generation_jobs(profile, run_tags_for),
-            *testbed_jobs(profile, run_tags_for),
+    # every asset job gets its run tags where it is defined (``jobs.staged.asset_job``); the
+    # location lists its own profile's whole-graph jobs only (``whole_jobs``)
+    whole = whole_jobs(profile)
+    jobs = [*(demo_job(profile, run_tags_for) if "demo" in whole else []),
+            *(study_job(profile, run_tags_for) if "study" in whole else []),
+            *(testbed_jobs(profile, run_tags_for) if whole.keys() & {
+                "testbed", "dpo_recipe_search"} else []),
+            *(paper_jobs(profile, run_tags_for) if any(
+                name.startswith("paper_") for name in whole) else []),
+            *generation_jobs(profile, run_tags_for),
             nightly_evaluation_job([target.key for target in evals], profile, run_tags_for),
             pretrain_base_model]
     nightly = next(job for job in jobs if job.name == "nightly_evaluation")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from jobs.staged import part_names
+from jobs.staged import part_names, whole_jobs
 
 
 def job_parts(name: str) -> list[str] | str:
@@ -22,10 +22,14 @@ def job_parts(name: str) -> list[str] | str:
     from saturated_dag.profiles import load_profile
 
     profile = load_profile(location_from_environment()[0])
-    tasks = ([name.removeprefix("paper_")] if name.startswith("paper_") else profile.tasks)
-    if any(task not in profile.tasks for task in tasks):
-        return f"{name}: profile {profile.name!r} does not run {tasks}"
-    return part_names(name, profile, tasks)
+    jobs = whole_jobs(profile)
+    if name not in jobs:
+        tasks = [name.removeprefix("paper_")] if name.startswith("paper_") else profile.tasks
+        missing = [task for task in tasks if task not in profile.tasks]
+        why = (f"does not run {missing}" if missing else
+               f"has no job {name!r} (its location lists {', '.join(jobs)})")
+        return f"{name}: profile {profile.name!r} {why}"
+    return part_names(name, profile, jobs[name])
 
 
 def parts_of_argv(argv: list[str], usage: str) -> list[str] | None:

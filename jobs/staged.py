@@ -71,6 +71,25 @@ def draw_parts(profile: Profile) -> int:
     return profile.data_seeds if profile.data_seeds > 1 else 0
 
 
+def whole_jobs(profile: Profile) -> dict[str, tuple[str, ...]]:
+    """The whole-graph jobs a code location of ``profile`` lists, each with the tasks it covers:
+    one job of every asset, named for what the profile is for (``study``, the testbed's
+    ``testbed`` or ``dpo_recipe_search``, else ``demo``), and one job per task
+    (``paper_<task>``) for a profile of several tasks or on the paper's vLLM path. One name
+    per graph: the location lists no second job of the same assets, and no other profile's."""
+    if profile.name == "study":
+        main = "study"
+    elif profile.testbed is not None:
+        main = ("dpo_recipe_search" if profile.testbed.analysis == "dpo_recipe_search"
+                else "testbed")
+    else:
+        main = "demo"
+    per_task = {f"paper_{task}": (task,) for task in profile.tasks}
+    if len(profile.tasks) == 1 and profile.policy.backend == "vllm" and main == "demo":
+        return per_task  # one task: its paper_<task> job is the whole graph
+    return {main: tuple(profile.tasks), **(per_task if len(profile.tasks) > 1 else {})}
+
+
 def part_names(name: str, profile: Profile, tasks: Sequence[str]) -> list[str]:
     """The jobs that together run ``name``, in the order they must run."""
     sets = len(partition_groups(profile, tasks))

@@ -16,7 +16,7 @@ Two defects of Dagster 1.13 (checked up to 1.13.29) when a step is blocked by a 
 
 ``resources.make_resources`` installs both (importing a module installs nothing), and only over
 the exact Dagster code they correct: if an upgrade changes either function, it is left alone
-and ``tests/test_pool_wait.py`` says so. This is the project's one module that imports from
+and ``tests/infra/test_pool_wait.py`` says so. This is the project's one module that imports from
 ``dagster._``: the two functions it corrects have no public hook.
 """
 

@@ -40,5 +40,5 @@ for path in sorted(Path(sys.argv[1]).glob("*.jsonl")):
     print(f"residency {path.stem}: {summary(read_events(path))}")
 PY
 SATURATED_DAG_REHEARSAL_OUTPUT="$SATURATED_DAG_OUTPUT_DIR" SATURATED_DAG_REHEARSAL_RUNS=$(wc -w <<< "$jobs") \
-  "$VENV/bin/python" -m pytest tests/test_residency.py -m slow -q -p no:cacheprovider
+  "$VENV/bin/python" -m pytest tests/infra/test_residency.py -m slow -q -p no:cacheprovider
 echo "rehearsal ($PROFILE) finished in $(( $(date +%s) - start )) s; outputs in $SATURATED_DAG_OUTPUT_DIR"

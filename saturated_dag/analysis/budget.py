@@ -88,11 +88,12 @@ def budget_table(scores: Mapping[tuple[str, str, str, str], Sequence[float]],
 
 
 def equal_budget_delta(a: Sequence[float], b: Sequence[float], resamples: int = RESAMPLES,
-                       level: float = LEVEL, seed: int = 0) -> tuple[int, float, float, float]:
-    """Configurations ``a`` against configurations ``b`` at the largest budget both allow, k =
-    min(N_a, N_b): (k, Δ of expected best, low, high), each side's configurations resampled on its
-    own."""
-    k = min(len(a), len(b))
+                       level: float = LEVEL, seed: int = 0, k: int | None = None
+                       ) -> tuple[int, float, float, float]:
+    """Configurations ``a`` against configurations ``b`` at ``k`` configurations tried (None:
+    the largest budget both allow, min(N_a, N_b)): (k, Δ of expected best, low, high), each
+    side's configurations resampled on its own."""
+    k = min(len(a), len(b)) if k is None else k
     rng = np.random.default_rng(seed)
     draws = _draws(a, k, resamples, rng) - _draws(b, k, resamples, rng)
     tail = (1 - level) / 2
@@ -100,26 +101,62 @@ def equal_budget_delta(a: Sequence[float], b: Sequence[float], resamples: int = 
     return k, expected_best(a, k) - expected_best(b, k), float(low), float(high)
 
 
+BUDGETS = (1, 2, 4)
+"""The budgets the equal-budget finding is read at: one configuration (a method as it comes),
+two, four (a small tuning budget); each where both methods have that many."""
+
+
+def _verdict(low: float, high: float) -> str:
+    return "higher" if low > FLOAT_NOISE else "lower" if high < -FLOAT_NOISE else "inconclusive"
+
+
+def _pairs(scores: Mapping[tuple[str, str, str, str], Sequence[float]], first: str,
+           second: str) -> list[tuple[str, str, Sequence[float], Sequence[float]]]:
+    """(split, scorer, ``first``'s values, ``second``'s values) for every split and scorer
+    that both methods train."""
+    by = {(split, method, scorer): values
+          for (split, method, scorer, _), values in scores.items()}
+    return [(split, scorer, values, by[(split, second, scorer)])
+            for (split, method, scorer), values in by.items()
+            if method == first and (split, second, scorer) in by]
+
+
+def leads(scores: Mapping[tuple[str, str, str, str], Sequence[float]],
+          budgets: Sequence[int] = BUDGETS, first: str = "σ-RRHF",
+          second: str = "DPO") -> pl.DataFrame:
+    """Which method leads at each budget of ``budgets`` that both allow, per split and scorer
+    both methods train: Δ = ``first`` − ``second`` of expected best validation pass@1 (points)
+    with its interval, and the leader (``first``, ``second`` or ``neither`` when the interval
+    holds 0)."""
+    rows = []
+    for split, scorer, values, other in _pairs(scores, first, second):
+        for k in budgets:
+            if k > min(len(values), len(other)):
+                continue
+            _, delta, low, high = equal_budget_delta(values, other, k=k)
+            verdict = _verdict(low, high)
+            rows.append({"split": split, "scorer": scorer, "configurations tried": k,
+                         "Δ": delta, "low": low, "high": high,
+                         "leads": {"higher": first, "lower": second}.get(verdict, "neither")})
+    return pl.DataFrame(rows, schema={
+        "split": pl.String, "scorer": pl.String, "configurations tried": pl.Int64,
+        "Δ": pl.Float64, "low": pl.Float64, "high": pl.Float64, "leads": pl.String})
+
+
 def equal_budget_rows(scores: Mapping[tuple[str, str, str, str], Sequence[float]],
                       first: str = "σ-RRHF", second: str = "DPO") -> pl.DataFrame:
     """The findings rows "σ-RRHF vs DPO at equal budget": per split and scorer that both
     methods train, their expected best validation pass@1 at the same number of
     configurations tried, and the Δ with its interval."""
-    by = {(split, method, scorer): values
-          for (split, method, scorer, _), values in scores.items()}
     rows = []
-    for (split, method, scorer), values in by.items():
-        other = by.get((split, second, scorer))
-        if method != first or other is None:
-            continue
+    for split, scorer, values, other in _pairs(scores, first, second):
         k, delta, low, high = equal_budget_delta(values, other)
         rows.append({"finding": f"{first} vs {second} at equal budget", "split": split,
                      "scorer": scorer, "configurations tried": k,
                      f"{first} expected best": expected_best(values, k),
                      f"{second} expected best": expected_best(other, k),
                      "Δ": delta, "low": low, "high": high,
-                     "verdict": ("higher" if low > FLOAT_NOISE else "lower"
-                                 if high < -FLOAT_NOISE else "inconclusive")})
+                     "verdict": _verdict(low, high)})
     return pl.DataFrame(rows, schema={
         "finding": pl.String, "split": pl.String, "scorer": pl.String,
         "configurations tried": pl.Int64, f"{first} expected best": pl.Float64,

@@ -381,7 +381,7 @@ def dose_response_figure(rows: pl.DataFrame, path: Path) -> Path:
 
     from saturated_dag.infra.atomic import atomic_save_figure
 
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=150)
+    fig, ax = plt.subplots(figsize=(7.2, 5), dpi=150)
     ax.axhline(0, color="grey", lw=0.8)
     colours = {"σ-RRHF": "tab:blue", "DPO": "tab:orange", "SFT": "tab:green"}
     for method, colour in colours.items():

@@ -169,7 +169,7 @@ def sample_shards_together(
     one decoding pass instead of one pass and one model load each. Each shard equals what
     ``generate_pool`` would sample for its report alone (same shard seed, per-row seeds), so
     ``evaluate_samples`` afterwards finds it stored and a resumed or partly batched run gives
-    the same report (``tests/test_eval_batching.py``).
+    the same report (``tests/evaluation/test_eval_batching.py``).
     """
     say = log or (lambda _msg: None)
     unique = list({str(report.store.root): report for report in reports}.values())

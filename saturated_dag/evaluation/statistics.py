@@ -15,9 +15,9 @@ training data, so resampling the flat D·T adapters would miss the data's draw.
 Δ to the base model is paired over questions: one question resample is applied to both rows,
 so a question that is hard for both cancels out; each row's seeds are resampled on their own
 (a row's adapters are not the base model's). With one adapter per row this is the
-question-level paired bootstrap (``tests/test_statistics.py`` writes it out). A (T, Q) table
-draws the same random numbers as a bootstrap without data seeds, so its intervals reproduce bit
-for bit; a (D, T, Q) table draws its data-seed picks after those.
+question-level paired bootstrap (``tests/evaluation/test_statistics.py`` writes it out). A
+(T, Q) table draws the same random numbers as a bootstrap without data seeds, so its intervals
+reproduce bit for bit; a (D, T, Q) table draws its data-seed picks after those.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ The update of module ``W`` for a row of adapter ``a`` is ``x @ A_a.T @ B_a.T * s
 (PEFT's LoRA forward; ``scale = alpha / r``, or ``alpha / sqrt(r)`` with rsLoRA). All
 adapters' ``A`` are stacked into one ``(in, sum r)`` matrix and their scaled ``B`` into one
 ``(sum r, out)``; a per-row mask keeps only the row's own block, so a layer costs two matrix
-products whatever the number of adapters. ``tests/test_multi_lora.py`` compares the logits
-with PEFT's (merged and mixed-batch ``adapter_names``) forward.
+products whatever the number of adapters. ``tests/generation/test_multi_lora.py`` compares the
+logits with PEFT's (merged and mixed-batch ``adapter_names``) forward.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def merged_adapter(model: nn.Module, folder: str | Path) -> Iterator[None]:
     """Merge the LoRA adapter in ``folder`` into ``model``'s weights for the block.
 
     ``W + scale * B @ A`` per adapted layer, as PEFT's ``merge_and_unload`` (the logits
-    agree within 1e-5, ``tests/test_multi_lora.py``); after the block (also on an error)
+    agree within 1e-5, ``tests/generation/test_multi_lora.py``); after the block (also on an error)
     each weight is copied back from a saved copy, so the base model is restored bit for bit,
     not by subtracting the update again. Why: one adapter evaluated through the attached
     forward costs two extra matrix products per layer (11-13% per token on the demo model).

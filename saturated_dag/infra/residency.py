@@ -6,7 +6,7 @@ while an adapter trains in its child, and the strong judge's engine closed befor
 comes back. Those rules live in code paths far apart (the inference resource, the training
 client, the child), so the pipeline writes down what actually happened, one line per event,
 and ``violations`` reads the rules off the record. The ``rehearsal`` profile's CI run checks
-it (``tests/test_residency.py``); any run leaves one (``<output_dir>/residency/<run>.jsonl``).
+it (``tests/infra/test_residency.py``); any run leaves one (``<output_dir>/residency/<run>.jsonl``).
 
 Events (``event`` field): ``loading`` (an engine's load starts; from then on it counts as on
 the device), ``loaded``, ``closed`` (its memory freed), ``train_start``/``train_end`` (the

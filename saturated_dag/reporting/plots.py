@@ -34,7 +34,8 @@ def pass_at_1_heatmap(grids: dict[str, pl.DataFrame], path: Path, title: str) ->
     panels = {name: g for name, g in grids.items() if not g.is_empty()}
     if not panels:
         raise ValueError("no chain-sum grid points to plot")
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(_width(4.2 * len(panels)), 3.8),
+                             squeeze=False)
     for ax, (name, grid) in zip(axes[0], panels.items(), strict=True):
         digits = [c for c in grid.columns if c != GRID_INDEX]
         values = grid.select(pl.col(digits).cast(pl.Float64)).to_numpy()  # null -> nan
@@ -64,7 +65,7 @@ def training_curves(
     Kept for its callers; ``adapter_curves`` draws the same from a whole ``result.json``,
     with the loss of every logged step and the kept epoch marked."""
     panels = 2 if margins else 1
-    fig, axes = plt.subplots(1, panels, figsize=(4.5 * panels, 3.2), squeeze=False)
+    fig, axes = plt.subplots(1, panels, figsize=(_width(4.5 * panels), 3.2), squeeze=False)
     ax = axes[0][0]
     xs = [e["epoch"] for e in epochs if "val_pass@1" in e]
     ax.plot(xs, [100 * e["val_pass@1"] for e in epochs if "val_pass@1" in e], marker="o",
@@ -90,10 +91,10 @@ def training_curves(
 DPI = 150
 """PNG resolution of the result figures: readable when the UI scales them down, printable."""
 
-UI_WIDTH = 9.6
-"""Inches a result figure may be wide: the UI's figure dialog is narrower than the window and
-shows a PNG at its natural size, so at ``DPI`` a wider figure is cut off on the right (a forest
-plot loses its pass@k panel's right half)."""
+UI_WIDTH = 7.2
+"""Inches a result figure may be wide: the UI's figure dialog is 80% of the window and shows a
+PNG at its natural size, so at ``DPI`` a wider figure is cut off on the right; 7.2 inches fit
+the dialog of a 1,440-pixel-wide window with its padding."""
 
 
 def _width(inches: float) -> float:
@@ -336,27 +337,42 @@ def style_shift(styles: pl.DataFrame, path: Path, title: str) -> tuple[Path, Pat
 
 def budget_plot(table: pl.DataFrame, path: Path, title: str) -> tuple[Path, Path]:
     """Expected best validation pass@1 against configurations tried (``budget.budget_table``),
-    one panel per split, one line per cell with its 95% band: methods at equal tuning budget
-    (Dodge et al. 2019)."""
+    one panel per split (two to a row), one line per method and scorer with its 95% band, the
+    same colour for a line in every panel and one legend for all, outside the axes: methods at
+    equal tuning budget (Dodge et al. 2019)."""
     splits = table["split"].unique(maintain_order=True).to_list()
-    fig, axes = plt.subplots(1, len(splits), figsize=(_width(5.5 * len(splits)), 4.2),
-                             squeeze=False)
-    for ax, split in zip(axes[0], splits, strict=True):
+    labels = list(dict.fromkeys(f"{m} · {s}" for m, s in
+                                table.select("method", "scorer").iter_rows()))
+    colours = dict(zip(labels, plt.get_cmap("tab10" if len(labels) <= 10 else "tab20").colors,
+                       strict=False))
+    columns = min(2, len(splits))
+    rows = -(-len(splits) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(_width(3.6 * columns + 0.4),
+                                                     2.9 * rows + 0.6 + 0.18 * len(labels)),
+                             squeeze=False, sharey=True, layout="constrained")
+    handles = {}
+    for ax, split in zip(axes.flat, splits, strict=False):
         part = table.filter(pl.col("split") == split)
-        for (method, scorer), cell in part.group_by(["method", "scorer"],
-                                                    maintain_order=True):
+        for (method, scorer), cell in part.group_by(["method", "scorer"], maintain_order=True):
             cell = cell.sort("configurations tried")
             x = cell["configurations tried"].to_numpy()
+            name = f"{method} · {scorer}"
             line, = ax.plot(x, cell["expected best validation pass@1"].to_numpy(), "-o",
-                            ms=4, label=f"{method} · {scorer}")
+                            ms=3, color=colours.get(name), label=name)
             ax.fill_between(x, cell["low"].to_numpy(), cell["high"].to_numpy(),
-                            color=line.get_color(), alpha=0.15)
-        ax.set_xlabel("configurations tried (k)")
-        ax.set_ylabel("expected best validation pass@1 (%)")
-        ax.set_title(split)
+                            color=line.get_color(), alpha=0.12)
+            handles.setdefault(name, line)
+        ax.set_title(split, fontsize=9)
+        ax.set_xlabel("configurations tried (k)", fontsize=8)
+        ax.tick_params(labelsize=7)
         ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle(title)
+    for ax in axes.flat[len(splits):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("expected best\nvalidation pass@1 (%)", fontsize=8)
+    fig.legend(handles=list(handles.values()), loc="outside lower center", ncol=3, fontsize=7,
+               frameon=False)
+    fig.suptitle(title, fontsize=10)
     return save_figure(fig, path)
 
 

@@ -209,8 +209,12 @@ def runs_table(profile: Profile, task: str, adapters: Sequence[TrainedAdapter],
 
 
 INLINE_ROWS = 20
-"""At most this many rows inline: a longer table pushes the page's other entries off the
-first screens; every row is in ``runs_table.csv`` and the Parquet file."""
+"""At most this many rows of a split inline: a longer table pushes the page's other entries
+off the first screens; the summary says how many rows each split leaves out, and every row is
+in ``runs_table.csv`` and the Parquet file."""
+
+NO_BREAK = "\u2011"
+"""A hyphen the UI does not break a line at (U+2011): ``3e‑4`` stays on one line."""
 
 
 def _interval(value: float | None, low: float | None, high: float | None) -> str | None:
@@ -235,19 +239,19 @@ def variant(configuration: str) -> str | None:
     return " ".join(tokens) or None
 
 
-COMPACT = ("split", "method", "scorer", "β", "λ", "η", "Δ pass@1")
+COMPACT = ("split", "method", "scorer", "β", "λ", "η", "validation pass@1", "Δ pass@1")
 """The inline table's columns: what a reader compares (the settings that vary between
 configurations as columns, not inside an adapter's name, and Δ with its 95% interval in one
-cell, ``+3.12 [+0.00, +6.25]``), few and short enough for the UI's metadata panel. The UI
+cell, ``+3.12 [+0.00, +6.25]``; the kept epoch's validation pass@1, which the selection chose
+by), few and short enough for the UI's metadata panel. The UI
 breaks a cell only at a space, so a page is as wide as the longest words of its columns added
 up, and it shows one table per split (``by_split``) without a split column as wide as
 ``strict_saturated``. A split column, or a seed column, makes the table wider than the panel
 (``runs: strict_saturated`` and ``no_logistic`` are words the UI cannot break), so a training
 seed is named in the method's cell (``rrhf seed 2``), and only where the configuration was
 trained with more than one. Δ is there for the adapters with an eval report, which are the chosen
-ones; every column (the adapter's name, its seed, validation pass@1, the kept epoch, whether
-it was chosen, intervals of pass@1 and pass@k, LoRA settings) is in the Parquet file and
-``runs_table.csv``."""
+ones; every column (the adapter's name, its seed, the kept epoch, whether it was chosen,
+intervals of pass@1 and pass@k, LoRA settings) is in the Parquet file and ``runs_table.csv``."""
 
 
 def seeds_per_configuration(frame: pl.DataFrame) -> pl.DataFrame:
@@ -279,9 +283,15 @@ def compact(frame: pl.DataFrame, max_rows: int | None = INLINE_ROWS) -> pl.DataF
             "split": row["split"], "method": method,
             "scorer": row["scorer"] or "—",
             "β": _number(row["dpo_beta"]), "λ": _number(row["rrhf_rank_weight"]),
-            "η": scientific(row["learning_rate"]),
+            "η": _unbroken(scientific(row["learning_rate"])),
+            "validation pass@1": None if row["validation pass@1"] is None
+            else f"{row['validation pass@1']:.2f}",
             "Δ pass@1": _interval(row["Δ pass@1"], row["Δ pass@1 low"], row["Δ pass@1 high"])})
     return pl.DataFrame(rows, schema=dict.fromkeys(COMPACT, pl.String), orient="row")
+
+
+def _unbroken(text: str | None) -> str | None:
+    return None if text is None else text.replace("-", NO_BREAK)
 
 
 def by_split(view: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -289,6 +299,15 @@ def by_split(view: pl.DataFrame) -> dict[str, pl.DataFrame]:
     split with the best Δ first), each without the split column."""
     order = list(dict.fromkeys(view["split"].to_list()))
     return {split: view.filter(pl.col("split") == split).drop("split") for split in order}
+
+
+def inline_tables(frame: pl.DataFrame, max_rows: int = INLINE_ROWS
+                  ) -> dict[str, tuple[pl.DataFrame, int]]:
+    """The inline view, one table per split (``by_split``): each split's first ``max_rows``
+    rows in ``compact``'s order, with how many rows the split has (every split's rows are
+    ordered on their own, so no split loses its rows to another's)."""
+    return {split: (rows.head(max_rows), rows.height)
+            for split, rows in by_split(compact(frame, max_rows=None)).items()}
 
 def configurations(frame: pl.DataFrame) -> tuple[int, dict[int, int]]:
     """How many configurations the table holds, and how many of them were trained with each
@@ -310,11 +329,11 @@ def _plural(count: int, word: str) -> str:
 
 
 def summary(frame: pl.DataFrame, task: str, tracking: str | None = None,
-            inline_rows: int | None = None) -> str:
+            inline: dict[str, tuple[int, int]] | None = None) -> str:
     """A few lines of Markdown: how many adapters, configurations and seeds, how many chosen
-    and evaluated, the best eval pass@1 with its Δ, how many rows the inline table shows
-    (``inline_rows``; None: not said), and where the rows were tracked (``tracking``, None:
-    off)."""
+    and evaluated, the best eval pass@1 with its Δ, how many rows each split's inline table
+    shows of its own (``inline``: split -> shown, total; None: not said), and where the rows
+    were tracked (``tracking``, None: off)."""
     chosen = int(frame["chosen"].sum()) if frame.height else 0
     evaluated = frame.filter(pl.col("pass@1").is_not_null())
     total, by_seeds = configurations(frame)
@@ -329,9 +348,12 @@ def summary(frame: pl.DataFrame, task: str, tracking: str | None = None,
                      f"{best['pass@1']:.2f}%, Δ {best['Δ pass@1']:+.2f} "
                      f"[{best['Δ pass@1 low']:+.2f}, {best['Δ pass@1 high']:+.2f}] points "
                      "against the base model (paired 95% interval).")
-    if inline_rows is not None:
-        shown = ("every row" if inline_rows >= frame.height else
-                 f"{inline_rows} of the {frame.height} rows (the evaluated first, by Δ pass@1)")
+    if inline is not None:
+        cut = [f"`runs: {split}` {shown} of its {total}" for split, (shown, total)
+               in inline.items() if shown < total]
+        shown = ("every row, one table per split" if not cut else
+                 "one table per split, the evaluated rows first, by Δ pass@1: "
+                 + ", ".join(cut) + " rows; the others every row")
         lines.append(f"Below: {shown}; every row and column in `runs_table.csv`.")
     lines.append(f"MLflow: {'off (tracking.mlflow)' if tracking is None else f'`{tracking}`'}.")
     return "\n\n".join(lines)

@@ -156,7 +156,7 @@ def rho_figure(per_question: pl.DataFrame, path: Path, title: str) -> Path:
     splits = sorted(ok["split"].unique().to_list()) or ["(none)"]
     pairs = max(1, ok.select("scorer_a", "scorer_b").unique().height)
     # horizontal boxes: a pair's name is one line of its own, never overlapping its neighbour
-    fig, axes = plt.subplots(len(splits), 1, figsize=(8, len(splits) * (0.45 * pairs + 1.2)),
+    fig, axes = plt.subplots(len(splits), 1, figsize=(7.2, len(splits) * (0.45 * pairs + 1.2)),
                              squeeze=False)
     for ax, split in zip(axes[:, 0], splits, strict=True):
         sel = ok.filter(pl.col("split") == split)

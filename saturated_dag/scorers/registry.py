@@ -6,7 +6,7 @@ preference datasets it ranks and in the table rows trained on them. With one ent
 adding one is a module and a ``register`` call; the profile validates against the registry,
 and the Dagster layer builds one asset per registered scorer the profile uses
 (``scorers.builtin.registered``)
-(``docs/extending.md`` adds a toy scorer this way, and ``tests/test_extending.py`` runs it
+(``docs/extending.md`` adds a toy scorer this way, and ``tests/scorers/test_extending.py`` runs it
 through to the results table).
 
 Two kinds of scorer:

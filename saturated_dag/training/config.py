@@ -281,7 +281,7 @@ def settings_record(method: str, training: TrainingSettings) -> dict[str, Any]:
     already on disk hold and what their readers read (the model card, ``settings_summary``,
     the runs table's columns, the adapter's metadata), so they stay as they were when the
     trainer stopped reading them from per-method settings classes
-    (``tests/test_training_request.py`` pins them)."""
+    (``tests/training/test_training_request.py`` pins them)."""
     own = method_training(method).record
 
     def entries(table: Mapping[str, str | None]) -> dict[str, Any]:

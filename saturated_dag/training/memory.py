@@ -16,8 +16,8 @@ code saves for backward:
 * DPO's reference pass: the adapter-disabled model under ``no_grad``, at most one layer's worth.
 
 Sequences are taken at ``max_length``, per-device batches as the trainers build them. Not
-counted: fragmentation and workspaces beyond ``OVERHEAD``. tests/test_training_memory.py checks
-the per-layer count against what autograd saves.
+counted: fragmentation and workspaces beyond ``OVERHEAD``.
+tests/training/test_training_memory.py checks the per-layer count against what autograd saves.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ class BaseModels:
     """Base models loaded once for several trainings in one process (a cell's adapters,
     trained in one step): each training gets a deep copy of the loaded model, so LoRA's wrapping and
     any state a trainer leaves never reach the next one, and the copy is the model a fresh
-    load would give (``tests/test_adapter_partitions.py`` trains both ways and compares the
+    load would give (``tests/training/test_adapter_partitions.py`` trains both ways and compares the
     weights). ``loads`` counts the loads from disk."""
 
     def __init__(self) -> None:
@@ -357,7 +357,7 @@ def trainer_config(method: str, training: TrainingSettings, output_dir: str, pre
     (σ-RRHF), by the method's entry (``config.METHOD_TRAINING``). ``training`` is the validated
     section (a cell's overrides applied, ``TrainingRequest.training``). Every route to a
     trainer builds its config here, so a test can check that each training setting reaches it
-    (``tests/test_testbed.py``). ``per_device``: σ-RRHF's questions per forward pass
+    (``tests/analysis/test_testbed.py``). ``per_device``: σ-RRHF's questions per forward pass
     (``rrhf_questions_per_device``)."""
     entry = method_training(method)
     # TRACKING: the one place report_to reaches the trainers (train_adapter's argument)
