@@ -239,19 +239,19 @@ def variant(configuration: str) -> str | None:
     return " ".join(tokens) or None
 
 
-COMPACT = ("split", "method", "scorer", "β", "λ", "η", "validation pass@1", "Δ pass@1")
-"""The inline table's columns: what a reader compares (the settings that vary between
-configurations as columns, not inside an adapter's name, and Δ with its 95% interval in one
-cell, ``+3.12 [+0.00, +6.25]``; the kept epoch's validation pass@1, which the selection chose
-by), few and short enough for the UI's metadata panel. The UI
-breaks a cell only at a space, so a page is as wide as the longest words of its columns added
-up, and it shows one table per split (``by_split``) without a split column as wide as
+COMPACT = ("split", "method", "scorer", "β", "λ", "η", "val. pass@1", "Δ pass@1")
+"""The inline table's columns: what a reader compares (the settings that vary between configurations
+as columns, not inside an adapter's name, and Δ with its 95% interval in one cell, ``+3.12 [+0.00,
++6.25]``; ``val. pass@1``, the kept epoch's validation pass@1, which the selection chose by, its
+header short because the UI does not break "validation"), few and short enough for the UI's metadata
+panel. The UI breaks a cell only at a space, so a page is as wide as the longest words of its
+columns added up, and it shows one table per split (``by_split``) without a split column as wide as
 ``strict_saturated``. A split column, or a seed column, makes the table wider than the panel
-(``runs: strict_saturated`` and ``no_logistic`` are words the UI cannot break), so a training
-seed is named in the method's cell (``rrhf seed 2``), and only where the configuration was
-trained with more than one. Δ is there for the adapters with an eval report, which are the chosen
-ones; every column (the adapter's name, its seed, the kept epoch, whether it was chosen,
-intervals of pass@1 and pass@k, LoRA settings) is in the Parquet file and ``runs_table.csv``."""
+(``runs: strict_saturated`` and ``no_logistic`` are words the UI cannot break), so a training seed
+is named in the method's cell (``rrhf seed 2``), and only where the configuration was trained with
+more than one. Δ is there for the adapters with an eval report, which are the chosen ones; every
+column (the adapter's name, its seed, the kept epoch, whether it was chosen, intervals of pass@1 and
+pass@k, LoRA settings) is in the Parquet file and ``runs_table.csv``."""
 
 
 def seeds_per_configuration(frame: pl.DataFrame) -> pl.DataFrame:
@@ -284,7 +284,7 @@ def compact(frame: pl.DataFrame, max_rows: int | None = INLINE_ROWS) -> pl.DataF
             "scorer": row["scorer"] or "—",
             "β": _number(row["dpo_beta"]), "λ": _number(row["rrhf_rank_weight"]),
             "η": _unbroken(scientific(row["learning_rate"])),
-            "validation pass@1": None if row["validation pass@1"] is None
+            "val. pass@1": None if row["validation pass@1"] is None
             else f"{row['validation pass@1']:.2f}",
             "Δ pass@1": _interval(row["Δ pass@1"], row["Δ pass@1 low"], row["Δ pass@1 high"])})
     return pl.DataFrame(rows, schema=dict.fromkeys(COMPACT, pl.String), orient="row")

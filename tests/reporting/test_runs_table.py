@@ -180,7 +180,7 @@ def test_compact_view_and_summary(tmp_path: Path) -> None:
     frame = _frame(tmp_path)
     view = compact(frame)
     assert view.columns == list(COMPACT)
-    assert view.columns[1:7] == ["method", "scorer", "β", "λ", "η", "validation pass@1"]
+    assert view.columns[1:7] == ["method", "scorer", "β", "λ", "η", "val. pass@1"]
     assert "Δ pass@1" in view.columns and "pass@1 low" not in view.columns
     assert set(view["η"]) == {"1e\u20113", "3e\u20114"}  # a hyphen the UI does not break at
     assert [scientific(v) for v in (1.5e-5, 5e-6, 2e-3, 1e-4, None)] == [
@@ -210,7 +210,7 @@ def test_compact_view_and_summary(tmp_path: Path) -> None:
     assert "MLflow: off" in text
     assert "`sqlite:///x.db`" in summary(frame, TASK, "sqlite:///x.db")
     lost = view.filter(pl.col("method").str.starts_with("sft")).row(-1, named=True)
-    assert lost["validation pass@1"] is not None  # what the selection chose by, inline
+    assert lost["val. pass@1"] is not None  # validation pass@1, what the selection chose by
     assert "`runs: saturated` 3 of its 8 rows" in summary(frame, TASK,
                                                        inline={"saturated": (3, 8)})
     assert "every row, one table per split;" in summary(frame, TASK,
