@@ -213,7 +213,10 @@ class MethodTraining:
     ``weight_decay``: AdamW's. ``record``: its own entries of the settings record, after the
     shared ones, by the ``TrainingSettings`` field each holds. ``summary``: the record entries a
     reader is shown, by the name shown (``settings_summary``). ``recorded_later``: the value of
-    a summary entry that records written before it existed lack.
+    a summary entry that records written before it existed lack. ``full_logits``: its loss
+    reads every token's full logits (σ-RRHF's rank loss), not TRL's fused LM-head tiles;
+    ``reference_pass``: each step also runs the frozen reference model (DPO). The memory
+    estimate (``training.memory``) reads both.
 
     Why here and not on ``methods.MethodSpec``: the plan, the tables and the profile read the
     method registry, which sits below the training stage and imports nothing of it; this entry
@@ -230,6 +233,8 @@ class MethodTraining:
     record: Mapping[str, str] = field(default_factory=dict)
     summary: Mapping[str, str] = field(default_factory=dict)
     recorded_later: Mapping[str, Any] = field(default_factory=dict)
+    full_logits: bool = False
+    reference_pass: bool = False
 
 
 METHOD_TRAINING: dict[str, MethodTraining] = {entry.name: entry for entry in (
@@ -239,7 +244,7 @@ METHOD_TRAINING: dict[str, MethodTraining] = {entry.name: entry for entry in (
         record={"beta": "dpo_beta", "loss_type": "dpo_loss_type",
                 "nll_weight": "dpo_nll_weight"},
         summary={"β (DPO)": "beta", "DPO loss": "loss_type", "DPO NLL weight": "nll_weight"},
-        recorded_later={"nll_weight": 0.0}),
+        recorded_later={"nll_weight": 0.0}, reference_pass=True),
     MethodTraining(
         "rrhf", columns=("question_id", "prompt", "completion", "score"), config=_rrhf_config,
         trainer=_rrhf_trainer,
@@ -248,7 +253,7 @@ METHOD_TRAINING: dict[str, MethodTraining] = {entry.name: entry for entry in (
                 "sft_token_mean": "rrhf_sft_token_mean"},
         summary={"λ (rank weight)": "rank_weight", "σ-RRHF SFT term": "use_sft",
                  "σ-RRHF hinge": "hinge", "σ-RRHF logistic weight": "logistic_weight",
-                 "σ-RRHF SFT token mean": "sft_token_mean"}),
+                 "σ-RRHF SFT token mean": "sft_token_mean"}, full_logits=True),
     MethodTraining("sft", columns=("prompt", "completion"), config=_sft_config,
                    trainer=TrlTrainer("SFTTrainer")),
     MethodTraining("raft", columns=("prompt", "completion"), config=_sft_config,

@@ -26,6 +26,8 @@ import sys
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from saturated_dag.training.config import method_training
+
 if TYPE_CHECKING:
     from saturated_dag.config import Profile
 
@@ -198,8 +200,7 @@ def estimate(method: str, model: ModelShape, step: StepShape) -> Estimate:
     the loss's backward (σ-RRHF: logits and their gradient; DPO, SFT: TRL's fused LM head
     tile and a float32 gradient of the last hidden states); DPO's reference pass.
     """
-    if method not in ("dpo", "rrhf", "sft", "raft"):
-        raise ValueError(f"unknown training method {method!r}; known: dpo, rrhf, sft, raft")
+    entry = method_training(method)  # an unknown method is refused, naming the known ones
     n, b = step.tokens, step.compute_bytes
     per_layer = layer_bytes_per_token(model, step)
     if step.checkpointing:
@@ -215,14 +216,14 @@ def estimate(method: str, model: ModelShape, step: StepShape) -> Estimate:
             "allowance (CUDA context, workspaces, slack)": OVERHEAD}
     moments = {"layer backward": layer}
     tile = min(n, FUSED_TOKENS) * min(model.vocab, FUSED_VOCAB) * b
-    if method == "rrhf":
+    if entry.full_logits:
         logits = n * model.vocab * b
         moments["loss backward"] = {"logits": logits, "logits gradient": logits,
                                     "logsumexp, blocks": 4 * n + 2 * 4 * LOGPROB_BLOCK}
     else:
         moments["loss backward"] = {"fused LM head tile": tile,
                                     "last hidden gradient (fp32)": 4 * n * model.hidden}
-    if method == "dpo":
+    if entry.reference_pass:
         moments["reference pass"] = {"one no_grad layer": per_layer * n,
                                      "fused LM head tile": tile}
     return Estimate(method, step, held, moments)
