@@ -186,7 +186,7 @@ def forest_plot(frame: pl.DataFrame, metrics: Sequence[str], path: Path, title: 
                     4 if colour == ABOVE else -9, -3), textcoords="offset points", fontsize=9,
                     color=colour)
         ax.axvline(0, color="black", linewidth=0.9, linestyle="--", zorder=0)
-        ax.set_xlabel(f"{delta} (points), 95% paired interval")
+        ax.set_xlabel(f"{delta} (points),\n95% paired interval", fontsize=9)
         ax.grid(axis="x", color="#DDDDDD", linewidth=0.6)
         ax.set_axisbelow(True)
         ax.margins(x=0.12)
@@ -206,10 +206,13 @@ def forest_plot(frame: pl.DataFrame, metrics: Sequence[str], path: Path, title: 
     handles.append(plt.Line2D([], [], color="black", linestyle="--", label="base model (Δ = 0)"))
     handles.append(plt.Line2D([], [], linestyle="", marker="$†$", color="black",
                               label="also after Holm's correction"))
-    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=7.5, frameon=False,
-               bbox_to_anchor=(0.5, -0.01))
+    # three to a row: five to a row were wider than the figure, and the saved PNG (its tight
+    # box) grew past the UI's dialog
+    legend_inches = 0.42
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=7.5, frameon=False,
+               bbox_to_anchor=(0.5, 0.0))
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout(rect=(0, min(0.4, legend_inches / height), 1, 1))
     return save_figure(fig, path)
 
 

@@ -76,7 +76,11 @@ def test_forest_plot_draws_every_row_grouped_by_split_with_print_and_ui_files(
     for label in ("saturated", "hard", "SFT", "DPO · self_judge", "σ-RRHF · entropy"):
         assert f">{label}<" in text, label
     assert ">Base model<" not in text  # the base model is the zero line, not a row
-    assert "Δ pass@1 (points), 95% paired interval" in text and "Δ pass@8" in text
+    assert "Δ pass@1 (points)," in text and "95% paired interval" in text and "Δ pass@8" in text
+    from PIL import Image
+
+    # within the UI's figure dialog at a 1,440-pixel window (80%: 1,152 px), legend included
+    assert Image.open(png).size[0] <= 1152 * 0.97, Image.open(png).size
     assert "base model (Δ = 0)" in text
     # a † per metric and row that holds after Holm's correction, and no more
     holds = sum(sum(significant_after_holm(frame.slice(1), f"Δ {m}"))
