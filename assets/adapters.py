@@ -65,6 +65,7 @@ from saturated_dag.training.folders import (
 )
 from saturated_dag.training.request import TrainingRequest
 from saturated_dag.training.resolve import adapter_cache_key, adapter_request
+from saturated_dag.training.selection import chosen_rows
 
 
 def _curve_table(epochs: list[dict], kept: int) -> dg.TableMetadataValue:
@@ -348,9 +349,7 @@ def _chosen_recipe(training: TrainingSettings, source: Cell, method: str,
     """``experiments.chosen_recipe`` on ``table`` (the recipe cell's selection, or None), a
     refusal as the step's failure."""
     try:
-        return chosen_recipe(training, source, method,
-                             None if table is None else table.filter(pl.col("chosen")).to_dicts(),
-                             fixed)
+        return chosen_recipe(training, source, method, chosen_rows(table), fixed)
     except ValueError as err:
         raise dg.Failure(str(err)) from None
 

@@ -26,6 +26,7 @@ from saturated_dag.experiments import Cell, TaskPlan, chosen_recipe
 from saturated_dag.methods import label
 from saturated_dag.reporting.result_tables import scientific
 from saturated_dag.scorers.agreement import rho_with_oracle
+from saturated_dag.training.selection import chosen_rows
 
 TESTBED_KEY = ["chain_sum", "testbed_validation"]
 
@@ -68,11 +69,6 @@ def hard_control_cells(plan: TaskPlan) -> list[Cell]:
     cells = {c.scorer: c for c in plan.main if c.split == "hard" and c.method == "dpo"
              and c.scorer in testbed.HARD_ROLES}
     return [cells[pick] for pick in testbed.HARD_ROLES] if len(cells) == 2 else []
-
-
-def _chosen_rows(table: pl.DataFrame | None) -> list[dict[str, Any]] | None:
-    """The rows a selection table marks chosen (None for a cell without a selection)."""
-    return None if table is None else table.filter(pl.col("chosen")).to_dicts()
 
 
 def recipe_label(settings: dict) -> str:
@@ -129,7 +125,7 @@ def testbed_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.Asset
         selections = {c: reports[f"selection_{i}"] for i, c in enumerate(choosers)}
         try:
             recipes = {(c.method, c.scorer or "sft"): recipe_label(chosen_recipe(
-                profile.training, source, c.method, _chosen_rows(selections.get(source))))
+                profile.training, source, c.method, chosen_rows(selections.get(source))))
                 for c, source in sources.items()}
         except ValueError as err:  # a selection that marks no or several rows chosen
             raise dg.Failure(str(err)) from None

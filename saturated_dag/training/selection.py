@@ -89,6 +89,12 @@ def _rates(table: pl.DataFrame) -> np.ndarray:
     return (ordered["correct"] / ordered["n"]).to_numpy()
 
 
+def chosen_rows(table: pl.DataFrame | None) -> list[dict[str, Any]] | None:
+    """The rows a selection table marks chosen (None for a cell without a selection): what
+    ``experiments.chosen_recipe`` reads, which refuses anything but one row."""
+    return None if table is None else table.filter(pl.col("chosen")).to_dicts()
+
+
 def chosen(table: pl.DataFrame) -> str:
     """The chosen configuration's adapter name."""
     rows = table.filter(pl.col("chosen"))["configuration"].to_list()
