@@ -43,9 +43,10 @@ from resources.training import train_with_pipes
 from saturated_dag.config import TrainingSettings
 from saturated_dag.data.questions import validation_questions
 from saturated_dag.evaluation.reports import recorded_base_model
-from saturated_dag.experiments import Adapter, Cell, chosen_recipe, scientific
+from saturated_dag.experiments import Adapter, Cell, chosen_recipe
 from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.infra.shards import readable_digest
+from saturated_dag.reporting.labels import scientific
 from saturated_dag.reporting.model_card import CARD_FILE, adapter_facts, write_training_card
 from saturated_dag.reporting.plots import adapter_curves
 from saturated_dag.reporting.tracking import trainer_environment
@@ -84,6 +85,13 @@ LOG_ROWS = 25
 """At most this many rows of the training log in the metadata (evenly spaced, last kept)."""
 
 
+LOG_HEADERS = {"reward margin": "rew. margin", "reward accuracy": "rew. acc.",
+               "learning rate": "η"}
+"""The training log's headers where they are shorter than the progress lines' names
+(``training.config.LOG_NAMES``): the UI wraps no header, and the six columns of a DPO log
+under the long names were wider than the metadata panel at 1,440 px."""
+
+
 def training_log_table(history: list[dict]) -> dg.TableMetadataValue | None:
     """Loss (and, for DPO, the reward margin and accuracy) per logged step, thinned to
     ``LOG_ROWS`` rows; the figure has every step."""
@@ -92,13 +100,14 @@ def training_log_table(history: list[dict]) -> dg.TableMetadataValue | None:
         return None
     stride = max(1, -(-len(rows) // LOG_ROWS))
     kept = rows[::stride] if rows[::stride][-1] is rows[-1] else [*rows[::stride], rows[-1]]
-    columns = {"step": "step", "epoch": "epoch", **LOG_NAMES}
+    columns = {"step": "step", "epoch": "epoch",
+               **{key: LOG_HEADERS.get(name, name) for key, name in LOG_NAMES.items()}}
     present = [c for c in columns if any(c in h for h in kept)]
     frame = pl.DataFrame({columns[c]: [h.get(c) for h in kept] for c in present},
                          schema={columns[c]: pl.Int64 if c == "step" else pl.Float64
                                  for c in present})
-    if "learning rate" in frame.columns:  # 5.65e-5 as η is written, not 0.0 after rounding
-        frame = frame.with_columns(pl.col("learning rate").map_elements(
+    if "η" in frame.columns:  # 5.65e-5 as η is written, not 0.0 after rounding
+        frame = frame.with_columns(pl.col("η").map_elements(
             lambda v: "0" if v == 0 else scientific(v), return_dtype=pl.String))
     return frame_table(frame, max_rows=LOG_ROWS + 1, decimals=4)
 
@@ -212,11 +221,25 @@ def _train_missing(context: dg.AssetExecutionContext, experiment: ExperimentReso
     return reported
 
 
+def folder_entries(home: Path, out: Path, output_dir: str) -> dict[str, object]:
+    """Where an adapter is, as three short entries: the folder of its split's adapters
+    (relative to the output folder), its home's name there (the adapter's name across cells:
+    a sweep row may reuse a main cell's adapter) and its key folder inside that (the cache
+    key's). Why not one path: a browser breaks no line inside a path, and a key folder's
+    (``adapters/chain_sum/hard/dpo_correctness_random/fb815f8f9239c102``, 553 px) is wider
+    than the value column of the UI's metadata panel at 1,440 px."""
+    return {"folder": output_file(home.parent, output_dir),
+            "adapter folder": dg.MetadataValue.path(home.name),
+            "key folder": dg.MetadataValue.path(out.name)}
+
+
 def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentResource,
-                      inference: InferenceResource, task: str, a: _Adapter,
-                      data: pl.DataFrame) -> tuple[dict[str, object], str]:
+                      inference: InferenceResource, task: str, cell: Cell, partition: str,
+                      a: _Adapter, data: pl.DataFrame) -> tuple[dict[str, object], str]:
     """One trained adapter's metadata (and its model card, rewritten when it changed) and
-    its data version, the hash of its weights."""
+    its data version, the hash of its weights. The page and its figure name the adapter by
+    its partition key, as the cell's adapters table, its selection and its eval report do;
+    its folder (``adapter_dir``) carries the name it has across cells."""
     profile = experiment.settings
     exp, out, result = a.exp, a.out, a.result
     assert result is not None
@@ -224,17 +247,19 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
     losses = [h["loss"] for h in history if "loss" in h]
     record = json.loads((out / "training_config.json").read_text())
     best = next((e for e in result["epochs"] if e["epoch"] == result["best_epoch"]), {})
+    # whose entries these are, what it reached, then what it was trained with (as
+    # training_config.json records it), then on what: its settings within the page's first
+    # two screens at 1,440 px, below the step's summary and adapters table
     metadata: dict[str, object] = {
-        "adapter": exp.name, "method": exp.method, "scorer": exp.scorer or "none",
-        "split": exp.split, "training set": "/".join([task, *exp.dataset]),
-        "training rows": data.height,
+        "partition": partition,
         "best epoch": result["best_epoch"],
         **({"best validation pass@1 (%)": round(100 * best["val_pass@1"], 2)}
            if best.get("val_pass@1") is not None else {}),
         "final train loss": round(losses[-1], 4) if losses else None,
-        # what it was trained with, as training_config.json records it
         **settings_summary(exp.method, record.get("settings", a.planned)),
         "precision": record.get("precision", ""),
+        "method": exp.method, "scorer": exp.scorer or "none", "split": exp.split,
+        "training set": "/".join([task, *exp.dataset]), "training rows": data.height,
         "validation curve": _curve_table(result["epochs"], result["best_epoch"]),
     }
     log_table = training_log_table(history)
@@ -242,11 +267,12 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
         metadata["training log"] = log_table
     png, _ = adapter_curves(result["epochs"], history,
                             adapter_curves_png(experiment.output_dir, task, exp),
-                            f"{task} {exp.split}: {exp.name}", kept_epoch=result["best_epoch"])
+                            f"{task} {exp.split}/{cell.name}: {partition}",
+                            kept_epoch=result["best_epoch"])
     metadata["training curves"] = image(png, "loss per logged step, validation pass@1 per "
                                         "epoch (the kept epoch starred), DPO's reward margin")
     metadata.update({  # where it is and how it was made: below the science
-        "adapter_dir": output_file(out, experiment.output_dir),
+        **folder_entries(a.home, out, experiment.output_dir),
         "overrides of the profile": dg.MetadataValue.json({**dict(exp.overrides),
                                                            **dict(exp.recipe)}),
         "isolated_process": profile.training.isolate,
@@ -254,8 +280,10 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
     # the weights' hash, as the training recorded it (a cache hit has just checked it
     # against the file: ``folders.cached_result``), not read and hashed once more
     version = result["weights_version"]
-    identity = {"name": exp.name, "asset_key": located(
-                    profile, [task, exp.split, "adapter", exp.name]).to_user_string(),
+    # the asset and partition that materialised it (its cell's: an adapter of a configuration
+    # other than the cell's own has no asset named after it)
+    where = f"{located(profile, adapter_key(task, cell)).to_user_string()}, partition {partition}"
+    identity = {"name": exp.name, "asset_key": where,
                 "task": task, "split": exp.split, "method": exp.method, "scorer": exp.scorer,
                 "training_data": "/".join([task, *exp.dataset]), "training_rows": data.height,
                 "base_model": recorded_base_model(out),
@@ -265,14 +293,14 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
                          len(validation_questions(profile, task)))
     if write_training_card(out, card):
         context.log.info(f"wrote the model card {out / CARD_FILE}")
-    metadata["model card"] = output_file(out / CARD_FILE, experiment.output_dir)
+    metadata["model card"] = f"{CARD_FILE} in the key folder"
     metadata["weights hash (data version)"] = readable_digest(version)
     metadata["base model (adapter_config.json)"] = card.base_model
     return metadata, version
 
 
 PARTITION_COLUMNS = {"cache": "cache", "best epoch": "epoch kept",
-                     "best validation pass@1 (%)": "validation pass@1 (%)"}
+                     "best validation pass@1 (%)": "val. pass@1 (%)"}
 """The step's table: one row per adapter it materialised, named by its partition key (the
 settings its selection varies), narrow enough for the UI's metadata panel. The adapter's own
 name is on its partition's page: as a column it would push the table past the panel."""
@@ -290,7 +318,7 @@ def partitions_table(done: list[tuple[str, dict[str, object], str]]) -> dg.Table
         [{"partition": p, **{shown: plain(m.get(c)) for c, shown in PARTITION_COLUMNS.items()}}
          for p, m, _ in done],
         schema={"partition": pl.String, "cache": pl.String,
-                "epoch kept": pl.Int64, "validation pass@1 (%)": pl.Float64})
+                "epoch kept": pl.Int64, "val. pass@1 (%)": pl.Float64})
     return frame_table(frame, max_rows=max(25, len(done)), decimals=2)
 
 
@@ -401,7 +429,8 @@ def _adapter_asset(task: str, cell: Cell, partitions: dict[str, Adapter],
             for old in record_current(a.home, a.out):
                 context.log.info(f"adapter {a.exp.name}: removed {old.name}, trained under "
                                  "an earlier cache key")
-        done = [(partition, *_adapter_metadata(context, experiment, inference, task, a,
+        done = [(partition, *_adapter_metadata(context, experiment, inference, task, cell,
+                                               partition, a,
                                                frames[a.exp.data_seed]))
                 for partition, a in zip(keys, adapters, strict=True)]
         # One materialisation for the step, which Dagster records for each of its partitions:

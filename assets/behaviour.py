@@ -150,7 +150,7 @@ def behaviour_asset(task: str, experiments: list[Cell]) -> dg.AssetsDefinition:
             metadata["styles csv"] = output_file(out / "styles.csv", experiment.output_dir)
             figure, vector = style_shift(styles, out / "styles.png",
                                          f"{task}: change in solution-style share from the "
-                                         "base model (number: the style's accuracy %)")
+                                         "base model")
             metadata["styles figure"] = image(figure, "style shift per adapter and cell")
             metadata["styles figure (SVG)"] = output_file(vector, experiment.output_dir)
             context.log.info(f"solution styles per cell written to {out / 'styles.csv'}")

@@ -45,7 +45,13 @@ from saturated_dag.evaluation.reports import (
     per_question_results,
     sample_shards_together,
 )
-from saturated_dag.experiments import Adapter, Cell, Configuration, adapter_partition_key
+from saturated_dag.experiments import (
+    Adapter,
+    Cell,
+    Configuration,
+    adapter_partition_key,
+    configuration_key,
+)
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.infra.shards import ShardStore, questions_digest
 from saturated_dag.reporting.model_card import (
@@ -53,6 +59,7 @@ from saturated_dag.reporting.model_card import (
     CardOfAnotherAdapter,
     EvalFacts,
     StaleCard,
+    eval_facts,
     write_eval_card,
 )
 from saturated_dag.reporting.result_tables import (
@@ -363,21 +370,23 @@ def adapter_eval_asset(task: str, cell: Cell,
 
             targets.append((backend, folder, identity))
         seeds = by_name[name]
-        evaluated = configuration_metadata(task, cell, name, seeds, experiment.output_dir,
-                                           selected, settings.model, profile)
+        training = experiment.settings.training
+        partitions = [adapter_partition_key(training, cell, s, experiment.settings.data_seeds)
+                      for s in seeds]
+        config = configuration_key(training, cell, next(c for c in trained if c.name == name))
+        evaluated = configuration_metadata(task, cell, config, seeds, partitions,
+                                           experiment.output_dir, selected, settings.model,
+                                           profile)
         samples, metadata = _report(context, experiment, inference, task, targets,
-                                    f"{cell.split}/{cell.name} ({name})", base=base,
+                                    f"{cell.split}/{cell.name} ({config})", base=base,
                                     evaluated=evaluated,
                                     data_seeds=[seeded.data_seed for seeded in seeds])
         eval_set = eval_set_name(experiment.settings, task, samples["question_id"].n_unique())
-        training = experiment.settings.training
         metadata.update(update_model_cards(
             context, samples, base, seeds, [t[1] for t in targets], task,
             key=context.asset_key, k=experiment.settings.sampling.n,
             eval_set=eval_set, partitions=(located(profile, adapter_key(task, cell)),
-                                           [adapter_partition_key(training, cell, s,
-                                                     experiment.settings.data_seeds)
-                                            for s in seeds])))
+                                           partitions)))
         return frame_output(samples, metadata)
 
     return adapter_eval
@@ -389,10 +398,12 @@ def _link(name: str, index: int, count: int) -> str:
 
 
 def configuration_metadata(task: str, cell: Cell, name: str, seeds: list[Adapter],
-                           output_dir: str, selected: bool, base_model: str, profile: Profile
-                           ) -> dict[str, object]:
+                           partitions: list[str], output_dir: str, selected: bool,
+                           base_model: str, profile: Profile) -> dict[str, object]:
     """What a cell's report evaluated: the configuration (the selection's choice when the
-    cell has several), its hyperparameters as training recorded them, and links to its
+    cell has several) by its key (``name``: ``experiments.configuration_key``), its adapters by
+    their partition keys (``partitions``, in ``seeds``' order), its hyperparameters as training
+    recorded them, and links to its
     adapters' asset, the selection and the base model's report. The adapters' folders and
     model cards are on the adapter's page (each partition's, for several): a folder's path is
     one word wider than the UI's metadata panel. The links name the
@@ -413,36 +424,24 @@ def configuration_metadata(task: str, cell: Cell, name: str, seeds: list[Adapter
         out["selection"] = dg.MetadataValue.asset(located(profile, selection_key(task, cell)))
     out["base eval report"] = dg.MetadataValue.asset(located(profile, [task, "eval", "base"]))
     out["adapters (asset)"] = dg.MetadataValue.asset(located(profile, adapter_key(task, cell)))
-    for index, seeded in enumerate(seeds):
-        out[_link("adapter", index, len(seeds))] = seeded.name
+    for index, partition in enumerate(partitions):
+        out[_link("adapter", index, len(seeds))] = partition
     return out
-
-
-def adapter_eval_facts(samples: pl.DataFrame, base: pl.DataFrame, replicate: int, k: int,
-                       eval_set: str, report: str, weights_version: str) -> EvalFacts:
-    """The model card's eval part of training replicate ``replicate``'s adapter: its own
-    rows of the report against the base model's report (pass@1, pass@k, their Δ, each with
-    its 95% interval)."""
-    own = samples.filter(pl.col("training_replicate") == replicate)
-    frame = _summary_row(per_question_results(own), per_question_results(base), k, eval_set)
-    row = frame.row(frame.height - 1, named=True)
-    names = [c for c in frame.columns if c.startswith("pass@") and " " not in c]
-    metrics = {m: [float(row[f"{m}{end}"]) for end in ("", " low", " high")]
-               for m in [*names, *(f"Δ {n}" for n in names)]}
-    return EvalFacts(report=report, eval_set=eval_set, questions=int(row["questions"]),
-                     samples_per_question=k, eval_replicates=own["replicate"].n_unique(),
-                     samples=own.height, training_replicate=replicate, metrics=metrics,
-                     weights_version=weights_version)
 
 
 def eval_observation(adapter: dg.AssetKey, partition: str, facts: EvalFacts,
                      report: dg.AssetKey) -> dg.AssetObservation:
     """The adapter partition's eval result, once its cell's report has it: an observation
     of that partition, so the adapter's page shows its pass@1 and pass@k with their 95%
-    intervals beside its training record."""
-    lines = {f"eval {name}": f"{v:.2f}% [{lo:.2f}, {hi:.2f}]" if not name.startswith("Δ")
-             else f"{v:+.2f} [{lo:+.2f}, {hi:+.2f}] points"
-             for name, (v, lo, hi) in facts.metrics.items()}
+    intervals beside its training record: one entry per metric, its Δ to the base model in
+    the same line (an observation's entry is a tall row in the UI, its "Observed in run" column
+    wrapped, so fewer rows keep the adapter's settings on its page's first two screens)."""
+    lines = {}
+    for name, (v, lo, hi) in facts.metrics.items():
+        if not name.startswith("Δ"):
+            dv, dlo, dhi = facts.metrics.get(f"Δ {name}", (None, None, None))
+            lines[f"eval {name}"] = f"{v:.2f}% [{lo:.2f}, {hi:.2f}]" + (
+                "" if dv is None else f"; Δ {dv:+.2f} [{dlo:+.2f}, {dhi:+.2f}] points")
     return dg.AssetObservation(asset_key=adapter, partition=partition, metadata={
         **lines, "eval set": f"{facts.eval_set}: {facts.questions} questions x "
         f"{facts.samples_per_question} samples x {facts.eval_replicates} eval replicate(s)",
@@ -466,7 +465,7 @@ def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
         if folder is None:
             continue
         label = _link("model card", index, len(folders))
-        facts = adapter_eval_facts(samples, base, index, k, eval_set, key.to_user_string(),
+        facts = eval_facts(samples, base, index, k, eval_set, key.to_user_string(),
                                    adapter_weights_version(folder))
         if partitions is not None:
             context.log_event(eval_observation(partitions[0], partitions[1][index], facts,
@@ -475,7 +474,8 @@ def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
             # the folder was checked to be this adapter (adapter_dir); its card must be too
             if write_eval_card(folder, facts, (task, seeds[index].split, seeds[index].name)):
                 context.log.info(f"model card {folder / CARD_FILE}: eval results written")
-            out[label] = f"eval results written to {CARD_FILE} ({seeds[index].name})"
+            named = partitions[1][index] if partitions is not None else seeds[index].name
+            out[label] = f"eval results written to {CARD_FILE} ({named})"
         except CardOfAnotherAdapter as err:  # not a stale card: another adapter's
             raise dg.Failure(str(err)) from None
         except (StaleCard, OSError) as err:

@@ -34,6 +34,7 @@ from saturated_dag.data.questions import eval_set_name
 from saturated_dag.evaluation.reports import per_question_results
 from saturated_dag.experiments import SWEEP_TITLES, Adapter, Cell, Configuration, SweepRow
 from saturated_dag.infra.atomic import atomic_write_csv, atomic_write_text
+from saturated_dag.reporting.labels import sweep_row_label
 from saturated_dag.reporting.plots import forest_plot, sweep_plot
 from saturated_dag.reporting.result_tables import (
     NOT_APPLICABLE,
@@ -246,7 +247,7 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
             settings = {**row.settings,
                         "epochs": _best_epoch(experiment.output_dir, task, adapter),
                         "adapter": adapter.name}
-            entries.append((row.label, settings, counts[f"row_{i}"]))
+            entries.append((sweep_row_label(sweep, row), settings, counts[f"row_{i}"]))
         frame = sweep_table(counts["base"], split, entries, k=k, eval_set=eval_set,
                             setting_dtypes=schema(sweep_schema_name(sweep), k=k))
         out = Path(experiment.output_dir) / task

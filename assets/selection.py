@@ -20,11 +20,19 @@ from assets._metadata import frame_output, frame_table, image, summary_entry
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.config import Profile
-from saturated_dag.experiments import Adapter, Cell, Configuration, cell_adapters
+from saturated_dag.experiments import (
+    Adapter,
+    Cell,
+    Configuration,
+    adapter_partition_key,
+    cell_adapters,
+    configuration_key,
+)
 from saturated_dag.infra.atomic import read_proven_parquet
+from saturated_dag.reporting.labels import scientific
 from saturated_dag.reporting.plots import cell_overlay
 from saturated_dag.reporting.result_tables import selection_summary
-from saturated_dag.reporting.runs_table import INLINE_ROWS, scientific
+from saturated_dag.reporting.runs_table import INLINE_ROWS
 from saturated_dag.training.folders import RESULT_FILE, VALIDATION_FILE
 from saturated_dag.training.selection import SETTINGS, Trained, chosen, selection_table
 
@@ -39,26 +47,17 @@ def selection_key(task: str, cell: Cell) -> dg.AssetKey:
     return dg.AssetKey([task, cell.split, "selection", cell.name])
 
 
-def short_name(configuration: str, cell: str) -> str:
-    """A configuration as the inline table names it: what its name adds to the cell's
-    (``dpo_self_judge_beta2`` of cell ``dpo_self_judge`` is ``beta2``), ``profile's own``
-    for the configuration that is the cell itself."""
-    if configuration == cell:
-        return "profile's own"
-    return configuration.removeprefix(cell).lstrip("_") or configuration
-
-
-def shown(table: pl.DataFrame, cell: str) -> dg.TableMetadataValue:
+def shown(table: pl.DataFrame) -> dg.TableMetadataValue:
     """The configurations inline, narrow enough for the UI's metadata panel (the UI
-    wraps no header, so headers are short): short configuration names, the learning rate
-    always (``2e-05``: two decimals would show 0), other settings only where they differ
-    between configurations, the validation pass@1 with two decimals, the winner ticked. The
-    seeds, kept epochs and the selection rule's margins are in the asset's Parquet."""
+    wraps no header, so headers are short): each configuration by its key, the
+    learning rate always (``2e-05``: two decimals would show 0), other settings only where
+    they differ between configurations, the validation pass@1 with two decimals, the winner
+    ticked. The seeds, kept epochs and the selection rule's margins are in the asset's
+    Parquet."""
     varying = [s for s in SETTINGS if s != "learning_rate"
                and table[s].drop_nulls().n_unique() > 1]
     frame = table.select(
-        pl.col("configuration").map_elements(lambda c: short_name(c, cell),
-                                             return_dtype=pl.String),
+        "configuration",
         pl.col("learning_rate").alias(SETTING_NAMES["learning_rate"]),
         *(pl.col(s).alias(SETTING_NAMES[s]) for s in varying),
         pl.col("validation pass@1").alias("val. pass@1"),
@@ -112,17 +111,12 @@ def _per_question(folder: Path) -> pl.DataFrame:
 
 
 def _overlay(output_dir: str, task: str, cell: Cell,
-             records: dict[Configuration, list[dict]], winner: str) -> Path:
-    """One figure of the cell's trainings (``plots.cell_overlay``; ``records``: each
-    configuration's seeds' ``result.json``), each labelled by its configuration's short name
-    and seed, the chosen configuration's seeds marked."""
-    runs, picked = {}, []
-    for config, results in records.items():
-        for index, result in enumerate(results):
-            label = f"{short_name(config.name, cell.name)} · seed {index}"
-            runs[label] = result
-            if config.name == winner:
-                picked.append(label)
+             records: dict[str, dict[str, dict]], winner: str) -> Path:
+    """One figure of the cell's trainings (``plots.cell_overlay``; ``records``: per
+    configuration, each of its adapters' ``result.json`` by partition key), the partitions of
+    the chosen configuration (``winner``) marked."""
+    picked = list(records[winner])
+    runs = {key: result for by_key in records.values() for key, result in by_key.items()}
     path = adapter_curves_png(output_dir, task, cell).with_name(f"{cell.name}_overlay.png")
     png, _ = cell_overlay(runs, picked, path, f"{task} {cell.split}: {cell.name}")
     return png
@@ -145,30 +139,34 @@ def selection_asset(task: str, cell: Cell,
         profile = experiment.settings
         same_adapters(profile, cell, trained)
         rule = profile.training.selection.rule
-        rows, records = [], {}
+        rows, records, keys = [], {}, {}
         for config, seeds in trained.items():
             folders = [adapter_dir(experiment.output_dir, task, seeded) for seeded in seeds]
-            records[config] = [_record(folder) for folder in folders]
-            runs = [_validation(f, r) for f, r in zip(folders, records[config], strict=True)]
+            results = [_record(folder) for folder in folders]
+            records[config.name] = {
+                adapter_partition_key(profile.training, cell, seeded, profile.data_seeds): result
+                for seeded, result in zip(seeds, results, strict=True)}
+            keys[config.name] = configuration_key(profile.training, cell, config)
+            runs = [_validation(f, r) for f, r in zip(folders, results, strict=True)]
             effective = config.training(profile.training)
             rows.append(Trained(config.name, {s: getattr(effective, s) for s in SETTINGS},
                                 [v for v, _ in runs], [e for _, e in runs],
                                 [_per_question(f) for f in folders] if rule == "one_se"
-                                else ()))
+                                else (), configuration=keys[config.name]))
         table = selection_table(rows, rule)
         winner = chosen(table)
         overlay = _overlay(experiment.output_dir, task, cell, records, winner)
-        context.log.info(f"{cell.split}/{cell.name}: chose {winner} of {table.height} "
-                         f"configurations by validation pass@1 ({rule} rule, "
+        context.log.info(f"{cell.split}/{cell.name}: chose {keys[winner]} (adapter {winner}) of "
+                         f"{table.height} configurations by validation pass@1 ({rule} rule, "
                          "training.selection.rule)")
         return frame_output(table, {
             "summary": summary_entry(selection_summary(table)),
-            "table": shown(table, cell.name),
-            "chosen": winner,
+            "table": shown(table),
+            "chosen": keys[winner],
             "configurations": table.height,
             "training curves (every configuration)": image(
                 overlay, "loss per logged step and validation pass@1 per epoch of every "
-                "configuration and seed, the chosen one in black"),
+                "adapter by its partition key, the chosen configuration's in black"),
         })
 
     return selection

@@ -24,7 +24,7 @@ from saturated_dag.analysis import testbed
 from saturated_dag.analysis.behaviour import BASE
 from saturated_dag.experiments import Cell, TaskPlan, chosen_recipe
 from saturated_dag.methods import label
-from saturated_dag.reporting.result_tables import scientific
+from saturated_dag.reporting.labels import scientific
 from saturated_dag.scorers.agreement import rho_with_oracle
 from saturated_dag.training.selection import chosen_rows
 
@@ -73,7 +73,7 @@ def hard_control_cells(plan: TaskPlan) -> list[Cell]:
 
 def recipe_label(settings: dict) -> str:
     """A recipe as the table names it (``η=3e-4, β=5``: the learning rate written as on the
-    runs table and the selection pages, ``result_tables.scientific``)."""
+    runs table and the selection pages, ``reporting.labels.scientific``)."""
     names = {"learning_rate": "η", "dpo_beta": "β", "epochs": "epochs",
              "batch_size": "batch", "rrhf_rank_weight": "λ"}
     return ", ".join(f"{names[k]}={scientific(v)}" if k == "learning_rate"

@@ -195,6 +195,18 @@ def _declared_schema(context: dg.OutputContext, name: str) -> str:
     return value
 
 
+def partition_entry(context: dg.OutputContext, partition: str | None) -> dict[str, str]:
+    """Whose entries these are, for a partitioned asset (one partition per data draw): the
+    asset's Overview shows the partition materialised last, and no draw is a choice, so the
+    entry says which partition the entries are and that each partition's page holds its own."""
+    if partition is None:
+        return {}
+    count = len(context.asset_partitions_def.get_partition_keys())
+    return {"partition": f"{partition}, one of {count} (the Overview shows the partition "
+                         "materialised last, not a choice; each partition's page holds its "
+                         "own)"}
+
+
 class PolarsParquetStore(dg.UPathIOManager):
     """The ``UPathIOManager`` behind ``ParquetIOManager``: polars frames, ``asset_file`` paths."""
 
@@ -277,7 +289,8 @@ class PolarsParquetStore(dg.UPathIOManager):
         content_hash = frame_digest(obj) if isinstance(obj, pl.DataFrame) else None
         self._dump(context, obj, file, content_hash)  # the hash once, for file and record
         folder = os.path.relpath(file.parent, Path(self.base_dir).expanduser().parent)
-        context.add_output_metadata({FOLDER_KEY: dg.MetadataValue.path(folder),
+        context.add_output_metadata({**partition_entry(context, partitions[0]),
+                                     FOLDER_KEY: dg.MetadataValue.path(folder),
                                      FILE_KEY: dg.MetadataValue.path(file.name),
                                      **self.get_metadata(context, obj, content_hash)})
 

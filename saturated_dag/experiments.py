@@ -69,15 +69,6 @@ def setting_text(key: str, value: Any) -> str:
     return f"{SUFFIX[key]}{value if isinstance(value, str) else number_text(value)}"
 
 
-def scientific(value: float | None) -> str | None:
-    """``3e-4``, ``1.5e-5``: a learning rate as every table and label shows it, short and
-    exact to three digits (names use ``number_text``, which is exact to the last digit)."""
-    if value is None:
-        return None
-    mantissa, exponent = f"{value:.2e}".split("e")
-    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
-
-
 def _validated(base: TrainingSettings, update: dict[str, Any]) -> TrainingSettings:
     """``base`` with ``update`` laid over it, validated as a whole (``model_copy`` alone checks
     nothing: a misspelt or out-of-range override would reach the trainer)."""
@@ -219,9 +210,9 @@ list[Adapter]]]``."""
 
 @dataclass(frozen=True)
 class SweepRow:
-    """One row of a sweep's table: its label, its settings and its cell."""
+    """One row of a sweep's table: its settings and its cell (its label on a page is
+    ``reporting.labels.sweep_row_label``)."""
 
-    label: str
     settings: dict[str, Any] = field(hash=False)
     experiment: Cell
 
@@ -383,7 +374,7 @@ def _sweep_rows(training: TrainingSettings) -> dict[str, list[SweepRow]]:
     if configured.rank_weight is not None:
         s = configured.rank_weight
         out["rank_weight"] = [
-            SweepRow(f"λ={number_text(v)}", {"lambda": v},
+            SweepRow({"lambda": v},
                      _cell(training, s.split, "rrhf", s.scorer, {"rrhf_rank_weight": v},
                            max(training.replicates, s.zero_replicates) if v == 0 else None))
             for v in s.values]
@@ -393,14 +384,14 @@ def _sweep_rows(training: TrainingSettings) -> dict[str, list[SweepRow]]:
                 "rrhf_rank_weight": (training.rrhf_rank_weight if s.rank_weight is None
                                      else s.rank_weight)}
         out["rrhf_variants"] = [
-            SweepRow(variant, {"variant": variant},
+            SweepRow({"variant": variant},
                      _cell(training, s.split, "rrhf", s.scorer,
                            {**full, **RRHF_VARIANTS[variant]}))
             for variant in s.variants]
     if configured.dpo_beta is not None:
         s = configured.dpo_beta
         out["dpo_beta"] = [
-            SweepRow(f"β={number_text(b)}, η={scientific(lr)}", {"beta": b, "lr": lr},
+            SweepRow({"beta": b, "lr": lr},
                      _cell(training, s.split, "dpo", s.scorer,
                            {"dpo_beta": b, "learning_rate": lr}))
             for b in s.betas for lr in s.learning_rates]
@@ -451,11 +442,18 @@ def table_rows(training: TrainingSettings) -> list[tuple[str | None, SweepRow | 
     return rows
 
 
+def _settings_text(settings: dict[str, Any]) -> str:
+    """A sweep row's settings as an error names them (``lambda=0``, ``beta=0.1, lr=5e-06``)."""
+    return ", ".join(f"{key}={number_text(v) if isinstance(v, float) else v}"
+                     for key, v in settings.items())
+
+
 def row_labels(training: TrainingSettings) -> list[tuple[str, Cell]]:
     """Every table row with the profile field that asks for it: the main matrix's rows
     (``training.splits/methods/scorers``), then each sweep's (``training.sweeps.<name>``)."""
     return [(f"main matrix row {c.split}/{c.name}" if row is None else
-             f"training.sweeps.{sweep} row {row.label!r} ({c.split}/{c.name})", c)
+             f"training.sweeps.{sweep} row {_settings_text(row.settings)} ({c.split}/{c.name})",
+             c)
             for sweep, row, c in table_rows(training)]
 
 
@@ -542,6 +540,14 @@ def trained_adapters(training: TrainingSettings, cells: list[Cell],
     return distinct_adapters(cell_adapters(training, cell, n, data_seeds) for cell in cells)
 
 
+def _named_settings(training: TrainingSettings, cell: Cell) -> set[str]:
+    """The settings that tell ``cell``'s adapters apart: those its selection varies (none for a
+    ``recipe_from`` cell), and the training seed."""
+    varied = set() if cell.recipe_from is not None else (
+        varied_keys(training, cell.method) - set(cell.fixed))
+    return varied | {"seed"}
+
+
 def adapter_partition_key(training: TrainingSettings, cell: Cell, adapter: Adapter,
                           data_seeds: int = 1) -> str:
     """The name of one adapter of ``cell`` among the cell's adapters: the settings the cell's
@@ -549,14 +555,27 @@ def adapter_partition_key(training: TrainingSettings, cell: Cell, adapter: Adapt
     written out (``lr0.0003_seed0``; ``seed0`` when only the seed varies; ``lr0.0003_data1_seed0``).
     It is the adapter's Dagster partition key of the cell's adapter asset; cells of one method and
     one set of configurations share their keys, so they share a partitions definition and can train
-    in one run."""
+    in one run. Every page and figure of the cell names the adapter by it."""
     effective = adapter.training(training)
-    varied = {"seed"} if cell.recipe_from is not None else (
-        varied_keys(training, cell.method) - set(cell.fixed)) | {"seed"}
-    parts = [setting_text(key, getattr(effective, key)) for key in ORDER if key in varied]
+    parts = [setting_text(key, getattr(effective, key)) for key in ORDER
+             if key in _named_settings(training, cell)]
     if data_seeds > 1:
         parts.insert(len(parts) - 1, data_seed_key(adapter.data_seed))
     return "_".join(parts)
+
+
+def configuration_key(training: TrainingSettings, cell: Cell,
+                      configuration: Configuration) -> str:
+    """The name of one configuration of ``cell`` among the cell's configurations: its adapters'
+    partition keys without the seeds (``beta0.1_lr0.0003`` for ``beta0.1_lr0.0003_seed0``),
+    the cell's name when only the seed varies. The selection's table, its figure and the eval
+    report name a configuration by it, so a configuration reads the same on the adapter's
+    partitions, the selection and the report. (An adapter's folder and the runs table keep
+    ``Experiment.name``, which names it across cells: a sweep row may reuse a main cell's
+    adapter.)"""
+    effective = configuration.training(training)
+    return "_".join(setting_text(key, getattr(effective, key)) for key in ORDER
+                    if key in _named_settings(training, cell) - {"seed"}) or cell.name
 
 
 def data_seed_key(data_seed: int) -> str:

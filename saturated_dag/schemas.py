@@ -184,14 +184,17 @@ SCHEMAS: Mapping[str, FrameSchema] = _declare(
         "per row (base model, adapters) and eval cell: pass@1, length, entropy, answer and "
         "truncation rates, each with its change from the base model; Δ pass@1's 95% interval"),
     FrameSchema("selection", _cols(
-        ("configuration", pl.String), ("learning_rate", pl.Float64), ("epochs", pl.Int64),
+        ("configuration", pl.String), ("adapter", pl.String), ("learning_rate", pl.Float64),
+        ("epochs", pl.Int64),
         ("batch_size", pl.Int64), ("dpo_loss_type", pl.String), ("dpo_beta", pl.Float64),
         ("dpo_nll_weight", pl.Float64), ("rrhf_rank_weight", pl.Float64), ("seeds", pl.Int64),
         ("best epochs", pl.String),
         ("validation pass@1", pl.Float64),
         ("behind the best", pl.Float64), ("one standard error", pl.Float64),
         ("chosen", pl.Boolean)),
-        "a cell's selection (App. B): each configuration's settings and mean validation "
+        "a cell's selection (App. B): each configuration (by its adapters' partition key "
+        "without the seed; adapter: its seed-0 adapter's name) with its settings and mean "
+        "validation "
         "pass@1 over its training seeds (%), the one training.selection.rule chose (with the "
         "one-SE rule: points behind the best and the gap's paired standard error)"),
     FrameSchema("expected_best_by_budget", _cols(

@@ -19,4 +19,4 @@ wall=$(( $(date +%s) - start ))
 # what produced these tables (commit, machine, wall time), for a docs/results.md snapshot
 .venv/bin/python scripts/run_record.py --output-dir "$out" --job "$job" \
   --profile "$SATURATED_DAG_PROFILE" --wall-seconds "$wall"
-echo "tables in $out/<task>/ (results_table.md, runs_table.csv, ...); the web UI: dagster dev -w workspace.yaml"
+echo "tables in $out/<task>/ (results_table.md, runs_table.csv, ...); the web UI: bash scripts/ui.sh"

@@ -411,12 +411,15 @@ def search_figure(table: pl.DataFrame, runs: Sequence[SearchRun],
     import matplotlib.pyplot as plt
 
     from saturated_dag.infra.atomic import atomic_save_figure
+    from saturated_dag.reporting.plots import DPI, UI_WIDTH
 
     shown = [s for s in signals if s.name in set(table["signal"].to_list())]
     rows_per = [len(_arms(table.filter(pl.col("signal") == s.name)))
                 * table.filter(pl.col("signal") == s.name)["β"].n_unique() for s in shown]
     heights = [h for r in rows_per for h in (max(2.5, 0.32 * r + 1.2), 3.2)]
-    fig, axes = plt.subplots(len(heights), 1, figsize=(8.4, sum(heights)), dpi=130,
+    # UI_WIDTH at DPI: within the UI's figure dialog at a 1,440-pixel window (8.4 inches at
+    # 130 dpi were 1,092 pixels)
+    fig, axes = plt.subplots(len(heights), 1, figsize=(UI_WIDTH, sum(heights)), dpi=DPI,
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     span = max(5.0, float(table["signal Δ"].abs().max()))
     for index, signal in enumerate(shown):
@@ -465,7 +468,7 @@ def search_figure(table: pl.DataFrame, runs: Sequence[SearchRun],
         ax.set_ylabel("log-ratio to the reference", fontsize=8)
         ax.tick_params(labelsize=8)
         ax.set_title(f"{signal.name} signal: chosen (solid) and rejected (dashed) log-ratio "
-                     "over training, each arm at its best recipe", fontsize=9)
+                     "over training,\neach arm at its best recipe", fontsize=9)
         ax.legend(fontsize=7, loc="best", ncol=2, framealpha=0.8)
     fig.tight_layout()
     atomic_save_figure(fig, path)

@@ -26,10 +26,13 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from saturated_dag.evaluation.reports import per_question_results
 from saturated_dag.infra.atomic import atomic_write_text
 from saturated_dag.methods import METHODS as TRAINING_METHODS
+from saturated_dag.reporting.result_tables import results_table
 
 CARD_FILE = "README.md"
 CARD_KEY = "saturated_dag"
@@ -295,6 +298,25 @@ class StaleCard(ValueError):
 class CardOfAnotherAdapter(ValueError):
     """The card in an adapter's folder describes another adapter (a copied folder or card):
     filling it would put this adapter's results under that adapter's name."""
+
+
+def eval_facts(samples: pl.DataFrame, base: pl.DataFrame, replicate: int, k: int,
+               eval_set: str, report: str, weights_version: str) -> EvalFacts:
+    """The model card's eval part of training replicate ``replicate``'s adapter: its own
+    rows of the eval report ``samples`` against the base model's report ``base`` (pass@1,
+    pass@k, their Δ, each with its 95% interval, as the results table computes them)."""
+    own = samples.filter(pl.col("training_replicate") == replicate)
+    frame = results_table(per_question_results(base),
+                          {("adapter", "adapter", None): per_question_results(own)},
+                          k=k, eval_set=eval_set)
+    row = frame.row(frame.height - 1, named=True)
+    names = [c for c in frame.columns if c.startswith("pass@") and " " not in c]
+    metrics = {m: [float(row[f"{m}{end}"]) for end in ("", " low", " high")]
+               for m in [*names, *(f"Δ {n}" for n in names)]}
+    return EvalFacts(report=report, eval_set=eval_set, questions=int(row["questions"]),
+                     samples_per_question=k, eval_replicates=own["replicate"].n_unique(),
+                     samples=own.height, training_replicate=replicate, metrics=metrics,
+                     weights_version=weights_version)
 
 
 def write_eval_card(folder: Path, evaluation: EvalFacts,

@@ -18,6 +18,7 @@ from saturated_dag.config import Profile
 from saturated_dag.experiments import ORDER, SWEEP_TITLES, experiment_plan, number_text
 from saturated_dag.methods import label as method_label
 from saturated_dag.methods import methods_reading
+from saturated_dag.reporting.labels import sweep_row_label
 
 METHODS_OF = {key: methods_reading(key) for key in ORDER}
 """Settings that only some methods read (the others read the rest)."""
@@ -55,7 +56,7 @@ def task_plan(profile: Profile, task: str) -> list[PlanRow]:
             label = method_label(cell.method) + (
                 f" · {cell.scorer}" if cell.scorer else "")
         else:
-            table, label = SWEEP_TITLES[sweep], row.label
+            table, label = SWEEP_TITLES[sweep], sweep_row_label(sweep, row)
         trained = plan.trained[cell]
         effective = [config.training(training).model_dump() for config in trained]
         values = {key: sorted({e[key] for e in effective}) for key in ORDER

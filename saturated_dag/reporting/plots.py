@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 from saturated_dag.data.partitions import GRID_INDEX
 from saturated_dag.evaluation.statistics import LEVEL
@@ -105,13 +106,43 @@ BELOW, ABOVE, NEITHER = "#C0392B", "#2471A3", "#7F8C8D"
 """Marker colours: interval below 0, above 0, spanning 0 (with filled/hollow for print)."""
 
 
+PAD = 0.1
+"""Inches of margin around a saved figure's tight box (matplotlib's ``savefig.pad_inches``)."""
+
+
+def saved_width(fig: Any) -> float:
+    """Inches wide the PNG of ``fig`` is once saved with ``bbox_inches="tight"``: the box of
+    everything drawn (a label or legend past the figure's edge widens it) plus ``PAD`` a side,
+    which is why a ``UI_WIDTH`` figure whose layout reaches its edges saves wider."""
+    fig.draw_without_rendering()  # lays the figure out (a constrained layout runs at a draw)
+    return float(fig.get_tightbbox().width) + 2 * PAD
+
+
+def _fit_width(fig: Any) -> int:
+    """Narrow a constrained-layout figure until it saves at most ``UI_WIDTH`` wide (its layout
+    re-flows at the new width); the dpi its PNG fits the UI at, ``DPI`` unless a figure of
+    another layout is still wider (a safety net: its pixels are then scaled down to fit)."""
+    for _ in range(4):
+        excess = saved_width(fig) - UI_WIDTH
+        constrained = isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
+        if excess <= 0.005 or not constrained:
+            break
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width - excess - 0.01, height)
+    return min(DPI, int(DPI * UI_WIDTH / saved_width(fig)))
+
+
 def save_figure(fig: Any, path: Path) -> tuple[Path, Path]:
     """Write ``fig`` as a ``DPI`` PNG at ``path`` and an SVG beside it, each atomically (never a
-    half-written file), then close it. The PNG is for the UI (a data URI), the SVG for print."""
+    half-written file), then close it. The PNG is for the UI (a data URI), the SVG for print;
+    the PNG is at most ``UI_WIDTH`` x ``DPI`` pixels wide, its tight box included
+    (``_fit_width``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_save_figure(fig, path, dpi=DPI, bbox_inches="tight")
+    dpi = _fit_width(fig)
+    atomic_save_figure(fig, path, dpi=dpi, bbox_inches="tight", pad_inches=PAD)
     with plt.rc_context({"svg.fonttype": "none"}):  # text stays text: editable, searchable
-        svg = atomic_save_figure(fig, path.with_suffix(".svg"), bbox_inches="tight")
+        svg = atomic_save_figure(fig, path.with_suffix(".svg"), bbox_inches="tight",
+                                 pad_inches=PAD)
     plt.close(fig)
     return path, svg
 
@@ -303,23 +334,37 @@ STYLE_DIGITS = 7
 too small to read in the UI."""
 
 
+STYLE_SQUARE = 0.27
+"""Inches a square of the style figure is at least wide: room for its accuracy ("100") at
+``STYLE_DIGITS`` points. Panels wrap to another row where a row of them would be narrower."""
+
+
 def style_shift(styles: pl.DataFrame, path: Path, title: str) -> tuple[Path, Path]:
     """One panel per eval cell: each adapter's change in style share from the base model
-    (points, colour), with the style's accuracy in that row written in the square."""
+    (points, colour), with the style's accuracy in that row written in the square.
+
+    Within ``UI_WIDTH``: the adapters' names once per row of panels, one colour scale for all
+    on the right, and as many panels to a row as leave each square ``STYLE_SQUARE`` wide (six
+    cells of four styles: two rows of three), laid out by matplotlib's constrained layout so no
+    label runs past the figure's edge (they did: the PNG was 1,217 px)."""
     rows = styles["row"].unique(maintain_order=True).to_list()
     cells = sorted(styles["cell"].unique().to_list())
     kinds = sorted(styles["style"].unique().to_list())
-    fig, axes = plt.subplots(1, len(cells) + 1, squeeze=False,  # the last holds the scale
-                             gridspec_kw={"width_ratios": [1] * len(cells) + [0.06]},
-                             figsize=(_width(1.6 + 0.55 * len(kinds) * len(cells)),
-                                      1.8 + 0.3 * len(rows)))
+    label_inches = 0.06 * max(len(str(r)) for r in rows)  # 7-point names: ~0.06 in a letter
+    room = UI_WIDTH - label_inches - 1.1  # the scale and its label, the margins
+    per_row = max(1, min(len(cells), int(room // (STYLE_SQUARE * len(kinds) + 0.15))))
+    lines = -(-len(cells) // per_row)
+    per_row = -(-len(cells) // lines)  # balanced: 3 + 3, not 4 + 2
+    fig, axes = plt.subplots(lines, per_row, squeeze=False, sharey=True, layout="constrained",
+                             figsize=(UI_WIDTH - 2 * PAD,
+                                      0.9 + lines * (0.8 + 0.21 * len(rows))))
     limit = max(1e-9, float(styles["Δ share"].abs().max() or 0.0))
     shown = None
-    for ax, cell in zip(axes[0][:-1], cells, strict=True):
+    for ax, cell in zip(axes.flat, cells, strict=False):
         part = styles.filter(pl.col("cell") == cell)
         lookup = {(r["row"], r["style"]): r for r in part.iter_rows(named=True)}
         matrix = [[lookup[(r, k)]["Δ share"] if (r, k) in lookup else 0.0 for k in kinds]
-                for r in rows]
+                  for r in rows]
         shown = ax.imshow(matrix, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
         for i, r in enumerate(rows):
             for j, k in enumerate(kinds):
@@ -329,13 +374,14 @@ def style_shift(styles: pl.DataFrame, path: Path, title: str) -> tuple[Path, Pat
                     ax.text(j, i, f"{found['accuracy']:.0f}", ha="center", va="center",
                             fontsize=STYLE_DIGITS, color="white" if dark else "black")
         ax.set_xticks(range(len(kinds)), kinds, fontsize=7, rotation=60)
-        ax.set_yticks(range(len(rows)), rows if ax is axes[0][0] else [""] * len(rows),
-                      fontsize=7)
+        ax.set_yticks(range(len(rows)), rows, fontsize=7)  # shared: named in the first column
         ax.set_title(cell, fontsize=8)
-    fig.colorbar(shown, cax=axes[0][-1], label="Δ share (points)")
+    for ax in axes.flat[len(cells):]:
+        ax.set_visible(False)
+    fig.colorbar(shown, ax=axes, label="Δ share (points)", fraction=0.04, pad=0.02)
     fig.suptitle(f"{title}\nnumber: the style's accuracy (%) in that row; blank: the row has "
                  "no answer in that style", fontsize=9)
-    return save_figure(fig, path)  # no tight_layout: the scale's narrow axes refuse it
+    return save_figure(fig, path)
 
 
 def budget_plot(table: pl.DataFrame, path: Path, title: str) -> tuple[Path, Path]:

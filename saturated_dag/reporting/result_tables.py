@@ -33,8 +33,8 @@ from saturated_dag.evaluation.statistics import (
     paired_delta,
     seed_matrix,
 )
-from saturated_dag.experiments import scientific
 from saturated_dag.methods import label as method_label
+from saturated_dag.reporting.labels import scientific
 
 SCORER_LABELS: dict[str | None, str] = {None: ""}
 """A scorer prints as its name (``self_judge``, ``strong_judge``, ``entropy``, ...): one name

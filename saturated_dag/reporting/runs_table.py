@@ -35,7 +35,8 @@ from saturated_dag.experiments import (
     Configuration,
     experiment_plan,
 )
-from saturated_dag.reporting.result_tables import results_table, scientific
+from saturated_dag.reporting.labels import scientific
+from saturated_dag.reporting.result_tables import results_table
 from saturated_dag.schemas import schema
 from saturated_dag.training.config import settings_record
 

@@ -30,13 +30,17 @@ SETTING_TYPES = {"epochs": pl.Int64, "batch_size": pl.Int64, "dpo_loss_type": pl
 class Trained:
     """One configuration's replicates: the validation pass@1 (fraction) and kept epoch of
     each training seed, and (for the one-SE rule) each seed's per-question validation results
-    at its kept epoch (``question_id, n, correct``)."""
+    at its kept epoch (``question_id, n, correct``). ``adapter`` is its seed-0 adapter's name
+    (``Experiment.name``, what the eval report and the runs table look it up by);
+    ``configuration`` its name on the cell's pages (``experiments.configuration_key``, its
+    adapters' partition key without the seed), ``adapter`` when not given."""
 
     adapter: str
     settings: dict[str, Any]
     validation: Sequence[float]
     best_epochs: Sequence[int]
     per_question: Sequence[pl.DataFrame] = ()
+    configuration: str | None = None
 
 
 def selection_table(configurations: Sequence[Trained], rule: str = "best") -> pl.DataFrame:
@@ -68,7 +72,8 @@ def selection_table(configurations: Sequence[Trained], rule: str = "best") -> pl
         steps = [c.settings.get("learning_rate") or 0.0 for c in configurations]
         pick, margins = choose_index(rates, steps, rule)
     return pl.DataFrame({
-        "configuration": [c.adapter for c in configurations],
+        "configuration": [c.configuration or c.adapter for c in configurations],
+        "adapter": [c.adapter for c in configurations],
         **{name: pl.Series(name, [c.settings.get(name) for c in configurations],
                            SETTING_TYPES.get(name, pl.Float64))
            for name in SETTINGS},
@@ -96,8 +101,11 @@ def chosen_rows(table: pl.DataFrame | None) -> list[dict[str, Any]] | None:
 
 
 def chosen(table: pl.DataFrame) -> str:
-    """The chosen configuration's adapter name."""
-    rows = table.filter(pl.col("chosen"))["configuration"].to_list()
+    """The chosen configuration's adapter name (its seed-0 adapter's ``Experiment.name``)."""
+    if "adapter" not in table.columns:
+        raise ValueError("this selection table has no adapter column (written by older code): "
+                         "re-materialise the selection")
+    rows = table.filter(pl.col("chosen"))["adapter"].to_list()
     if len(rows) != 1:
         raise ValueError(f"a selection table must mark exactly one configuration chosen, "
                          f"found {len(rows)}")

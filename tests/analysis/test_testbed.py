@@ -13,6 +13,7 @@ from saturated_dag.config import TestbedSettings as Settings
 from saturated_dag.evaluation.statistics import Interval
 from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.profiles import load_profile
+from saturated_dag.reporting.labels import sweep_row_label
 from saturated_dag.scorers import agreement
 from saturated_dag.scorers import oracle as known
 from saturated_dag.scorers.scored_completions import ScoredCompletions
@@ -341,7 +342,8 @@ def test_the_shipped_study_profile_is_sized_by_its_controls():
         assert plan.partitions[cell].keys() <= {f"data{d}_seed{r}" for d in (0, 1)
                                                  for r in range(3)}, cell.name
     assert all(len(plan.partitions[c]) == 2 for c in table9)  # its own β and η, two draws
-    lambda1 = next(r.experiment for r in plan.sweeps["rank_weight"] if r.label == "λ=1")
+    lambda1 = next(r.experiment for r in plan.sweeps["rank_weight"]
+                   if sweep_row_label("rank_weight", r) == "λ=1")
     chosen = {"learning_rate": 1e-4, "rrhf_rank_weight": 0.1, "seed": 0}
     source = plan.recipe_cell(lambda1)
     assert source is not None
@@ -496,8 +498,8 @@ def test_a_tiny_testbed_runs_as_cells_of_the_graph(tmp_path):
     caches = {}
     for m in again.get_asset_materialization_events():
         if "adapter" in m.asset_key.path:
-            own = m.materialization.metadata  # each partition's record names its adapter
-            caches[own["adapter"].value] = own["cache"].value
+            own = m.materialization.metadata  # each partition's record names its folder
+            caches[own["adapter folder"].value] = own["cache"].value
     assert caches.pop("rrhf_oracle_shuffled") == "miss"
     assert caches and set(caches.values()) == {"hit"}
 

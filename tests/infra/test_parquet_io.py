@@ -136,8 +136,18 @@ def test_a_partitioned_asset_writes_one_file_per_partition_at_asset_files_path(
         recorded = _metadata(result, ["t", "scores"])
         assert tmp_path / recorded[FOLDER_KEY].value / recorded[FILE_KEY].value == path
         assert pl.read_parquet(path)["question_id"].unique().to_list() == [partition]
+        # the Overview shows the partition materialised last: its entries say whose they are
+        assert recorded["partition"].value.startswith(f"{partition}, one of 3 (the Overview")
+    assert "partition" not in meta_of_unpartitioned(tmp_path)
     assert sorted(p.name for p in (tmp_path / "assets" / "t" / "scores").iterdir()) == [
         "0.5.parquet", "1e-05.parquet", "b.parquet"]
+
+
+def meta_of_unpartitioned(tmp_path: Path) -> dict:
+    """An unpartitioned asset's recorded metadata (it names no partition)."""
+    key = ["t", "one"]
+    result = _materialize([_asset(key, _sft("q"), "sft_set")], tmp_path / "one")
+    return _metadata(result, key)
 
 
 def test_fan_in_gives_a_dict_of_partitions_and_refuses_a_single_frame_annotation(

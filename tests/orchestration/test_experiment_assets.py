@@ -96,8 +96,11 @@ def test_matrix_cell_trains_evaluates_and_tabulates(tmp_path: Path, tiny_model_d
     assert sorted(m.partition for m in dpo) == ["beta0.1_seed0", "beta2_seed0"]
     table = dpo[0].metadata["adapters"].value
     assert [r.data["partition"] for r in table.records] == ["beta0.1_seed0", "beta2_seed0"]
-    assert {m.partition: m.metadata["adapter"].value for m in dpo} == {  # on its own page
-        "beta0.1_seed0": "dpo_entropy", "beta2_seed0": "dpo_entropy_beta2"}
+    # on its own page: named by its partition (whose entries these are, on the Overview
+    # too), its folder by the adapter's name across cells
+    assert {m.partition: (m.metadata["partition"].value, m.metadata["adapter folder"].value)
+            for m in dpo} == {"beta0.1_seed0": ("beta0.1_seed0", "dpo_entropy"),
+                              "beta2_seed0": ("beta2_seed0", "dpo_entropy_beta2")}
     assert all(r.data["epoch kept"] == 1 for r in table.records)
     assert "2 adapters" in dpo[0].metadata["summary"].value
     # each partition's own record: its β, not the other's

@@ -3,6 +3,7 @@ import pytest
 from saturated_dag.config import ProfileError
 from saturated_dag.experiments import experiment_matrix, main_matrix, sweeps
 from saturated_dag.profiles import load_profile
+from saturated_dag.reporting.labels import sweep_row_label
 
 
 def test_paper_matrix_covers_each_scorer_for_dpo_and_rrhf_plus_sft() -> None:
@@ -49,12 +50,14 @@ def test_paper_sweeps_reuse_main_adapters_where_settings_coincide() -> None:
     training = load_profile("paper").training
     table = sweeps(training)
     assert list(table) == ["rank_weight", "rrhf_variants", "dpo_beta"]
-    lam = {row.label: row.experiment.name for row in table["rank_weight"]}
+    lam = {sweep_row_label("rank_weight", row): row.experiment.name
+           for row in table["rank_weight"]}
     # λ = 0.1 is the profile's own rank weight: the main hard σ-RRHF adapter, trained once
     assert lam == {"λ=0": "rrhf_self_judge_lambda0", "λ=0.01": "rrhf_self_judge_lambda0.01",
                    "λ=0.1": "rrhf_self_judge", "λ=0.5": "rrhf_self_judge_lambda0.5",
                    "λ=1": "rrhf_self_judge_lambda1"}
-    variants = {row.label: row.experiment for row in table["rrhf_variants"]}
+    variants = {sweep_row_label("rrhf_variants", row): row.experiment
+                for row in table["rrhf_variants"]}
     assert variants["full"].name == "rrhf_self_judge"
     assert variants["no_sft"].training(training).rrhf_use_sft is False
     assert variants["no_sft"].training(training).rrhf_hinge is True

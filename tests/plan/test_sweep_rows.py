@@ -22,6 +22,7 @@ from saturated_dag.experiments import (
     trained_adapters,
 )
 from saturated_dag.profiles import available_profiles, load_profile
+from saturated_dag.reporting.labels import sweep_row_label
 
 PAPER = ("paper", "paper_instruct")
 
@@ -100,7 +101,7 @@ def test_paper_main_rrhf_rows_hold_lambda_01_and_select_lr_epochs_batch_only() -
 def test_figure_6_lambda_0_is_the_mean_of_three_training_seeds() -> None:
     profile = load_profile("paper")
     t = profile.training
-    rows = {r.label: r.experiment for r in sweeps(t)["rank_weight"]}
+    rows = {sweep_row_label("rank_weight", r): r.experiment for r in sweeps(t)["rank_weight"]}
     seeds = {label: {len(s) for s in cell_adapters(t, cell, 8).values()}
              for label, cell in rows.items()}
     assert seeds == {"λ=0": {3}, "λ=0.01": {1}, "λ=0.1": {1}, "λ=0.5": {1}, "λ=1": {1}}
@@ -124,13 +125,13 @@ def test_no_shipped_profile_trains_an_adapter_equal_to_the_base(name: str) -> No
 
 
 def test_a_no_sft_row_at_lambda_0_is_refused_naming_the_row() -> None:
-    with pytest.raises(ProfileError, match=r"training.sweeps.rrhf_variants row 'no_sft'.*"
+    with pytest.raises(ProfileError, match=r"training.sweeps.rrhf_variants row variant=no_sft .*"
                                            r"λ = 0"):
         load_profile("paper", {"training": {"sweeps": {"rrhf_variants": {"rank_weight": 0.0}}}})
     with pytest.raises(ProfileError, match=r"main matrix row saturated/rrhf_self_judge"):
         load_profile("demo", {"training": {"rrhf_use_sft": False,
                                            "selection": {"rrhf_rank_weights": [0.0, 0.1]}}})
-    with pytest.raises(ProfileError, match=r"training.sweeps.rank_weight row 'λ=0'"):
+    with pytest.raises(ProfileError, match=r"training.sweeps.rank_weight row lambda=0 "):
         load_profile("demo", {"training": {"rrhf_use_sft": False, "methods": ["dpo", "sft"],
                                            "sweeps": {"rrhf_variants": None}}})
     # λ = 0 with the SFT term is RAFT (Figure 6's baseline): trainable

@@ -215,6 +215,23 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                       Path(existing) if existing else None)
 
 
+DIALOG_ROOM = """img => {
+  // the figure dialog's widest and the room inside it: its scrolling body less its padding
+  const dialog = img.closest('[role=dialog]');
+  let body = img.parentElement;
+  while (body !== dialog && !["auto", "scroll"].includes(getComputedStyle(body).overflowX))
+    body = body.parentElement;
+  const style = getComputedStyle(body);
+  const width = dialog.getBoundingClientRect().width;
+  const widest = parseFloat(getComputedStyle(dialog).maxWidth) || width;
+  const frame = width - body.clientWidth;  // borders, a vertical scroll bar
+  return {dialog: widest, room: widest - frame - parseFloat(style.paddingLeft)
+          - parseFloat(style.paddingRight)};
+}"""
+"""What ``Browser.dialog_room`` measures: at 1,440 x 900 the dialog is at most 1,152 px
+(80% of the window) with 20 px of padding a side."""
+
+
 class Browser:
     """One headless Chromium page, with the UI's steps a user takes."""
 
@@ -286,13 +303,19 @@ class Browser:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         path = SCREENSHOTS / f"{name}.png"
         self.page.get_by_role("dialog").first.screenshot(path=str(path))
-        # the whole figure in view: the dialog shows a PNG at its natural size and cuts off
-        # what is wider than itself (issue 33: an 11-inch figure at 150 dpi lost its right
-        # panel)
-        cut = image.evaluate("i => i.naturalWidth - i.parentElement.closest('[role=dialog]')"
-                             ".getBoundingClientRect().width")
-        assert cut <= 0, f"{name}: the figure is {cut:.0f} px wider than its dialog"
+        # the whole figure in view: the dialog shows a PNG at its natural size, grows with it
+        # up to its widest and cuts off or scrolls what is wider than the room inside its
+        # padding (issue 33: an 11-inch figure at 150 dpi lost its right panel; issue 66: the
+        # styles figure, 1,217 px, scrolled in a 1,152-px dialog)
+        room = self.dialog_room()
+        cut = image.evaluate("i => i.naturalWidth") - room["room"]
+        assert cut <= 0, f"{name}: the figure is {cut:.0f} px wider than its dialog's {room}"
         return path
+
+    def dialog_room(self) -> dict[str, float]:
+        """The open figure dialog's widest (its CSS ``max-width``, 80% of the window) and the
+        room it leaves a figure at that width: less its body's padding and scroll bar."""
+        return self.page.get_by_role("dialog").locator("img").first.evaluate(DIALOG_ROOM)
 
     def metadata_value(self, key: str) -> str:
         """The text of the metadata entry ``key`` as the page shows it (its value cell)."""
@@ -683,7 +706,7 @@ def test_adapter_page_in_browser(demo_server: Server, browser: Browser) -> None:
     keys = plan.partitions[by_key[ADAPTER.removeprefix("chain_sum/")]]  # the served profile's
     _asset_page(browser, demo_server, ADAPTER)
     adapters = browser.inline_table("adapters")
-    assert {"partition", "cache", "epoch kept", "validation pass@1 (%)"
+    assert {"partition", "cache", "epoch kept", "val. pass@1 (%)"
             } <= set(_headers(adapters)), _headers(adapters)
     shown = adapters.inner_text()
     assert all(key in shown for key in keys), (sorted(keys), shown)
@@ -714,6 +737,134 @@ def test_adapter_page_in_browser(demo_server: Server, browser: Browser) -> None:
     log = browser.inline_table("training log")
     assert {"step", "loss"} <= set(_headers(log)), _headers(log)
     browser.shot("adapter")
+
+
+WIDE_ENTRIES = """e => {
+  // the entries that make the metadata table wider than the box that shows it (the metadata
+  // panel, or the window): each value whose narrowest layout (min-content) is wider than the
+  // room its column would have in a table as wide as that box, by how many px, with the
+  // columns of an inline table that reach past that room
+  const table = e.closest("table");
+  let panel = table.parentElement;
+  while (panel && panel !== document.scrollingElement
+         && !["auto", "scroll"].includes(getComputedStyle(panel).overflowX))
+    panel = panel.parentElement;
+  panel = panel || document.scrollingElement;
+  const over = table.getBoundingClientRect().width - panel.clientWidth;
+  if (over <= 1) return [];
+  const wide = [`the metadata table is ${Math.round(table.getBoundingClientRect().width)} px `
+                + `wide, its panel ${panel.clientWidth} px`];
+  for (const row of table.rows) {
+    if (row.cells.length < 2) continue;
+    const cell = [...row.cells].slice(1).reduce(  // the value: the widest column
+      (a, b) => b.getBoundingClientRect().width > a.getBoundingClientRect().width ? b : a);
+    const style = getComputedStyle(cell);
+    const room = cell.getBoundingClientRect().width - parseFloat(style.paddingLeft)
+      - parseFloat(style.paddingRight) - over;
+    const probe = document.createElement("div");
+    probe.style.cssText = "position:absolute;left:0;top:0;width:min-content;visibility:hidden";
+    probe.className = cell.className;
+    probe.innerHTML = cell.innerHTML;
+    document.body.appendChild(probe);
+    const need = probe.getBoundingClientRect().width;
+    probe.remove();
+    if (need <= room + 1) continue;
+    const edge = cell.getBoundingClientRect().left + parseFloat(style.paddingLeft) + room;
+    const columns = [...cell.querySelectorAll("th")]
+      .filter(th => th.getBoundingClientRect().right > edge + 1).map(th => th.innerText.trim());
+    wide.push(`${row.cells[0].innerText.trim()}: ${Math.round(need)} px wide, `
+              + `${Math.round(need - room)} px more than the ${Math.round(room)} px its column `
+              + "has" + (columns.length ? ` (columns past it: ${columns.join(", ")})`
+                         : ` ("${cell.innerText.trim().slice(0, 80)}")`));
+  }
+  return wide;
+}"""
+"""Why a metadata table scrolls sideways: the entries too wide for its panel (``SIDEWAYS``
+says that a box scrolls, this says which entry makes it)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("view", "screen"), [
+    pytest.param(view, screen, id=f"{view}-{_screen_id(screen)}")
+    for view in ("asset", "partition") for screen in SCREENS])
+def test_the_adapter_pages_do_not_scroll_sideways(demo_server: Server, browser: Browser,
+                                                  view: str, screen: dict[str, int]) -> None:
+    """Issue 66, item 4: a cell's adapters page (the whole asset: its summary and adapters
+    table) and its chosen partition's page (the adapter's own: settings, curves, eval result)
+    at 1440 x 900 and 1920 x 1080: no box around the metadata scrolls sideways, no entry
+    reaches past its panel, and on the partition's page its settings (the learning rate) are
+    within the first two screens."""
+    url = f"{demo_server.url}/assets/{ADAPTER}"
+    key = "summary"
+    if view == "partition":
+        url += f"?view=partitions&partition={_chosen_partition(demo_server.home, ADAPTER)}"
+        key = "learning rate"
+    browser.page.set_viewport_size(screen)
+    browser.open(url)
+    _visible(browser, key)
+    row = browser.metadata_row(key)
+    browser.page.wait_for_timeout(1000)  # the layout settles once the tables have rendered
+    browser.shot(f"adapter_{view}_{_screen_id(screen)}")
+    problems = [*row.evaluate(SIDEWAYS), *row.evaluate(WIDE_ENTRIES)]
+    if view == "partition":
+        top = row.evaluate("e => e.getBoundingClientRect().top")
+        if top >= 2 * screen["height"]:
+            problems.append(f"the learning rate is at y = {top:.0f} px, below the first two "
+                            f"screens ({2 * screen['height']} px)")
+    assert not problems, f"{ADAPTER} ({view}) at {_screen_id(screen)}: {problems}"
+
+
+def _figures(home: Path) -> list[tuple[str, str, int]]:
+    """(asset, entry, pixel width) of every figure the instance's assets carry: each PNG entry
+    (``assets._metadata.image``: Markdown holding a PNG data URI, what the figure dialog
+    shows) of each asset's latest materialisation, and of each partition's latest for a
+    partitioned asset (``asset [partition]``)."""
+    import base64
+    import struct
+
+    import dagster as dg
+
+    found = []
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        for key in sorted(instance.get_asset_keys(), key=lambda k: k.to_user_string()):
+            seen: set[str | None] = set()
+            for record in instance.fetch_materializations(key, limit=1000).records:
+                if record.partition_key in seen or record.asset_materialization is None:
+                    continue  # newest first: a partition's latest only
+                seen.add(record.partition_key)
+                name = key.to_user_string() + (f" [{record.partition_key}]"
+                                               if record.partition_key else "")
+                for entry, value in record.asset_materialization.metadata.items():
+                    png = re.search(r"data:image/png;base64,([A-Za-z0-9+/=]+)",
+                                    str(getattr(value, "value", "")))
+                    if png:  # the IHDR chunk's width: bytes 16-20 of a PNG
+                        data = base64.b64decode(png.group(1)[:64])
+                        found.append((name, entry, struct.unpack(">I", data[16:20])[0]))
+    return found
+
+
+@pytest.mark.slow
+def test_every_figure_fits_the_figure_dialog_at_1440(demo_server: Server, browser: Browser
+                                                     ) -> None:
+    """Issue 66, item 4: at 1440 x 900 the dialog that shows a figure (``[Show Markdown]``)
+    is at most 80% of the window and shows the PNG at its natural size, cutting off or
+    scrolling what is wider than the room inside its padding. The room is measured once in
+    the browser, on the results table's figure; then every figure entry of every asset (and
+    partition) on the instance is at most that wide (``plots.UI_WIDTH`` at the figures'
+    dpi). Each too wide is named with its asset and entry."""
+    browser.page.set_viewport_size(SCREENS[0])
+    browser.open(f"{demo_server.url}/assets/chain_sum/results_table")
+    _visible(browser, "Metadata")
+    browser.figure("figure", "figure_dialog_1440")
+    room = browser.dialog_room()
+    figures = _figures(demo_server.home)
+    entries = {entry for _, entry, _ in figures}
+    assert {"figure", "training curves", "pass@1 heatmap"} <= entries, sorted(entries)
+    wide = [f"{asset} · {entry}: {width} px" for asset, entry, width in figures
+            if width > room["room"]]
+    assert not wide, (f"{len(wide)} of {len(figures)} figures are wider than the dialog's "
+                      f"{room['room']:.0f} px at 1440 x 900 (dialog {room['dialog']:.0f} px): "
+                      f"{wide}")
 
 
 @pytest.mark.slow

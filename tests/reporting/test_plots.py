@@ -167,3 +167,131 @@ def test_every_result_figure_fits_the_uis_figure_dialog(tmp_path: Path) -> None:
     heat, _ = behaviour_heatmaps(behaviour_table(base, {"r": base}), tmp_path / "b.png", "b")
     for png in (forest, curve, heat):
         assert _png_width(png) <= fits, (png.name, _png_width(png))
+
+
+LONG = "hard/dpo_correctness_self_judge_beta2"
+"""A long adapter name, like the demo's longest: labels of its length once widened figures."""
+
+
+def _styles(cells: int, rows: int) -> pl.DataFrame:
+    """A style table (``behaviour.style_table``'s columns) of ``cells`` eval cells, four styles
+    and ``rows`` adapters with long names."""
+    names = ["base model", *(f"{LONG}_{i}" for i in range(rows - 1))]
+    records = [{"row": r, "cell": f"{2 + c // 2}x{1 + c % 2}", "style": s,
+                "Δ share": float((i * 7 + j * 3) % 41 - 20), "accuracy": 100.0, "samples": 8}
+               for i, r in enumerate(names) for c in range(cells)
+               for j, s in enumerate(("bare", "hedged", "plan", "steps"))]
+    return pl.DataFrame(records)
+
+
+def _curves() -> dict:
+    steps = [{"loss": 1.0 / s, "rewards/margins": 0.1 * s, "rank_loss": 0.5 / s,
+              "sft_loss": 0.5 / s, "step": s, "epoch": s / 4} for s in range(1, 13)]
+    return {"epochs": [{"epoch": e, "step": 4 * e, "val_pass@1": 0.3 + 0.05 * e}
+                       for e in (1, 2, 3)], "log_history": steps, "best_epoch": 2}
+
+
+def _draw(name: str, tmp_path: Path) -> Path:
+    """Figure ``name`` drawn from small synthetic inputs shaped like the largest the demo and
+    the study give it (many cells, long names); its PNG."""
+    from saturated_dag.reporting import plots
+
+    path = tmp_path / f"{name}.png"
+    if name == "forest_plot":
+        frame = results_table(BASE, {(split, method, scorer): CLEARLY_BETTER
+                                     for split in ("saturated", "strict_saturated", "hard")
+                                     for method in ("sft", "dpo", "rrhf")
+                                     for scorer in ("self_judge", "strong_judge")}, k=8)
+        return forest_plot(frame, ["pass@1", "pass@8"], path, "chain_sum: " + "Δ " * 30)[0]
+    if name == "sweep_plot":
+        frame = sweep_table(BASE, "hard", [(f"λ={v:g}", {"lambda": v}, CLEARLY_BETTER)
+                                           for v in (0.0, 0.01, 0.1, 1.0, 10.0)], k=8)
+        return sweep_plot(frame, "lambda", ["pass@1", "pass@8"], path, "λ", "λ")[0]
+    if name == "behaviour_heatmaps":
+        ids = [f"q{i}" for i in range(3)]
+        base = pl.concat([eval_report({q: (4, 1) for q in ids}, cell=f"{t}x{d}")
+                          for t in range(2, 5) for d in (1, 2)])  # six cells
+        table = behaviour_table(base, {f"{LONG}_{i}": base for i in range(12)})
+        return behaviour_heatmaps(table, path, "chain_sum: change from the base model")[0]
+    if name == "style_shift":  # the demo's six cells; it was 1,217 px on the CI's four
+        return style_shift(_styles(6, 14), path, "chain_sum: change in solution-style share "
+                           "from the base model (number: the style's accuracy %)")[0]
+    if name == "budget_plot":
+        from saturated_dag.analysis import budget
+
+        scores = {(split, method, scorer, f"{method}_{scorer}"): [40.0 + i, 45.0, 50.0 - i]
+                  for i, split in enumerate(("saturated", "strict_saturated", "hard"))
+                  for method in ("σ-RRHF", "DPO", "RAFT")
+                  for scorer in ("entropy", "self_judge", "strong_judge")}
+        return plots.budget_plot(budget.budget_table(scores, resamples=20), path, "budget")[0]
+    if name == "adapter_curves":
+        result = _curves()
+        return plots.adapter_curves(result["epochs"], result["log_history"], path,
+                                    f"chain_sum · {LONG}", kept_epoch=2)[0]
+    if name == "cell_overlay":
+        runs = {f"lr{lr}_seed{seed}": _curves() for lr in ("1e-05", "3e-05", "0.0003")
+                for seed in (0, 1, 2)}
+        return plots.cell_overlay(runs, {"lr3e-05_seed0", "lr3e-05_seed1"}, path, LONG)[0]
+    if name == "training_curves":
+        return plots.training_curves(_curves()["epochs"], [0.1, 0.2], path, LONG)
+    if name == "pass_at_1_heatmap":
+        grid = pl.DataFrame({"terms": [2, 3, 4, 5], **{str(d): [0.9, 0.7, 0.5, 0.3]
+                                                        for d in (1, 2, 3)}})
+        return plots.pass_at_1_heatmap({"D": grid, "D_prime": grid, "D_test": grid}, path,
+                                       "pass@1")
+    if name == "rho_figure":
+        from saturated_dag.scorers import agreement
+
+        per_question = pl.DataFrame(
+            [{"question_id": f"q{q}", "split": split, "scorer_a": a, "scorer_b": b, "n": 4,
+              "rho": (q % 5) / 5 - 0.4, "status": agreement.OK}
+             for split in ("saturated", "hard") for a, b in (("entropy", "self_judge"),
+                                                            ("self_judge", "strong_judge"))
+             for q in range(6)], schema=agreement.PER_QUESTION_SCHEMA)
+        return agreement.rho_figure(per_question, path, "within-question Spearman rho")
+    if name == "dose_response_figure":
+        from saturated_dag.analysis.testbed import dose_response_figure
+
+        rows = pl.DataFrame([{"method": m, "scorer": f"{LONG}_{i}", "target ρ": t,
+                              "ρ with oracle": 0.2 * i, "Δ pass@1": 1.0 * i, "Δ low": i - 2.0,
+                              "Δ high": i + 2.0}
+                             for m in ("σ-RRHF", "DPO", "SFT") for i in range(5)
+                             for t in (0.2 * i, None)])
+        return dose_response_figure(rows, path)
+    if name == "search_figure":
+        import numpy as np
+
+        from saturated_dag.analysis import dpo_search
+        from tests.analysis.test_dpo_search import PLANTED, _runs, _validation
+
+        rng = np.random.default_rng(0)
+        runs = [run for loss in ("sigmoid", "apo_zero") for beta in (0.1, 5.0)
+                for nll in (0.0, 1.0) for eta in (1e-5, 1e-4, 3e-4)
+                for run in _runs((loss, beta, nll, eta), 0.1, 0.0, rng, 1.0)]
+        table = dpo_search.search_table(runs, _validation([0.5] * 40), None, [PLANTED], {},
+                                        3.0)
+        return dpo_search.search_figure(table, runs, [PLANTED], path)
+    raise KeyError(name)
+
+
+FIGURES = ("forest_plot", "sweep_plot", "behaviour_heatmaps", "style_shift", "budget_plot",
+           "adapter_curves", "cell_overlay", "training_curves", "pass_at_1_heatmap",
+           "rho_figure", "dose_response_figure", "search_figure")
+"""Every function that draws a figure an asset shows in the UI (``assets._metadata.image``)."""
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_each_figure_is_at_most_ui_width_wide_as_saved(tmp_path: Path, name: str) -> None:
+    """Issue 66: the UI shows a figure's PNG at its natural size in a dialog at most 1,152 px
+    wide at a 1,440-pixel window (1,112 px inside its padding) and cuts off or scrolls what is
+    wider. Every figure's saved PNG, its tight box included, is at most ``UI_WIDTH`` inches at
+    its dpi, and never more than ``UI_WIDTH`` x ``DPI`` pixels; the result figures are at
+    ``DPI`` (``save_figure`` lowers the dpi only as a last resort)."""
+    from saturated_dag.reporting.plots import UI_WIDTH
+
+    png = _draw(name, tmp_path)
+    width, dpi = _png_width(png), _png_dpi(png)
+    assert width <= UI_WIDTH * dpi + 1, (name, width, dpi)
+    assert width <= UI_WIDTH * DPI + 1, (name, width)
+    if png.with_suffix(".svg").exists():  # a result figure (``save_figure``): at full dpi
+        assert dpi == pytest.approx(DPI, abs=1), (name, dpi)

@@ -19,6 +19,7 @@ import pytest
 from saturated_dag.experiments import Experiment
 from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.profiles import load_profile
+from saturated_dag.reporting.labels import scientific
 from saturated_dag.reporting.runs_table import (
     COMPACT,
     by_split,
@@ -28,7 +29,6 @@ from saturated_dag.reporting.runs_table import (
     inline_tables,
     read_record,
     runs_table,
-    scientific,
     summary,
     task_adapters,
     variant,

@@ -161,14 +161,14 @@ def test_training_log_table_is_thinned_and_keeps_the_last_step() -> None:
     assert len(steps) <= LOG_ROWS + 1 and steps[0] == 1 and steps[-1] == 100
     assert steps == sorted(steps)
     names = [c.name for c in table.schema.columns]
-    assert {"step", "loss", "reward margin", "learning rate"} <= set(names)
-    assert table.records[-1].data["learning rate"] == "1e-5"  # as η is written
+    # short headers (the UI wraps none): a DPO log's six columns fit the panel at 1,440 px
+    assert {"step", "loss", "rew. margin", "η"} <= set(names)
+    assert table.records[-1].data["η"] == "1e-5"  # as η is written
     assert training_log_table([{"train_runtime": 1.0}]) is None
     decay = training_log_table([{"step": i, "loss": 1.0, "learning_rate": lr}
                                 for i, lr in enumerate((0.0, 3e-4, 2.85e-4, 5.65e-5), 1)])
     assert decay is not None  # one notation down a column, never 0.000285 beside 5.65e-05
-    assert [r.data["learning rate"] for r in decay.records] == ["0", "3e-4", "2.85e-4",
-                                                                 "5.65e-5"]
+    assert [r.data["η"] for r in decay.records] == ["0", "3e-4", "2.85e-4", "5.65e-5"]
 
 
 def test_frame_table_types_and_writes_every_float_with_the_same_decimals() -> None:
@@ -282,23 +282,27 @@ def _selection() -> pl.DataFrame:
     settings = {"learning_rate": 2e-05, "epochs": 2, "batch_size": 8, "dpo_beta": 0.1,
                 "rrhf_rank_weight": 0.1}
     return selection_table([
-        Trained("dpo_self_judge", settings, [0.50, 0.40], [1, 2]),
-        Trained("dpo_self_judge_beta2", {**settings, "dpo_beta": 2.0}, [0.55, 0.52], [2, 2]),
+        Trained("dpo_self_judge", settings, [0.50, 0.40], [1, 2],
+                configuration="beta0.1_lr2e-05"),
+        Trained("dpo_self_judge_beta2", {**settings, "dpo_beta": 2.0}, [0.55, 0.52], [2, 2],
+                configuration="beta2_lr2e-05"),
         Trained("dpo_self_judge_lr5e-06", {**settings, "learning_rate": 5e-06}, [0.2, 0.3],
-                [1, 1])])
+                [1, 1], configuration="beta0.1_lr5e-06")])
 
 
 def test_selection_table_inline_is_narrow_and_writes_learning_rates_in_full() -> None:
     from assets.selection import shown
 
-    value = shown(_selection(), "dpo_self_judge")
+    value = shown(_selection())
     names = [c.name for c in value.schema.columns]
     # the settings that differ, the learning rate always; max epochs, batch size and λ are
     # the same on every configuration, so they are left to the Parquet
     # (seeds, kept epochs and the rule's margins too: short headers, for the 1440 px panel)
     assert names == ["configuration", "η", "β", "val. pass@1", "chosen"]
     rows = [r.data for r in value.records]
-    assert [r["configuration"] for r in rows] == ["profile's own", "beta2", "lr5e-06"]
+    # each configuration by its key, as its adapters' partitions name it (beta0.1_lr2e-05_seed0)
+    assert [r["configuration"] for r in rows] == ["beta0.1_lr2e-05", "beta2_lr2e-05",
+                                                  "beta0.1_lr5e-06"]
     assert [r["η"] for r in rows] == ["2e-5", "2e-5", "5e-6"]  # never 0
     assert [r["val. pass@1"] for r in rows] == ["45.00", "53.50", "25.00"]
     assert [r["chosen"] for r in rows] == ["", "✓", ""]

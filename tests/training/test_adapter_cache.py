@@ -73,7 +73,8 @@ def test_a_retrained_adapter_gets_a_new_key_folder_and_an_earlier_layout_is_reti
     first = materialise(1e-2)
     assert not home.is_symlink() and not old.exists()  # the earlier layout retired
     folder = adapter_folder(out, "sft")
-    assert first["cache"].value == "miss" and out / first["adapter_dir"].value == folder
+    assert first["cache"].value == "miss" and folder == (
+        out / first["folder"].value / first["adapter folder"].value / first["key folder"].value)
     assert folder.name == first["cache_key"].value[:16]
     second = materialise(2e-2)
     moved = adapter_folder(out, "sft")

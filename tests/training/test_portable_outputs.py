@@ -147,14 +147,16 @@ def test_reports_and_cards_say_what_they_are(tmp_path: Path, tiny_model_dir: Pat
 
     metadata = events["chain_sum/saturated/eval/sft"].metadata
     assert metadata["configuration"].value == "sft"
-    assert metadata["adapter"].value == "sft"
+    assert metadata["adapter"].value == "seed0"  # its partition of the cell's adapter asset
     assert metadata["adapters (asset)"].value == dg.AssetKey(
         ["chain_sum", "saturated", "adapter", "sft"])
     assert metadata["base eval report"].value == dg.AssetKey(["chain_sum", "eval", "base"])
     assert metadata["hyperparameters"].value["LoRA r"] == 4
-    assert metadata["model card"].value == "eval results written to README.md (sft)"
+    assert metadata["model card"].value == "eval results written to README.md (seed0)"
     adapter = events["chain_sum/saturated/adapter/sft"].metadata  # the card's path: its page
-    assert Path(out) / adapter["model card"].value == folder / "README.md"
+    assert adapter["model card"].value == "README.md in the key folder"
+    assert folder == (Path(out) / adapter["folder"].value / adapter["adapter folder"].value
+                      / adapter["key folder"].value)
     assert "selection" not in metadata  # one configuration: nothing was selected
     assert events["chain_sum/eval/base"].metadata["evaluated"].value == "the base model"
 
@@ -168,10 +170,17 @@ def test_reports_and_cards_say_what_they_are(tmp_path: Path, tiny_model_dir: Pat
 
 
 def test_a_selected_configuration_is_named_with_its_settings_and_links(tmp_path: Path) -> None:
-    """A cell with several configurations: its report names the configuration the selection chose,
-    its recorded hyperparameters, and links the selection and each training seed's adapter."""
+    """A cell with several configurations: its report names the configuration the selection chose
+    by its key and each training seed's adapter by its partition key (the names the adapter's
+    and the selection's pages give them), its recorded hyperparameters, and links the
+    selection."""
     from assets.eval_reports import configuration_metadata
-    from saturated_dag.experiments import Experiment, replicates
+    from saturated_dag.experiments import (
+        Experiment,
+        adapter_partition_key,
+        configuration_key,
+        replicates,
+    )
     from saturated_dag.profiles import load_profile
     from saturated_dag.training.config import settings_record
 
@@ -181,16 +190,19 @@ def test_a_selected_configuration_is_named_with_its_settings_and_links(tmp_path:
     seeds = replicates(training, chosen, 2)
     settings = settings_record("dpo", chosen.training(training))
     seed_adapter_folder(tmp_path, seeds[0].name, record={"settings": settings})
-    got = configuration_metadata("chain_sum", cell, chosen.name, seeds, str(tmp_path),
+    key = configuration_key(training, cell, chosen)
+    partitions = [adapter_partition_key(training, cell, s) for s in seeds]
+    assert partitions == [f"{key}_seed{i}" for i in range(2)], (key, partitions)
+    got = configuration_metadata("chain_sum", cell, key, seeds, partitions, str(tmp_path),
                                  selected=True, base_model="arith-base",
                                  profile=load_profile("demo"))
-    assert got["configuration"] == chosen.name == "dpo_self_judge_beta0.5"
+    assert got["configuration"] == key
     assert got["hyperparameters"].value["β (DPO)"] == 0.5
     assert got["selection"].value == dg.AssetKey(
         ["chain_sum", "saturated", "selection", cell.name])
-    for index, seeded in enumerate(seeds):
+    for index, partition in enumerate(partitions):
         label = f"adapter (training replicate {index})"
-        assert got[label] == seeded.name
+        assert got[label] == partition
         assert got["adapters (asset)"].value == dg.AssetKey(
             ["chain_sum", "saturated", "adapter", cell.name])
         # the folders are on the adapter's page, not here (each is wider than the panel)

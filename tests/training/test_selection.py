@@ -178,13 +178,15 @@ def test_a_selected_cell_evaluates_the_chosen_configuration_over_its_seeds(
     assert result.success
 
     table = pl.read_parquet(asset_path(out, "chain_sum", "saturated", "selection", "sft"))
-    assert table["configuration"].to_list() == ["sft", "sft_lr0.0001"]
+    # each configuration by its partition key without the seed, its seed-0 adapter by name
+    assert table["configuration"].to_list() == ["lr0.01", "lr0.0001"]
+    assert table["adapter"].to_list() == ["sft", "sft_lr0.0001"]
     assert table["seeds"].to_list() == [2, 2] and table["chosen"].sum() == 1
     # each row's validation pass@1 is the mean of its seeds' kept-epoch values
     for row in table.iter_rows(named=True):
         values = []
         for seed in ("", "_seed1"):
-            record = json.loads((adapter_folder(out, f"{row['configuration']}{seed}")
+            record = json.loads((adapter_folder(out, f"{row['adapter']}{seed}")
                                  / "result.json").read_text())
             values += [e["val_pass@1"] for e in record["epochs"]
                        if e["epoch"] == record["best_epoch"]]
@@ -201,7 +203,14 @@ def test_a_selected_cell_evaluates_the_chosen_configuration_over_its_seeds(
     assert events["chain_sum/saturated/eval/sft"]["training replicates"].value == 2
     results = pl.read_parquet(asset_path(out, "chain_sum", "results_table"))
     assert results["training replicates"].to_list() == [1, 2]
-    assert events["chain_sum/saturated/selection/sft"]["chosen"].value == chosen(table)
+    # one name per configuration on the cell's pages: its adapters' partition keys without
+    # the seed, on the selection's page and the eval report's alike
+    key = {"sft": "lr0.01", "sft_lr0.0001": "lr0.0001"}[chosen(table)]
+    assert events["chain_sum/saturated/selection/sft"]["chosen"].value == key
+    assert events["chain_sum/saturated/eval/sft"]["configuration"].value == key
+    assert [events["chain_sum/saturated/eval/sft"][f"adapter (training replicate {i})"].value
+            for i in (0, 1)] == [f"{key}_seed0", f"{key}_seed1"]
+    assert f"**Chosen: {key}**" in events["chain_sum/saturated/selection/sft"]["summary"].value
     # the sweep's row names the configuration its cell chose, and that adapter's epoch
     row_choice = chosen(pl.read_parquet(asset_path(out, "chain_sum", "saturated", "selection",
                                                    "rrhf_entropy_lambda0")))
