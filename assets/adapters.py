@@ -89,7 +89,7 @@ LOG_HEADERS = {"reward margin": "rew. margin", "reward accuracy": "rew. acc.",
                "learning rate": "η"}
 """The training log's headers where they are shorter than the progress lines' names
 (``training.config.LOG_NAMES``): the UI wraps no header, and the six columns of a DPO log
-under the long names were wider than the metadata panel at 1,440 px."""
+under the long names are wider than the UI's metadata panel on a laptop's window."""
 
 
 def training_log_table(history: list[dict]) -> dg.TableMetadataValue | None:
@@ -226,8 +226,8 @@ def folder_entries(home: Path, out: Path, output_dir: str) -> dict[str, object]:
     (relative to the output folder), its home's name there (the adapter's name across cells:
     a sweep row may reuse a main cell's adapter) and its key folder inside that (the cache
     key's). Why not one path: a browser breaks no line inside a path, and a key folder's
-    (``adapters/chain_sum/hard/dpo_correctness_random/fb815f8f9239c102``, 553 px) is wider
-    than the value column of the UI's metadata panel at 1,440 px."""
+    (``adapters/chain_sum/hard/dpo_correctness_random/fb815f8f9239c102``) is wider than the
+    value column of the UI's metadata panel on a laptop's window."""
     return {"folder": output_file(home.parent, output_dir),
             "adapter folder": dg.MetadataValue.path(home.name),
             "key folder": dg.MetadataValue.path(out.name)}
@@ -239,7 +239,7 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
     """One trained adapter's metadata (and its model card, rewritten when it changed) and
     its data version, the hash of its weights. The page and its figure name the adapter by
     its partition key, as the cell's adapters table, its selection and its eval report do;
-    its folder (``adapter_dir``) carries the name it has across cells."""
+    its folder entries (``folder_entries``) carry the name it has across cells."""
     profile = experiment.settings
     exp, out, result = a.exp, a.out, a.result
     assert result is not None
@@ -249,7 +249,7 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
     best = next((e for e in result["epochs"] if e["epoch"] == result["best_epoch"]), {})
     # whose entries these are, what it reached, then what it was trained with (as
     # training_config.json records it), then on what: its settings within the page's first
-    # two screens at 1,440 px, below the step's summary and adapters table
+    # two screens on a laptop's window, below the step's summary and adapters table
     metadata: dict[str, object] = {
         "partition": partition,
         "best epoch": result["best_epoch"],

@@ -466,7 +466,7 @@ def update_model_cards(context: dg.AssetExecutionContext, samples: pl.DataFrame,
             continue
         label = _link("model card", index, len(folders))
         facts = eval_facts(samples, base, index, k, eval_set, key.to_user_string(),
-                                   adapter_weights_version(folder))
+                           adapter_weights_version(folder))
         if partitions is not None:
             context.log_event(eval_observation(partitions[0], partitions[1][index], facts,
                                                key))

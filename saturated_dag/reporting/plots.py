@@ -346,7 +346,7 @@ def style_shift(styles: pl.DataFrame, path: Path, title: str) -> tuple[Path, Pat
     Within ``UI_WIDTH``: the adapters' names once per row of panels, one colour scale for all
     on the right, and as many panels to a row as leave each square ``STYLE_SQUARE`` wide (six
     cells of four styles: two rows of three), laid out by matplotlib's constrained layout so no
-    label runs past the figure's edge (they did: the PNG was 1,217 px)."""
+    label runs past the figure's edge."""
     rows = styles["row"].unique(maintain_order=True).to_list()
     cells = sorted(styles["cell"].unique().to_list())
     kinds = sorted(styles["style"].unique().to_list())

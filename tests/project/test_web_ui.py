@@ -484,7 +484,8 @@ def test_results_page_leads_with_the_answer_on_its_first_screen(demo_server: Ser
 
 
 REPORTS = ("chain_sum/results_table", "chain_sum/rank_weight_ablation", "chain_sum/behaviour",
-           "chain_sum/scorer_agreement", "chain_sum/hard/selection/dpo_correctness_random")
+           "chain_sum/scorer_agreement", "chain_sum/hard/selection/dpo_correctness_random",
+           "chain_sum/expected_best_by_budget")
 """Every kind of report page: each leads with its summary."""
 
 
@@ -503,7 +504,8 @@ def test_each_report_page_lists_its_summary_first(demo_server: Server, browser: 
 SCREENS = ({"width": 1440, "height": 900}, {"width": 1920, "height": 1080})
 """Issue 47: a laptop's window and a desktop's; every report's first screen holds at both."""
 EVAL_REPORT = ADAPTER.replace("/adapter/", "/eval/")
-FIRST_SCREEN_REPORTS = (*REPORTS, "chain_sum/runs_table", EVAL_REPORT)
+FIRST_SCREEN_REPORTS = (*REPORTS, "chain_sum/runs_table", EVAL_REPORT,
+                        "chain_sum/rrhf_variants", "chain_sum/dpo_beta_sweep")
 """Every report page the first-screen rules hold on (issue 47, item 3)."""
 SIDEWAYS = """e => {
   // every scrolling box around the summary, up to the page: none may scroll sideways
