@@ -32,11 +32,11 @@ partition key -> frame, even when the step needs one draw only (an input annotat
 dict type is always a dict, ``resources/parquet_io.py``)."""
 
 
-def data_partitions(profile: Profile) -> dg.StaticPartitionsDefinition | None:
-    """One partition per data seed, or None when the profile has one draw."""
-    if profile.data_seeds == 1:
+def data_partitions(data_seeds: int) -> dg.StaticPartitionsDefinition | None:
+    """One partition per data seed, or None for one draw."""
+    if data_seeds == 1:
         return None
-    return dg.StaticPartitionsDefinition([data_seed_key(d) for d in range(profile.data_seeds)])
+    return dg.StaticPartitionsDefinition([data_seed_key(d) for d in range(data_seeds)])
 
 
 def draw_partition(context: dg.AssetExecutionContext) -> str | None:

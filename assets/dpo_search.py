@@ -110,18 +110,12 @@ def reference_cells(plan: TaskPlan, split: str) -> dict[str, Cell]:
             if on in found}
 
 
-def _recipe(config: Cell, training: TrainingSettings) -> dpo_search.Recipe:
-    effective = config.training(training)
-    return (effective.dpo_loss_type, effective.dpo_beta, effective.dpo_nll_weight,
-            effective.learning_rate)
-
-
 def _runs(output_dir: str, plan: TaskPlan, cell: Cell, training: TrainingSettings
           ) -> list[dpo_search.SearchRun]:
     """Every adapter of ``cell`` as the analysis reads it, from its own folder."""
     runs = []
     for config, seeds in plan.trained[cell].items():
-        recipe = _recipe(config, training)
+        recipe = dpo_search.recipe_of(config, training)
         for seeded in seeds:
             folder = adapter_dir(output_dir, "chain_sum", seeded)
             if not (folder / RESULT_FILE).is_file():
@@ -201,7 +195,7 @@ def dpo_search_asset(plan: TaskPlan, split: str, by_draw: bool = False) -> dg.As
                 runs += _runs(experiment.output_dir, plan, cell, profile.training)
             picked = chosen(selections[f"selection_{signal.name}_{signal.positive}"])
             config = next(c for c in plan.trained[found[signal.positive]] if c.name == picked)
-            chosen_recipes[signal.name] = _recipe(config, profile.training)
+            chosen_recipes[signal.name] = dpo_search.recipe_of(config, profile.training)
         validation = per_question_results(base)
         table = dpo_search.search_table(runs, validation, base, signals, chosen_recipes,
                                         s.null_band)

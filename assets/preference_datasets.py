@@ -144,7 +144,7 @@ def preference_dataset_assets(
     task: str, experiments: list[Cell], score_assets: dict[str, str]
 ) -> list[dg.AssetsDefinition]:
     """The datasets the experiment matrix trains on (each built once); ``score_assets`` maps
-    a scorer to its score asset's name (``quality_scores.score_asset_names``)."""
+    a scorer to its score asset's name (``scorers.builtin.task_scorers``)."""
     built: dict[tuple[str, ...], dg.AssetsDefinition] = {}
     for exp in experiments:
         if exp.dataset in built:

@@ -10,7 +10,7 @@ and the judge (``assets/_stages.py``): a killed run resumes, an unchanged re-run
 that loads no model.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,6 @@ from saturated_dag.config import Profile
 from saturated_dag.generation.models import model_fingerprint
 from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.infra.log import LogFn
-from saturated_dag.scorers.builtin import registered, scorer
 from saturated_dag.scorers.entropy_scores import (
     TeacherForcedEntropy,
     entropy_scores,
@@ -317,28 +316,13 @@ MODEL_SCORER_ASSETS = {"entropy": entropy_scores_asset,
 """The registered scorers that need a model (``ScorerSpec.compute`` is None): their assets."""
 
 
-def task_scorers(profile: Profile, task: str) -> list[ScorerSpec]:
-    """The registered scorers this task scores: every one scored by default, then each one
-    the profile names that applies to the task, in ``Profile.scorer_names`` order
-    (``scoring.known_answer_scorers``, then the training rows' and sweeps' scorers)."""
-    specs = [spec for spec in registered() if spec.scored_by_default]
-    for name in profile.scorer_names():
-        spec = scorer(name)
-        if spec not in specs and spec.applies_to(task):
-            specs.append(spec)
-    return specs
-
-
-def score_asset_names(profile: Profile, task: str) -> dict[str, str]:
-    """Scorer name -> its asset's name, for the scorers this task scores."""
-    return {spec.name: spec.asset_name for spec in task_scorers(profile, task)}
-
-
-def score_assets(profile: Profile, task: str) -> dict[str, dg.AssetsDefinition]:
-    """Asset name -> asset of every scorer this task scores."""
-    rubric = profile.judges.strong.kind == "rubric"
+def score_assets(task: str, scorers: Sequence[ScorerSpec], judge_is_model: bool
+                 ) -> dict[str, dg.AssetsDefinition]:
+    """Asset name -> asset of each of ``scorers``, the scorers ``task`` scores
+    (``scorers.builtin.task_scorers``); the strong judge's runs an engine when
+    ``judge_is_model`` (else the rubric)."""
     return {spec.asset_name: (computed_scores_asset(task, spec) if spec.compute is not None
-                              else strong_judge_scores_asset(task, model=not rubric)
+                              else strong_judge_scores_asset(task, model=judge_is_model)
                               if spec.name == "strong_judge"
                               else MODEL_SCORER_ASSETS[spec.name](task))
-            for spec in task_scorers(profile, task)}
+            for spec in scorers}

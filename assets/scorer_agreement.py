@@ -45,7 +45,7 @@ def display(rows: pl.DataFrame) -> dg.TableMetadataValue:
 
 
 def scorer_agreement_asset(task: str, score_assets: dict[str, str]) -> dg.AssetsDefinition:
-    """``score_assets``: scorer name -> its score asset (``quality_scores.score_asset_names``);
+    """``score_assets``: scorer name -> its score asset (``scorers.builtin.task_scorers``);
     every one joins the table."""
     ins = {asset: dg.AssetIn(key=[task, asset]) for asset in score_assets.values()}
     ins["generation_pool"] = dg.AssetIn(key=[task, "generation_pool"])

@@ -12,10 +12,12 @@ import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, TypeAlias
 
-from saturated_dag.config import Profile, TrainingSettings
+from saturated_dag.config import Profile, TestbedSettings, TrainingSettings
 from saturated_dag.data.questions import can_train_split
+from saturated_dag.infra.parallel import step_layout
 from saturated_dag.methods import METHODS, methods_reading
 
 DATASET_OF_METHOD = {m.name: m.dataset for m in METHODS.values()}
@@ -619,6 +621,19 @@ class TaskPlan:
     main: tuple[Cell, ...]
     sweeps: dict[str, list[SweepRow]] = field(hash=False)
     partitions: dict[Cell, dict[str, Adapter]] = field(hash=False, default_factory=dict)
+    scorer_names: tuple[str, ...] = ()
+    """The scorers the profile names (``Profile.scorer_names``): with the ones scored by
+    default, those that apply to the task get a score asset (``scorers.builtin.task_scorers``;
+    resolved there, so the plan's code does not import the scorers')."""
+    judge_is_model: bool = False
+    """Whether the strong judge is a model (else the rubric, which needs no engine)."""
+    data_seeds: int = 1
+    """Draws of training data: one partition each of the pool-side assets when several."""
+    testbed: TestbedSettings | None = None
+    """The testbed's analysis when the profile runs one on this task (chain sum only)."""
+    checks_in_step: bool = False
+    """Whether an adapter's checks run in its own step (each model step its own process,
+    ``infra.parallel.step_layout``) rather than as checks of their own."""
 
     @property
     def adapters(self) -> list[Adapter]:
@@ -639,11 +654,18 @@ class TaskPlan:
                 *((sweep, row, row.experiment) for sweep, found in self.sweeps.items()
                   for row in found)]
 
-    def sweep_configurations(self, sweep: str) -> dict[Cell, list[Configuration]]:
-        """Each row cell of ``sweep`` with its configurations (the sweep table's
-        inputs)."""
-        return {row.experiment: list(self.trained[row.experiment])
-                for row in self.sweeps[sweep]}
+    @cached_property
+    def sweep_configurations(self) -> dict[str, dict[Cell, list[Configuration]]]:
+        """Each sweep's row cells with their configurations (a sweep table's inputs)."""
+        return {sweep: {row.experiment: list(self.trained[row.experiment]) for row in rows}
+                for sweep, rows in self.sweeps.items()}
+
+    @cached_property
+    def recipe_cells(self) -> dict[Cell, Cell]:
+        """Each cell that trains another's recipe (``recipe_from``, ``training.recipes``) ->
+        the cell whose selection chooses it."""
+        return {cell: self.recipe_cell(cell) for cell in self.cells
+                if cell.recipe_from is not None}
 
     def recipe_cell(self, cell: Cell) -> Cell | None:
         """The cell whose selection chooses ``cell``'s recipe (``training.recipes``), or
@@ -685,7 +707,12 @@ def build_task_plan(profile: Profile, task: str) -> TaskPlan:
         task, cells, trained,
         tuple(c for c in main_matrix(training) if c.split in splits),
         {name: rows for name, rows in sweeps(training).items()
-         if rows[0].experiment.split in splits}, partitions)
+         if rows[0].experiment.split in splits}, partitions,
+        scorer_names=tuple(profile.scorer_names()),
+        judge_is_model=profile.judges.strong.kind != "rubric", data_seeds=draws,
+        testbed=profile.testbed if task == "chain_sum" else None,
+        checks_in_step=step_layout(profile).processes == "per_step")
+
 
 
 _PLANS: dict[str, dict[str, TaskPlan]] = {}

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import polars as pl
@@ -34,10 +34,22 @@ from saturated_dag.analysis.testbed import effect_passes
 from saturated_dag.evaluation.statistics import Interval, paired_delta
 from saturated_dag.schemas import schema
 
+if TYPE_CHECKING:
+    from saturated_dag.config import TrainingSettings
+    from saturated_dag.experiments import Configuration
+
 RECIPE = ("dpo_loss_type", "dpo_beta", "dpo_nll_weight", "learning_rate")
 """The settings a recipe is named by (the DPO settings ``training.selection`` varies)."""
 Recipe = tuple[str, float, float, float]
 """(loss type, β, NLL weight, η)."""
+
+
+def recipe_of(configuration: Configuration, training: TrainingSettings) -> Recipe:
+    """The DPO recipe ``configuration`` trains under ``training`` (its ``RECIPE`` settings,
+    after the configuration's overrides)."""
+    effective = configuration.training(training)
+    return (effective.dpo_loss_type, effective.dpo_beta, effective.dpo_nll_weight,
+            effective.learning_rate)
 PAPER_LOSS = "sigmoid"
 """The DPO paper's loss, the paper's DPO."""
 

@@ -4,6 +4,7 @@ scorer registers the same way (``docs/extending.md``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import partial
 
 from saturated_dag.scorers import oracle as known
@@ -69,6 +70,18 @@ def registered() -> tuple[ScorerSpec, ...]:
 def scorer(name: str) -> ScorerSpec:
     """The registered scorer ``name``; an unknown name is an error naming the known ones."""
     return SCORERS[check_name(name)]
+
+
+def task_scorers(names: Iterable[str], task: str) -> list[ScorerSpec]:
+    """The registered scorers ``task`` scores: every one scored by default, then each of
+    ``names`` (a profile's ``Profile.scorer_names``: ``scoring.known_answer_scorers``, then the
+    training rows' and sweeps' scorers) that applies to the task, in that order."""
+    specs = [spec for spec in registered() if spec.scored_by_default]
+    for name in names:
+        spec = scorer(name)
+        if spec not in specs and spec.applies_to(task):
+            specs.append(spec)
+    return specs
 
 
 if not set(BUILTIN_NAMES) <= set(SCORERS):

@@ -47,6 +47,7 @@ from saturated_dag.training.folders import (
 from saturated_dag.training.request import TrainingRequest
 
 if TYPE_CHECKING:
+    from saturated_dag.evaluation.validation import EpochValidator
     from saturated_dag.training.train import BaseModels
 
 Record = dict[str, Any]
@@ -124,7 +125,8 @@ def run_trainings(requests: list[TrainingRequest], policy: Policy, log: LogFn | 
                 left = time_left(time.monotonic() - started, index - 1, len(requests))
                 log(f"adapter {index} of {len(requests)} ({left} for this step): {request.out_dir}")
             with policy.around(request) if policy.around is not None else nullcontext():
-                records.append(train_request(request, log=log, owner=policy.owner, bases=bases))
+                records.append(train_request(request, validator_for(request), log=log,
+                                             owner=policy.owner, bases=bases))
     return records
 
 
@@ -140,8 +142,17 @@ def bind_to_owner(owner: int, one_thread: bool) -> None:
         limit_threads(1)
 
 
-def train_request(request: TrainingRequest, log: LogFn | None = None, owner: int | None = None,
-              bases: BaseModels | None = None) -> Record:
+def validator_for(request: TrainingRequest) -> EpochValidator:
+    """How each epoch of ``request``'s training is judged: its validation questions, sampled
+    and checked as the request says (``evaluation.validation.EpochValidator``)."""
+    from saturated_dag.evaluation.validation import EpochValidator
+
+    return EpochValidator(request.validation, request.sampling.params(), request.answer_check,
+                          request.batch_size, request.chat_template, request.enable_thinking)
+
+
+def train_request(request: TrainingRequest, validator: EpochValidator, log: LogFn | None = None,
+                  owner: int | None = None, bases: BaseModels | None = None) -> Record:
     """Train the adapter ``request`` describes in this process and publish it by the publish rule:
     the adapter, then its kept epoch's per-question validation results, then its
     ``result.json`` last, so a trained adapter is whole, and reusable, the moment its training
@@ -149,33 +160,14 @@ def train_request(request: TrainingRequest, log: LogFn | None = None, owner: int
     weights again.
 
     ``request.data`` is the training set's Parquet file, read as a polars frame; the trainer is
-    built from ``request.training``, the cell's validated training settings. ``owner``: the
+    built from ``request.training``, the cell's validated training settings. ``validator``
+    judges each epoch (``validator_for(request)``, which every policy passes). ``owner``: the
     process this training runs for, which must be alive right before the adapter is published
     (``lifeline.require_parent``). ``bases`` (``train.BaseModels``) shares one base-model
     load among several trainings."""
-    import polars as pl
-
-    from saturated_dag.evaluation.reports import evaluate_samples, per_question_results, summarise
-    from saturated_dag.generation.transformers_backend import TransformersBackend
-    from saturated_dag.infra.atomic import read_proven_parquet
+    from saturated_dag.infra.atomic import atomic_write_parquet, read_proven_parquet
     from saturated_dag.infra.lifeline import require_parent
     from saturated_dag.training.train import train_adapter
-
-    params = request.sampling.params()
-    per_epoch: list[pl.DataFrame] = []
-    samples: list[pl.DataFrame] = []
-
-    def validation_pass_at_1(model: Any, tokenizer: Any) -> float:
-        backend = TransformersBackend(model, tokenizer, batch_size=request.batch_size,
-                                      chat_template=request.chat_template)
-        # the same prompts and answer rule as the pool and the eval reports
-        backend.enable_thinking = request.enable_thinking
-        written = evaluate_samples(request.validation, backend, params,
-                                   answer_check=request.answer_check)
-        table = per_question_results(written)
-        per_epoch.append(table.select("question_id", "n", "correct"))
-        samples.append(written.select("question_id", "sample_index", "completion", "correct"))
-        return summarise(table, ks=(1,))["pass@1"] / 100
 
     def before_publish() -> None:
         if owner is not None:
@@ -184,15 +176,14 @@ def train_request(request: TrainingRequest, log: LogFn | None = None, owner: int
     with environment(request.tracking_env):  # the MLflow callback's store and tags
         data = read_proven_parquet(request.data, "re-materialise the training set's asset")
         result = train_adapter(request.method, request.base_model, data,
-                               request.training, request.out_dir, eval_fn=validation_pass_at_1,
+                               request.training, request.out_dir, eval_fn=validator,
                                log=log, record=request.record, before_publish=before_publish,
                                report_to=request.report_to, bases=bases)
     folder = Path(result.adapter_dir)
-    if per_epoch:  # the kept epoch's per-question results: the one-SE rule pairs them
-        from saturated_dag.infra.atomic import atomic_write_parquet
-
-        atomic_write_parquet(per_epoch[result.best_epoch - 1], folder / VALIDATION_FILE)
-        atomic_write_parquet(samples[result.best_epoch - 1], folder / VALIDATION_SAMPLES_FILE)
+    kept = validator.kept(result.best_epoch)
+    if kept is not None:  # the kept epoch's per-question results: the one-SE rule pairs them
+        atomic_write_parquet(kept[0], folder / VALIDATION_FILE)
+        atomic_write_parquet(kept[1], folder / VALIDATION_SAMPLES_FILE)
     return write_result(folder, asdict(result), request.record.get("cache_key"))
 
 
@@ -231,6 +222,7 @@ def environment(variables: dict[str, str]) -> Iterator[None]:
 
 PRELOAD = ["saturated_dag.training.runner", "saturated_dag.training.train",
            "saturated_dag.training.rrhf_trainer", "saturated_dag.evaluation.reports",
+           "saturated_dag.evaluation.validation",
            "saturated_dag.generation.transformers_backend", "saturated_dag.generation.models",
            "saturated_dag.tasks", "trl.trainer.dpo_trainer", "trl.trainer.sft_trainer", "peft"]
 """What each worker imports when it starts, before its first training."""
@@ -272,8 +264,8 @@ def train_in_worker(request: TrainingRequest, tag: str) -> Record:
     lines, owner = _WORKER["lines"], _WORKER["owner"]
     start = time.monotonic()
     try:
-        record = train_request(request, log=lambda line: lines.put((tag, f"{name}: {line}")),
-                           owner=owner)
+        record = train_request(request, validator_for(request),
+                               log=lambda line: lines.put((tag, f"{name}: {line}")), owner=owner)
     finally:
         lines.put((tag, None))
     return {**record, "worker": {"pid": os.getpid(), "torch_threads": torch.get_num_threads(),

@@ -57,7 +57,7 @@ def test_the_demo_graph_reports_its_selected_main_cells_at_equal_budget():
     from saturated_dag.profiles import load_profile
 
     profile = load_profile("demo")
-    assets, _ = task_assets(profile, "chain_sum")
+    assets, _ = task_assets(experiment_plan(profile)["chain_sum"])
     found = [a for a in assets if dg.AssetKey(["chain_sum", "expected_best_by_budget"])
              in a.keys]
     assert len(found) == 1

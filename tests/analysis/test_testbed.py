@@ -733,7 +733,7 @@ def test_every_training_setting_reaches_the_trainer_on_every_route(method, tmp_p
         child = TrainingRequest.from_json(request.to_json())
         assert child.training == request.training
         with pytest.raises(_ReachedTheTrainer):
-            runner.train_request(child)
+            runner.train_request(child, runner.validator_for(child))
         assert arrived[-1] == child.training
         return arrived[-1]
 

@@ -92,12 +92,13 @@ def test_scorer_fields_name_each_row_scorer_with_its_field() -> None:
 @pytest.mark.parametrize("name", available_profiles())
 def test_the_graph_scores_every_scorer_a_profile_names(name: str) -> None:
     """Each scorer ``Profile.scorer_names`` lists that applies to a task has its score asset
-    in that task's graph (``assets/quality_scores.task_scorers``)."""
-    from assets.quality_scores import task_scorers
-    from saturated_dag.scorers.builtin import scorer
+    in that task's graph (``scorers.builtin.task_scorers`` of the plan's ``scorer_names``,
+    which ``assets.task_assets`` builds one score asset for each of)."""
+    from saturated_dag.experiments import experiment_plan
+    from saturated_dag.scorers.builtin import scorer, task_scorers
 
     profile = load_profile(name)
-    for task in profile.tasks:
-        scored = {spec.name for spec in task_scorers(profile, task)}
+    for task, plan in experiment_plan(profile).items():
+        scored = {spec.name for spec in task_scorers(plan.scorer_names, task)}
         named = {n for n in profile.scorer_names() if scorer(n).applies_to(task)}
         assert named <= scored, (task, named - scored)

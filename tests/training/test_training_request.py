@@ -145,3 +145,15 @@ def test_a_request_of_plain_settings_trains_without_a_profile(tmp_path: Path,
     (record,) = run_trainings([TrainingRequest.from_json(json.dumps(sent))], InThisProcess())
     assert (Path(record["adapter_dir"]) / "adapter_model.safetensors").is_file()
     assert record["cache_key"] == "a" and record["epochs"][0]["val_pass@1"] is not None
+    # the kept epoch's validation (the runner's validator), published beside the adapter:
+    # one row per validation question, whose mean is the kept epoch's val pass@1
+    import polars as pl
+
+    from saturated_dag.training.folders import VALIDATION_FILE, VALIDATION_SAMPLES_FILE
+
+    folder = Path(record["adapter_dir"])
+    kept = pl.read_parquet(folder / VALIDATION_FILE)
+    assert kept["question_id"].to_list() == [q.question_id for q in request.validation]
+    best = record["epochs"][record["best_epoch"] - 1]["val_pass@1"]
+    assert (kept["correct"] / kept["n"]).mean() == pytest.approx(best)
+    assert pl.read_parquet(folder / VALIDATION_SAMPLES_FILE).height == kept["n"].sum()
