@@ -714,7 +714,6 @@ def build_task_plan(profile: Profile, task: str) -> TaskPlan:
         checks_in_step=step_layout(profile).processes == "per_step")
 
 
-
 _PLANS: dict[str, dict[str, TaskPlan]] = {}
 
 
