@@ -13,13 +13,11 @@ and how a reader names it); ``training.train`` reads the entry and never the met
 Learning rates and epochs are the paper's for Qwen3-1.7B; the demo profile overrides them for
 its small model. Batch sizes count training examples as the paper's Table 5 does: completions
 (sequences) for SFT, RAFT and σ-RRHF, preference pairs for DPO (TRL's convention).
-``batch_size`` examples make one optimizer step, ``per_device_batch_size`` go through one
-forward pass, and the ratio is the number of gradient-accumulation micro-batches
-(``grad_accumulation``). σ-RRHF never splits a question across micro-batches (its rank loss
-compares a question's completions): a micro-batch holds
-``max(1, per_device_batch_size // largest group)`` whole questions (``rrhf_questions_per_device``
-in ``training.rrhf_trainer``), so with the paper's n = 8 and 8 completions per device batch a
-micro-batch is one question.
+``batch_size`` examples make one optimizer step, ``per_device_batch_size`` one forward pass;
+the ratio is the gradient-accumulation micro-batches (``grad_accumulation``). σ-RRHF never
+splits a question across micro-batches (its rank loss compares a question's completions:
+``rrhf_trainer.rrhf_questions_per_device``), so with the paper's n = 8 and 8 completions per
+device batch a micro-batch is one question.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Train one LoRA adapter (DPO, σ-RRHF or SFT), keep the best epoch by validation pass@1.
 
 The base model is loaded once, in the training precision (``resolve_dtype``: bfloat16 on a
-CUDA device that supports it unless the profile says float32), with the trainers' bf16
-mixed-precision flag to match; LoRA weights stay float32 (PEFT upcasts adapters). LoRA wraps
-the base, so the reference model of DPO is the adapter-disabled base (no second copy).
-Gradient checkpointing (non-reentrant) and gradient accumulation are the same switches for
-every method; docs/training-memory.md estimates what each method needs on the paper profile.
+CUDA device that supports it unless the profile says float32); LoRA weights stay float32.
+DPO's reference model is the adapter-disabled base (no second copy). Gradient checkpointing
+and accumulation are the same switches for every method (docs/training-memory.md).
 
 The adapter is trained into a scratch folder beside its destination, a folder named by its
 cache key (``training.folders``), and published by one rename into it, so a crash or a NaN loss
@@ -13,16 +11,13 @@ leaves no folder under that key and never touches another key's. A run killed pa
 its scratch folder ``<home>/.<key>-XXXXXXXX``; the next training of the adapter removes it
 (``folders.remove_leftovers``), never a live run's.
 
-The adapter travels: its ``adapter_config.json`` names the base model portably
-(``portable_model_name``: the hub id, or a path relative to the project for a model inside
-it), not the absolute path of the machine that trained it (``make_portable``).
+The adapter's ``adapter_config.json`` names the base model portably (``make_portable``: the
+hub id, or a path relative to the project), not the path of the machine that trained it.
 
-What differs between methods (the columns of the training set, the config object, the trainer)
-is the method's entry in ``training.config.METHOD_TRAINING``: ``trainer_config`` and
-``_build_trainer`` read the entry, so a method is added by adding its entry.
-
-Experiment tracking: ``report_to`` (``train_adapter``'s argument, default ``"none"``) is the
-one place where the trainers' ``TrainingArguments.report_to`` is set.
+What differs between methods (training-set columns, config object, trainer) is the method's
+entry in ``training.config.METHOD_TRAINING``, which ``trainer_config`` and ``_build_trainer``
+read. ``report_to`` (``train_adapter``'s argument) is the one place where the trainers'
+``TrainingArguments.report_to`` is set.
 """
 
 from __future__ import annotations
