@@ -41,7 +41,6 @@ from assets.versioning import code_version_of
 from resources import ExperimentResource, InferenceResource
 from resources.training import train_with_pipes
 from saturated_dag.config import TrainingSettings
-from saturated_dag.data.questions import validation_questions
 from saturated_dag.evaluation.reports import recorded_base_model
 from saturated_dag.experiments import Adapter, Cell, chosen_recipe
 from saturated_dag.infra.atomic import atomic_write_parquet
@@ -290,7 +289,7 @@ def _adapter_metadata(context: dg.AssetExecutionContext, experiment: ExperimentR
                 "base_model_spec": inference.policy_settings().model}
     card = adapter_facts(identity, record, result,
                          settings_summary(exp.method, record["settings"]),
-                         len(validation_questions(profile, task)))
+                         len(experiment.plan[task].questions.validation))
     if write_training_card(out, card):
         context.log.info(f"wrote the model card {out / CARD_FILE}")
     metadata["model card"] = f"{CARD_FILE} in the key folder"
@@ -481,13 +480,12 @@ def _loads_one(experiment: ExperimentResource, inference: InferenceResource, tas
                exp: Adapter) -> dict[str, object]:
     """Load one adapter on the policy and generate 32 greedy tokens for a validation
     question: a row of the check's table (``error`` empty when it worked)."""
-    from saturated_dag.data.questions import validation_questions
     from saturated_dag.evaluation.reports import adapter_backends
     from saturated_dag.generation.base import SamplingParams
 
     settings = inference.policy_settings()
     folder = adapter_dir(experiment.output_dir, task, exp)
-    question = validation_questions(experiment.settings, task)[0]
+    question = experiment.plan[task].questions.validation[0]
     backend = None
     row: dict[str, object] = {"adapter": exp.name, "question": question.question_id,
                               "generated tokens": 0, "text": "", "error": ""}

@@ -58,7 +58,7 @@ def base_validation_asset(task: str) -> dg.AssetsDefinition:
     def base_validation(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                         inference: InferenceResource) -> dg.Output[pl.DataFrame]:
         profile = experiment.settings
-        questions = validation_questions(profile, task)
+        questions = experiment.plan[task].questions.validation
         context.log.info(f"the base model on {len(questions)} validation questions")
         samples = evaluate_samples(questions, lambda: inference.policy_backend(context.log),
                                    profile.sampling.params(), profile.verify_workers,

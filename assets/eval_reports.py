@@ -36,7 +36,6 @@ from assets.selection import same_adapters, selection_key
 from resources import ExperimentResource, InferenceResource
 from resources.parquet_io import latest_metadata, schema_metadata
 from saturated_dag.config import Profile
-from saturated_dag.data.questions import eval_questions, eval_set_name
 from saturated_dag.evaluation.reports import (
     ReportIdentity,
     ReportShards,
@@ -45,13 +44,7 @@ from saturated_dag.evaluation.reports import (
     per_question_results,
     sample_shards_together,
 )
-from saturated_dag.experiments import (
-    Adapter,
-    Cell,
-    Configuration,
-    adapter_partition_key,
-    configuration_key,
-)
+from saturated_dag.experiments import Adapter, Cell, Configuration
 from saturated_dag.generation.base import GenerationBackend, SamplingParams
 from saturated_dag.infra.shards import ShardStore, questions_digest
 from saturated_dag.reporting.model_card import (
@@ -125,8 +118,8 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     With ``evaluation.adapters_per_pass`` above 1 every missing shard of every (training,
     eval) replicate is first sampled in shared batched passes on the policy backend
     (``sample_shards_together``); the loop below then reads them as stored shards."""
-    profile = experiment.settings
-    questions = eval_questions(profile, task)
+    profile, sets = experiment.settings, experiment.plan[task].questions
+    questions = sets.eval
     context.log.info(f"evaluating {label} ({len(targets)} training replicate(s)) on "
                      f"{len(questions)} {task} questions")
     replicates = _replicates(context, profile.evaluation.replicates)
@@ -173,7 +166,7 @@ def _report(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     table = per_question_results(samples)
     base_table = None if base is None else per_question_results(base)
     science = science_metadata(table, base_table, profile.sampling.n,
-                               eval_set_name(profile, task, table["question_id"].n_unique()))
+                               sets.eval_set_name(table["question_id"].n_unique()))
     return samples, {
         **science,
         **(evaluated or {}),
@@ -342,7 +335,8 @@ def adapter_eval_asset(task: str, cell: Cell,
     def adapter_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                      inference: InferenceResource, base: pl.DataFrame,
                      **chosen_by: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-        same_adapters(experiment.settings, cell, trained)
+        run = experiment.plan[task]
+        same_adapters(run, cell, trained)
         settings = inference.policy_settings()
         profile = experiment.settings  # its key prefix: what this graph's keys start with
         name = chosen(chosen_by["selection"]) if selected else next(iter(by_name))
@@ -370,10 +364,8 @@ def adapter_eval_asset(task: str, cell: Cell,
 
             targets.append((backend, folder, identity))
         seeds = by_name[name]
-        training = experiment.settings.training
-        partitions = [adapter_partition_key(training, cell, s, experiment.settings.data_seeds)
-                      for s in seeds]
-        config = configuration_key(training, cell, next(c for c in trained if c.name == name))
+        partitions = [run.partition_keys[cell][s] for s in seeds]
+        config = run.configuration_keys[cell][name]
         evaluated = configuration_metadata(task, cell, config, seeds, partitions,
                                            experiment.output_dir, selected, settings.model,
                                            profile)
@@ -381,7 +373,7 @@ def adapter_eval_asset(task: str, cell: Cell,
                                     f"{cell.split}/{cell.name} ({config})", base=base,
                                     evaluated=evaluated,
                                     data_seeds=[seeded.data_seed for seeded in seeds])
-        eval_set = eval_set_name(experiment.settings, task, samples["question_id"].n_unique())
+        eval_set = run.questions.eval_set_name(samples["question_id"].n_unique())
         metadata.update(update_model_cards(
             context, samples, base, seeds, [t[1] for t in targets], task,
             key=context.asset_key, k=experiment.settings.sampling.n,
@@ -495,7 +487,7 @@ def coverage_check(task: str, asset: dg.AssetsDefinition) -> dg.AssetChecksDefin
                     "(advisory: WARN).")
     def check(experiment: ExperimentResource, report: pl.DataFrame) -> dg.AssetCheckResult:
         profile = experiment.settings
-        expected = {q.question_id for q in eval_questions(profile, task)}
+        expected = {q.question_id for q in experiment.plan[task].questions.eval}
         got = set(report["question_id"].cast(pl.String).to_list())
         n, replicates = profile.sampling.n, profile.evaluation.replicates
         keys = ["question_id", "training_replicate", "replicate", "sample_index"]

@@ -30,7 +30,6 @@ from assets.selection import selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
 from saturated_dag.analysis.testbed import VERDICTS_FILE, unvalidated_note
-from saturated_dag.data.questions import eval_set_name
 from saturated_dag.evaluation.reports import per_question_results
 from saturated_dag.experiments import SWEEP_TITLES, Adapter, Cell, Configuration, SweepRow
 from saturated_dag.infra.atomic import atomic_write_csv, atomic_write_text
@@ -155,7 +154,8 @@ def results_table_asset(task: str, experiments: list[Cell],
         counts = {name: per_question_results(samples) for name, samples in reports.items()}
         runs = {(e.split, e.method, e.scorer): counts[f"run_{i}"]
                 for i, e in enumerate(experiments)}
-        eval_set = eval_set_name(profile, task, counts["base"]["question_id"].n_unique())
+        eval_set = experiment.plan[task].questions.eval_set_name(
+            counts["base"]["question_id"].n_unique())
         frame = results_table(counts["base"], runs, k=k, eval_set=eval_set)
         out = Path(experiment.output_dir) / task
         out.mkdir(parents=True, exist_ok=True)
@@ -235,7 +235,8 @@ def sweep_table_asset(task: str, sweep: str, rows: list[SweepRow],
         split = rows[0].experiment.split
         counts = {name: per_question_results(samples) for name, samples in reports.items()
                   if not name.startswith("selection_")}
-        eval_set = eval_set_name(profile, task, counts["base"]["question_id"].n_unique())
+        eval_set = experiment.plan[task].questions.eval_set_name(
+            counts["base"]["question_id"].n_unique())
         entries = []
         for i, row in enumerate(rows):
             # the configuration the row's cell chose, or its only one (a row that pins the

@@ -26,7 +26,6 @@ from assets._metadata import frame_output, frame_table, output_file
 from assets.selection import same_adapters, selection_key
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
-from saturated_dag.data.questions import eval_set_name
 from saturated_dag.evaluation.reports import per_question_results
 from saturated_dag.experiments import Adapter, Cell, Configuration
 from saturated_dag.infra.atomic import atomic_write_csv
@@ -99,11 +98,11 @@ def runs_table_asset(task: str, cells: list[Cell],
               "when tracking.mlflow is on.")
     def table(context: dg.AssetExecutionContext, experiment: ExperimentResource,
               **inputs: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-        profile = experiment.settings
+        profile, run = experiment.settings, experiment.plan[task]
         for cell in cells:
-            same_adapters(profile, cell, trained[cell])
+            same_adapters(run, cell, trained[cell])
         store = _open(experiment)  # before any row: a bad store fails at once
-        adapters = task_adapters(profile, task)
+        adapters = task_adapters(run)
         folders = {a.adapter: adapter_dir(experiment.output_dir, task, a.adapter)
                    for a in adapters}  # by adapter: splits share names
         records = {exp: read_record(folder) for exp, folder in folders.items()}
@@ -119,8 +118,8 @@ def runs_table_asset(task: str, cells: list[Cell],
         base = per_question_results(inputs["base"])
         frame = runs_table(profile, task, adapters, records,
                            {exp: str(folder) for exp, folder in folders.items()},
-                           chosen_configurations(profile, adapters, selections), reports, base,
-                           eval_set_name(profile, task, base["question_id"].n_unique()))
+                           chosen_configurations(run, adapters, selections), reports, base,
+                           run.questions.eval_set_name(base["question_id"].n_unique()))
         logged = None if store is None else _track(context, experiment, store, frame)
         # every row computed (and logged): only now the files
         tables = Path(experiment.output_dir) / task

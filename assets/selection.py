@@ -19,15 +19,7 @@ from assets._adapter_files import adapter_curves_png, adapter_dir, adapter_key
 from assets._metadata import frame_output, frame_table, image, summary_entry
 from resources import ExperimentResource
 from resources.parquet_io import schema_metadata
-from saturated_dag.config import Profile
-from saturated_dag.experiments import (
-    Adapter,
-    Cell,
-    Configuration,
-    adapter_partition_key,
-    cell_adapters,
-    configuration_key,
-)
+from saturated_dag.experiments import Adapter, Cell, Configuration, TaskPlan
 from saturated_dag.infra.atomic import read_proven_parquet
 from saturated_dag.reporting.labels import scientific
 from saturated_dag.reporting.plots import cell_overlay
@@ -66,20 +58,21 @@ def shown(table: pl.DataFrame) -> dg.TableMetadataValue:
                        formats={"η": scientific, "β": "g", "λ": "g"})
 
 
-def same_adapters(profile: Profile, cell: Cell,
+def same_adapters(run: TaskPlan, cell: Cell,
                   trained: dict[Configuration, list[Adapter]]) -> None:
-    """Refuse a run whose settings would train other adapters than the graph holds: the
-    configurations and the training seeds shape the asset graph, so they are set in the code
-    location's profile, not in a run's config overrides."""
-    wanted = cell_adapters(profile.training, cell, profile.sampling.n, profile.data_seeds)
+    """Refuse a step whose run's plan (``ExperimentResource.plan``) trains other adapters for
+    ``cell`` than the graph holds (``trained``): the configurations and the training seeds
+    shape the asset graph, so they are set in the code location's profile, not in a run's
+    config overrides."""
+    wanted = run.trained.get(cell, {})
     if wanted != trained:
         raise dg.Failure(
             f"this run's settings give {cell.split}/{cell.name} the adapters "
             f"{sorted(s.name for seeds in wanted.values() for s in seeds)}, but the code "
             f"location's graph has {sorted(s.name for seeds in trained.values() for s in seeds)}"
-            ": training.selection, training.replicates and data_seeds shape the graph; set "
-            "them in the "
-            "location's profile (SATURATED_DAG_PROFILE), not in run config overrides")
+            ": training.selection, training.replicates, the splits a task can train and "
+            "data_seeds shape the graph; set them in the location's profile "
+            "(SATURATED_DAG_PROFILE), not in run config overrides")
 
 
 def _record(folder: Path) -> dict:
@@ -136,17 +129,16 @@ def selection_asset(task: str, cell: Cell,
               "training.selection.rule (App. B's best, or the one-SE rule).")
     def selection(context: dg.AssetExecutionContext,
                   experiment: ExperimentResource) -> dg.Output[pl.DataFrame]:
-        profile = experiment.settings
-        same_adapters(profile, cell, trained)
+        profile, run = experiment.settings, experiment.plan[task]
+        same_adapters(run, cell, trained)
         rule = profile.training.selection.rule
-        rows, records, keys = [], {}, {}
+        partition_keys, keys = run.partition_keys[cell], run.configuration_keys[cell]
+        rows, records = [], {}
         for config, seeds in trained.items():
             folders = [adapter_dir(experiment.output_dir, task, seeded) for seeded in seeds]
             results = [_record(folder) for folder in folders]
-            records[config.name] = {
-                adapter_partition_key(profile.training, cell, seeded, profile.data_seeds): result
-                for seeded, result in zip(seeds, results, strict=True)}
-            keys[config.name] = configuration_key(profile.training, cell, config)
+            records[config.name] = {partition_keys[seeded]: result
+                                    for seeded, result in zip(seeds, results, strict=True)}
             runs = [_validation(f, r) for f, r in zip(folders, results, strict=True)]
             effective = config.training(profile.training)
             rows.append(Trained(config.name, {s: getattr(effective, s) for s in SETTINGS},

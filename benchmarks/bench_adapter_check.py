@@ -27,6 +27,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from assets._adapter_files import adapter_dir, adapter_home
+from saturated_dag.experiments import experiment_plan
 from saturated_dag.profiles import load_profile
 from saturated_dag.reporting.runs_table import task_adapters
 from saturated_dag.training.folders import ADAPTER_WEIGHTS, RESULT_FILE, key_folder, record_current
@@ -53,8 +54,8 @@ def build(profile_name: str, out: Path, weights: bytes) -> list[tuple[str, objec
     from saturated_dag.infra.shards import file_fingerprint
 
     profile = load_profile(profile_name)
-    adapters = [(task, a.adapter) for task in profile.tasks
-                for a in task_adapters(profile, task)]
+    adapters = [(task, a.adapter) for task, plan in experiment_plan(profile).items()
+                for a in task_adapters(plan)]
     epochs = [{"epoch": e, "step": 10 * e, "val_pass@1": 0.5} for e in range(1, 5)]
     history = [{"loss": 1.0, "learning_rate": 1e-3, "epoch": s / 10, "step": s}
                for s in range(1, 41)]

@@ -29,6 +29,7 @@ import dagster as dg
 from pydantic import Field
 
 from saturated_dag.config import Profile, ProfileError
+from saturated_dag.experiments import TaskPlan, experiment_plan
 from saturated_dag.infra import output_stamp
 from saturated_dag.infra.lifeline import bind_to_parent, die_with
 from saturated_dag.infra.parallel import limit_threads, step_layout
@@ -172,6 +173,15 @@ class ExperimentResource(dg.ConfigurableResource):
                 f"loads ({'/'.join(self.location.key_prefix) or 'no prefix'}); set it in the "
                 "profile file instead")
         return settings
+
+    @cached_property
+    def plan(self) -> dict[str, TaskPlan]:
+        """The run's plan (``experiments.experiment_plan`` of ``settings``), resolved once per
+        run: what a step's body reads of the cells, adapters and their keys and of the task's
+        questions. The graph is the code location's plan; ``assets.selection.same_adapters``
+        refuses a step whose run's plan trains other adapters than the graph holds (a launch
+        override of the selection or the seeds)."""
+        return experiment_plan(self.settings)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """Validate the settings, hold the step to its layout's torch threads

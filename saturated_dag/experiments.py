@@ -9,6 +9,7 @@ per cell and configuration, and tests can check the matrix without Dagster.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -16,7 +17,7 @@ from functools import cached_property
 from typing import Any, TypeAlias
 
 from saturated_dag.config import Profile, TestbedSettings, TrainingSettings
-from saturated_dag.data.questions import can_train_split
+from saturated_dag.data.questions import QuestionSets, can_train_split
 from saturated_dag.infra.parallel import step_layout
 from saturated_dag.methods import METHODS, methods_reading
 
@@ -71,10 +72,25 @@ def setting_text(key: str, value: Any) -> str:
     return f"{SUFFIX[key]}{value if isinstance(value, str) else number_text(value)}"
 
 
+_VALIDATED: dict[tuple[str, str], TrainingSettings] = {}
+"""Each (settings, update) pair validated so far, by its JSON text: a plan asks for one
+configuration's settings once per adapter and per partition key (the ``paper`` profile 3,240
+times for about a hundred configurations), and each validation costs milliseconds."""
+_VALIDATED_MAX = 10_000
+
+
 def _validated(base: TrainingSettings, update: dict[str, Any]) -> TrainingSettings:
     """``base`` with ``update`` laid over it, validated as a whole (``model_copy`` alone checks
-    nothing: a misspelt or out-of-range override would reach the trainer)."""
-    return TrainingSettings.model_validate({**base.model_dump(), **update})
+    nothing: a misspelt or out-of-range override would reach the trainer), once per distinct
+    pair (the settings are frozen, so one instance serves every caller)."""
+    key = (base.model_dump_json(), json.dumps(update, sort_keys=True, default=repr))
+    found = _VALIDATED.get(key)
+    if found is None:
+        found = TrainingSettings.model_validate({**base.model_dump(), **update})
+        if len(_VALIDATED) >= _VALIDATED_MAX:
+            _VALIDATED.clear()
+        _VALIDATED[key] = found
+    return found
 
 
 @dataclass(frozen=True)
@@ -559,8 +575,8 @@ def adapter_partition_key(training: TrainingSettings, cell: Cell, adapter: Adapt
     one set of configurations share their keys, so they share a partitions definition and can train
     in one run. Every page and figure of the cell names the adapter by it."""
     effective = adapter.training(training)
-    parts = [setting_text(key, getattr(effective, key)) for key in ORDER
-             if key in _named_settings(training, cell)]
+    named = _named_settings(training, cell)
+    parts = [setting_text(key, getattr(effective, key)) for key in ORDER if key in named]
     if data_seeds > 1:
         parts.insert(len(parts) - 1, data_seed_key(adapter.data_seed))
     return "_".join(parts)
@@ -576,8 +592,9 @@ def configuration_key(training: TrainingSettings, cell: Cell,
     ``Experiment.name``, which names it across cells: a sweep row may reuse a main cell's
     adapter.)"""
     effective = configuration.training(training)
+    named = _named_settings(training, cell) - {"seed"}
     return "_".join(setting_text(key, getattr(effective, key)) for key in ORDER
-                    if key in _named_settings(training, cell) - {"seed"}) or cell.name
+                    if key in named) or cell.name
 
 
 def data_seed_key(data_seed: int) -> str:
@@ -620,6 +637,9 @@ class TaskPlan:
     trained: dict[Cell, dict[Configuration, list[Adapter]]] = field(hash=False)
     main: tuple[Cell, ...]
     sweeps: dict[str, list[SweepRow]] = field(hash=False)
+    questions: QuestionSets = field(hash=False, compare=False)
+    """The task's training, validation and eval questions and its eval set's name, each
+    built on first use."""
     partitions: dict[Cell, dict[str, Adapter]] = field(hash=False, default_factory=dict)
     scorer_names: tuple[str, ...] = ()
     """The scorers the profile names (``Profile.scorer_names``): with the ones scored by
@@ -634,6 +654,15 @@ class TaskPlan:
     checks_in_step: bool = False
     """Whether an adapter's checks run in its own step (each model step its own process,
     ``infra.parallel.step_layout``) rather than as checks of their own."""
+    configuration_keys: dict[Cell, dict[str, str]] = field(hash=False, default_factory=dict)
+    """Each cell's configurations, by name, -> their keys (``configuration_key``): how the
+    selection, its figure and the eval report name a configuration."""
+
+    @cached_property
+    def partition_keys(self) -> dict[Cell, dict[Adapter, str]]:
+        """Each cell's adapters -> their partition keys (``partitions`` read the other way)."""
+        return {cell: {adapter: key for key, adapter in by_key.items()}
+                for cell, by_key in self.partitions.items()}
 
     @property
     def adapters(self) -> list[Adapter]:
@@ -707,11 +736,14 @@ def build_task_plan(profile: Profile, task: str) -> TaskPlan:
         task, cells, trained,
         tuple(c for c in main_matrix(training) if c.split in splits),
         {name: rows for name, rows in sweeps(training).items()
-         if rows[0].experiment.split in splits}, partitions,
-        scorer_names=tuple(profile.scorer_names()),
+         if rows[0].experiment.split in splits}, QuestionSets(profile, task),
+        partitions=partitions, scorer_names=tuple(profile.scorer_names()),
         judge_is_model=profile.judges.strong.kind != "rubric", data_seeds=draws,
         testbed=profile.testbed if task == "chain_sum" else None,
-        checks_in_step=step_layout(profile).processes == "per_step")
+        checks_in_step=step_layout(profile).processes == "per_step",
+        configuration_keys={cell: {config.name: configuration_key(training, cell, config)
+                                   for config in by_config}
+                            for cell, by_config in trained.items()})
 
 
 _PLANS: dict[str, dict[str, TaskPlan]] = {}

@@ -250,5 +250,35 @@ def eval_questions(profile: Profile, task: str) -> list[Question]:
     return _questions(profile, task, "eval")
 
 
-__all__ = ["TASKS", "Question", "TaskSpec", "eval_questions", "eval_set_name", "task_spec",
-           "training_questions", "validation_questions"]
+@dataclass(frozen=True, eq=False)
+class QuestionSets:
+    """One task's question sets and eval-set name under one profile, as a plan hands them to
+    its readers (``experiments.TaskPlan.questions``): each set is built on first use, not when
+    the plan is built (a code location loads no dataset), and once per profile content
+    (``_questions``); each read is a fresh list."""
+
+    profile: Profile
+    task: str
+
+    @property
+    def training(self) -> list[Question]:
+        """The generation pool's questions (``training_questions``)."""
+        return training_questions(self.profile, self.task)
+
+    @property
+    def validation(self) -> list[Question]:
+        """The checkpoint-selection set (``validation_questions``)."""
+        return validation_questions(self.profile, self.task)
+
+    @property
+    def eval(self) -> list[Question]:
+        """The held-out eval set (``eval_questions``)."""
+        return eval_questions(self.profile, self.task)
+
+    def eval_set_name(self, count: int) -> str:
+        """The eval set in words, with ``count`` questions (``eval_set_name``)."""
+        return eval_set_name(self.profile, self.task, count)
+
+
+__all__ = ["TASKS", "Question", "QuestionSets", "TaskSpec", "eval_questions", "eval_set_name",
+           "task_spec", "training_questions", "validation_questions"]

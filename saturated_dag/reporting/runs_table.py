@@ -28,13 +28,7 @@ from typing import Any
 import polars as pl
 
 from saturated_dag.config import Profile
-from saturated_dag.experiments import (
-    SWITCHES,
-    Adapter,
-    Cell,
-    Configuration,
-    experiment_plan,
-)
+from saturated_dag.experiments import SWITCHES, Adapter, Cell, Configuration, TaskPlan
 from saturated_dag.reporting.labels import scientific
 from saturated_dag.reporting.result_tables import results_table
 from saturated_dag.schemas import schema
@@ -71,11 +65,11 @@ class TrainedAdapter:
     cells: tuple[Cell, ...]
 
 
-def task_adapters(profile: Profile, task: str) -> list[TrainedAdapter]:
-    """Every adapter ``task`` trains, each once, in the graph's order (cells, configurations,
-    seeds)."""
+def task_adapters(plan: TaskPlan) -> list[TrainedAdapter]:
+    """Every adapter ``plan``'s task trains, each once, in the graph's order (cells,
+    configurations, seeds)."""
     found: dict[Adapter, TrainedAdapter] = {}
-    for cell, trained in experiment_plan(profile)[task].trained.items():
+    for cell, trained in plan.trained.items():
         for config, seeds in trained.items():
             for replicate, seeded in enumerate(seeds):
                 known = found.get(seeded)
@@ -116,7 +110,7 @@ def _hyperparameters(settings: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def chosen_configurations(profile: Profile, adapters: Sequence[TrainedAdapter],
+def chosen_configurations(plan: TaskPlan, adapters: Sequence[TrainedAdapter],
                           selections: Mapping[str, str]) -> dict[str, str]:
     """Each cell's chosen configuration (``cell_key`` -> adapter name): its selection's
     choice (``selections``), or its one configuration when it has only one.
@@ -126,8 +120,7 @@ def chosen_configurations(profile: Profile, adapters: Sequence[TrainedAdapter],
     out: dict[str, str] = {}
     cells = {cell_key(c): c for a in adapters for c in a.cells}
     for key, cell in cells.items():
-        configs = next(list(plan.trained[cell]) for plan in experiment_plan(profile).values()
-                       if cell in plan.trained)
+        configs = list(plan.trained[cell])
         if len(configs) == 1:
             out[key] = configs[0].name
         elif key in selections:

@@ -83,3 +83,24 @@ def test_a_sweep_on_an_unscored_split_names_the_field() -> None:
                                            "sweeps": {"rank_weight": {"split": "hard"}}}})
     with pytest.raises(ProfileError, match=r"rank weights must be >= 0"):
         load_profile("paper", {"training": {"sweeps": {"rank_weight": {"values": [-1]}}}})
+
+
+def test_a_configurations_settings_are_validated_once_and_exactly() -> None:
+    """The plan asks for one configuration's settings once per adapter and partition key; each
+    distinct (settings, update) pair is validated once, and a pair that differs only in a
+    value's type (``True`` against ``1``) is validated on its own."""
+    from pydantic import ValidationError
+
+    from saturated_dag.experiments import _validated
+
+    base = load_profile("demo").training
+    first = _validated(base, {"learning_rate": 3e-4})
+    assert _validated(base, {"learning_rate": 3e-4}) is first
+    assert first.learning_rate == 3e-4 and first.model_dump() == {
+        **base.model_dump(), "learning_rate": 3e-4}
+    assert _validated(base, {"epochs": 1}).epochs == 1
+    with pytest.raises(ValidationError, match="epochs"):
+        _validated(base, {"epochs": True})  # no boolean for a number, as without the cache
+    for _ in range(2):  # a bad update is refused every time, never remembered as good
+        with pytest.raises(ValidationError):
+            _validated(base, {"epochs": 0})

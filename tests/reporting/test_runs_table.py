@@ -16,7 +16,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from saturated_dag.experiments import Experiment
+from saturated_dag.experiments import Experiment, experiment_plan
 from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.profiles import load_profile
 from saturated_dag.reporting.labels import scientific
@@ -84,12 +84,12 @@ def _write_record(folder: Path, exp: Experiment, profile, best: int, val: float)
 
 def _frame(tmp_path: Path) -> pl.DataFrame:
     profile = _profile()
-    adapters = task_adapters(profile, TASK)
+    adapters = task_adapters(experiment_plan(profile)[TASK])
     folders = {a.adapter: tmp_path / a.adapter.name for a in adapters}
     for a in adapters:
         if a.adapter.name != "sft_seed1":  # one adapter not trained yet
             _write_record(folders[a.adapter], a.adapter, profile, 2, 0.75)
-    chosen = chosen_configurations(profile, adapters, {
+    chosen = chosen_configurations(experiment_plan(profile)[TASK], adapters, {
         "saturated/dpo_entropy": "dpo_entropy_lr0.0003", "saturated/sft": "sft"})
     reports = {"saturated/dpo_entropy": _report(ALL_RIGHT, HALF),
                "saturated/dpo_entropy_lr0.001": _report(HALF, HALF),
@@ -105,7 +105,7 @@ def test_each_row_reads_its_own_splits_adapter_on_the_demo_profile(tmp_path: Pat
     saturated and strict_saturated): each row's record and folder are its own split's, not
     the last same-named adapter's (30 of the demo's 78 rows were another split's)."""
     profile = load_profile("demo")
-    adapters = task_adapters(profile, "chain_sum")
+    adapters = task_adapters(experiment_plan(profile)["chain_sum"])
     validation = {"saturated": 0.125, "strict_saturated": 0.25, "hard": 0.5}
     folders = {a.adapter: tmp_path / a.adapter.split / a.adapter.name for a in adapters}
     for exp, folder in folders.items():
@@ -121,7 +121,7 @@ def test_each_row_reads_its_own_splits_adapter_on_the_demo_profile(tmp_path: Pat
 
 
 def test_enumerates_every_configuration_and_seed_once() -> None:
-    adapters = task_adapters(_profile(), TASK)
+    adapters = task_adapters(experiment_plan(_profile())[TASK])
     assert {a.adapter.name for a in adapters} == ADAPTERS and len(adapters) == len(ADAPTERS)
     shared = next(a for a in adapters if a.adapter.name == "dpo_entropy_seed1")
     assert [c.name for c in shared.cells] == ["dpo_entropy", "dpo_entropy_lr0.001"]
@@ -169,7 +169,8 @@ def test_rows_settings_choice_and_eval(tmp_path: Path) -> None:
 def test_a_selection_is_needed_where_a_cell_has_several_configurations() -> None:
     profile = _profile()
     with pytest.raises(ValueError, match="saturated/sft selects among 2 configurations"):
-        chosen_configurations(profile, task_adapters(profile, TASK),
+        plan = experiment_plan(profile)[TASK]
+        chosen_configurations(plan, task_adapters(plan),
                               {"saturated/dpo_entropy": "dpo_entropy"})
 
 

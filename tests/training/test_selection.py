@@ -17,6 +17,7 @@ from saturated_dag.experiments import (
     cell_adapters,
     configurations,
     experiment_matrix,
+    experiment_plan,
     replicates,
     trained_adapters,
 )
@@ -234,7 +235,14 @@ def test_a_run_override_that_would_change_the_graphs_adapters_is_refused() -> No
     profile = load_profile("demo")
     cell = experiment_matrix(profile.training)[0]
     trained = cell_adapters(profile.training, cell, profile.sampling.n)
-    same_adapters(profile, cell, trained)  # the location's own settings pass
+    same_adapters(experiment_plan(profile)["chain_sum"], cell, trained)  # the location's own
     other = load_profile("demo", {"training": {"replicates": 2}})
     with pytest.raises(dg.Failure, match="shape the graph"):
-        same_adapters(other, cell, trained)
+        same_adapters(experiment_plan(other)["chain_sum"], cell, trained)
+    # a run whose settings cannot train the cell's split at all is refused too
+    no_strict = load_profile("demo", {"chain_sum": {"strict_grid": None}})
+    strict = next(c for c in experiment_plan(profile)["chain_sum"].cells
+                  if c.split == "strict_saturated")
+    with pytest.raises(dg.Failure, match=r"the adapters \[\]"):
+        same_adapters(experiment_plan(no_strict)["chain_sum"], strict,
+                      experiment_plan(profile)["chain_sum"].trained[strict])
