@@ -429,8 +429,7 @@ def search_figure(table: pl.DataFrame, runs: Sequence[SearchRun],
     rows_per = [len(_arms(table.filter(pl.col("signal") == s.name)))
                 * table.filter(pl.col("signal") == s.name)["β"].n_unique() for s in shown]
     heights = [h for r in rows_per for h in (max(2.5, 0.32 * r + 1.2), 3.2)]
-    # UI_WIDTH at DPI: within the UI's figure dialog at a 1,440-pixel window (8.4 inches at
-    # 130 dpi were 1,092 pixels)
+    # UI_WIDTH at DPI: within the UI's figure dialog (plots.UI_WIDTH)
     fig, axes = plt.subplots(len(heights), 1, figsize=(UI_WIDTH, sum(heights)), dpi=DPI,
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     span = max(5.0, float(table["signal Δ"].abs().max()))

@@ -1,11 +1,12 @@
 """Validation pass@1 during training: the checkpoint selection of App. B.
 
-After each epoch the trainer calls an ``EpochValidator`` on its model: it samples the
-validation questions with the pool's and the eval reports' prompts, sampling settings and
-answer rule (``reports.evaluate_samples``), keeps that epoch's per-question results and
-completions, and returns its pass@1. The trainer keeps the epoch with the best; the runner
-publishes that epoch's results beside the adapter (the one-standard-error rule pairs them
-question by question) with ``EpochValidator.kept``.
+After each epoch the trainer calls an ``EpochValidator`` on its model and the epoch's
+snapshot folder: it samples the validation questions with the pool's and the eval reports'
+prompts, sampling settings and answer rule (``reports.evaluate_samples``), writes that epoch's
+per-question results and completions into the snapshot, and returns its pass@1. The trainer
+keeps the epoch with the best and publishes its snapshot as the adapter, so the kept epoch's
+results arrive in the adapter's folder with its weights, in the same rename (the
+one-standard-error rule pairs them question by question).
 
 Why a validator of its own and not a field of the training request: the request is what the
 training reads (its data, settings and folder); the validator is how an epoch is judged, built
@@ -15,20 +16,30 @@ from the request's plain settings by the runner (``runner.validator_for``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-import polars as pl
-
 from saturated_dag.generation.base import SamplingParams
+from saturated_dag.infra.atomic import atomic_write_parquet
 from saturated_dag.tasks.base import Question
 from saturated_dag.tasks.verification import AnswerCheck
+
+VALIDATION_FILE = "validation.parquet"
+"""An epoch's per-question validation results (``question_id, n, correct``), in its snapshot
+and so in the adapter's folder for the kept epoch: the one-standard-error selection rule pairs
+configurations on them."""
+
+VALIDATION_SAMPLES_FILE = "validation_samples.parquet"
+"""An epoch's validation completions (``question_id, sample_index, completion, correct``),
+beside ``VALIDATION_FILE``: what the model wrote, so an analysis can read more than right or
+wrong (the DPO recipe search's style shift)."""
 
 
 @dataclass
 class EpochValidator:
-    """Each epoch's validation pass@1 (as a fraction), with its per-question results and
-    completions kept in epoch order."""
+    """Each epoch's validation pass@1 (as a fraction); its per-question results and completions
+    written into the epoch's snapshot folder."""
 
     questions: Sequence[Question]
     params: SamplingParams
@@ -37,14 +48,11 @@ class EpochValidator:
     """Validation prompts per sampling batch."""
     chat_template: Literal["auto", "always", "never"] = "auto"
     enable_thinking: bool | None = None
-    per_epoch: list[pl.DataFrame] = field(default_factory=list)
-    """Each epoch's per-question results (``question_id``, ``n``, ``correct``)."""
-    samples: list[pl.DataFrame] = field(default_factory=list)
-    """Each epoch's completions (``question_id``, ``sample_index``, ``completion``,
-    ``correct``)."""
 
-    def __call__(self, model: Any, tokenizer: Any) -> float:
-        """The validation pass@1 of ``model`` now, as a fraction; its results are kept."""
+    def __call__(self, model: Any, tokenizer: Any, folder: Path) -> float:
+        """The validation pass@1 of ``model`` now, as a fraction; its per-question results
+        and completions written into ``folder`` (the epoch's snapshot), each with the content
+        hash that ``read_proven_parquet`` checks."""
         from saturated_dag.evaluation.reports import (
             evaluate_samples,
             per_question_results,
@@ -59,14 +67,8 @@ class EpochValidator:
         written = evaluate_samples(self.questions, backend, self.params,
                                    answer_check=self.answer_check)
         table = per_question_results(written)
-        self.per_epoch.append(table.select("question_id", "n", "correct"))
-        self.samples.append(written.select("question_id", "sample_index", "completion",
-                                           "correct"))
+        atomic_write_parquet(table.select("question_id", "n", "correct"),
+                             Path(folder) / VALIDATION_FILE)
+        atomic_write_parquet(written.select("question_id", "sample_index", "completion",
+                                            "correct"), Path(folder) / VALIDATION_SAMPLES_FILE)
         return summarise(table, ks=(1,))["pass@1"] / 100
-
-    def kept(self, epoch: int) -> tuple[pl.DataFrame, pl.DataFrame] | None:
-        """Epoch ``epoch``'s (1-based) per-question results and completions; None when no
-        epoch was validated."""
-        if not self.per_epoch:
-            return None
-        return self.per_epoch[epoch - 1], self.samples[epoch - 1]

@@ -95,7 +95,7 @@ DPI = 150
 UI_WIDTH = 7.2
 """Inches a result figure may be wide: the UI's figure dialog is 80% of the window and shows a
 PNG at its natural size, so at ``DPI`` a wider figure is cut off on the right; 7.2 inches fit
-the dialog of a 1,440-pixel-wide window with its padding."""
+the dialog, with its padding, in the window width ``docs/ui-guide.md`` is laid out for."""
 
 
 def _width(inches: float) -> float:

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# the kept epoch's validation files: its validator writes them into the epoch's snapshot,
+# which the trainer publishes as the key folder
+from saturated_dag.evaluation.validation import VALIDATION_FILE, VALIDATION_SAMPLES_FILE
 from saturated_dag.infra.atomic import (
     MKDTEMP_PART,
     atomic_write_text,
@@ -46,15 +49,6 @@ RESULT_FILE = "result.json"
 """The key folder's record of its training (``TrainResult``, the weights' hash and the cache
 key it was trained under), written as the training publishes it
 (``runner.write_result``): what a later cache hit reads and checks."""
-
-VALIDATION_FILE = "validation.parquet"
-"""The kept epoch's per-question validation results (``question_id, n, correct``), written
-before ``RESULT_FILE``: the one-standard-error selection rule pairs configurations on them."""
-
-VALIDATION_SAMPLES_FILE = "validation_samples.parquet"
-"""The kept epoch's validation completions (``question_id, sample_index, completion,
-correct``), beside ``VALIDATION_FILE``: what the model wrote, so an analysis can read more
-than right or wrong (the DPO recipe search's style shift)."""
 
 CURRENT_FILE = "current"
 """The file in an adapter's home that names its current key folder."""

@@ -2,9 +2,9 @@
 process or side by side on the cores. Every policy trains each request with ``train_request``
 and shares three rules:
 
-- **publish**: the adapter by one rename (``train.train_adapter``), then its kept epoch's
-  validation results and completions, then ``result.json`` last: a folder with a
-  ``result.json`` is whole, and a cache hit trusts nothing less;
+- **publish**: the adapter with its kept epoch's validation results and completions by one
+  rename (``train.train_adapter``), then ``result.json`` last: a folder with a ``result.json``
+  is whole, and a cache hit trusts nothing less;
 - **lifeline**: a training that runs for another process (``owner``) dies with it
   (``bind_to_owner``) and checks it again right before it publishes, so a dead run gets no
   adapter;
@@ -38,12 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from saturated_dag.infra.log import LogFn, time_left
-from saturated_dag.training.folders import (
-    ADAPTER_WEIGHTS,
-    RESULT_FILE,
-    VALIDATION_FILE,
-    VALIDATION_SAMPLES_FILE,
-)
+from saturated_dag.training.folders import ADAPTER_WEIGHTS, RESULT_FILE
 from saturated_dag.training.request import TrainingRequest
 
 if TYPE_CHECKING:
@@ -154,10 +149,10 @@ def validator_for(request: TrainingRequest) -> EpochValidator:
 def train_request(request: TrainingRequest, validator: EpochValidator, log: LogFn | None = None,
                   owner: int | None = None, bases: BaseModels | None = None) -> Record:
     """Train the adapter ``request`` describes in this process and publish it by the publish rule:
-    the adapter, then its kept epoch's per-question validation results, then its
-    ``result.json`` last, so a trained adapter is whole, and reusable, the moment its training
-    ends. Returns the ``result.json`` record, so no caller reads the file back or hashes the
-    weights again.
+    the adapter with its kept epoch's per-question validation results (``validator`` wrote
+    them into the epoch's snapshot), then its ``result.json`` last, so a trained adapter is
+    whole, and reusable, the moment its training ends. Returns the ``result.json`` record, so
+    no caller reads the file back or hashes the weights again.
 
     ``request.data`` is the training set's Parquet file, read as a polars frame; the trainer is
     built from ``request.training``, the cell's validated training settings. ``validator``
@@ -165,7 +160,7 @@ def train_request(request: TrainingRequest, validator: EpochValidator, log: LogF
     process this training runs for, which must be alive right before the adapter is published
     (``lifeline.require_parent``). ``bases`` (``train.BaseModels``) shares one base-model
     load among several trainings."""
-    from saturated_dag.infra.atomic import atomic_write_parquet, read_proven_parquet
+    from saturated_dag.infra.atomic import read_proven_parquet
     from saturated_dag.infra.lifeline import require_parent
     from saturated_dag.training.train import train_adapter
 
@@ -179,12 +174,8 @@ def train_request(request: TrainingRequest, validator: EpochValidator, log: LogF
                                request.training, request.out_dir, eval_fn=validator,
                                log=log, record=request.record, before_publish=before_publish,
                                report_to=request.report_to, bases=bases)
-    folder = Path(result.adapter_dir)
-    kept = validator.kept(result.best_epoch)
-    if kept is not None:  # the kept epoch's per-question results: the one-SE rule pairs them
-        atomic_write_parquet(kept[0], folder / VALIDATION_FILE)
-        atomic_write_parquet(kept[1], folder / VALIDATION_SAMPLES_FILE)
-    return write_result(folder, asdict(result), request.record.get("cache_key"))
+    return write_result(Path(result.adapter_dir), asdict(result),
+                        request.record.get("cache_key"))
 
 
 def write_result(folder: Path, record: dict[str, Any], cache_key: str | None) -> Record:

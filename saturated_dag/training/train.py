@@ -57,8 +57,10 @@ if TYPE_CHECKING:  # pydantic: not imported on the trainer's own path (benchmark
 
 METHODS = tuple(REGISTERED_METHODS)
 """raft: SFT on the scorer's argmax completions only (RAFT, σ-RRHF with λ=0)."""
-EvalFn = Callable[[Any, Any], float]
-"""(model, tokenizer) -> validation pass@1; the model is the adapter-wrapped policy."""
+EvalFn = Callable[[Any, Any, Path], float]
+"""(model, tokenizer, folder) -> validation pass@1; the model is the adapter-wrapped policy and
+``folder`` the epoch's snapshot, where the validator writes the epoch's per-question results:
+the kept epoch's snapshot is the published adapter, so they are published with its weights."""
 ReportTo = str | list[str]
 """``TrainingArguments.report_to``: ``"none"``, an integration name (``"mlflow"``), or a list."""
 REPORT_TO_DEFAULT: ReportTo = "none"
@@ -228,7 +230,7 @@ class _EpochSelector(TrainerCallback):
             was_training = model.training
             model.eval()
             with merged_peft_lora(model):  # the sampler's fast path: merged, on CPU
-                record["val_pass@1"] = float(self.eval_fn(model, self.tokenizer))
+                record["val_pass@1"] = float(self.eval_fn(model, self.tokenizer, snapshot))
             model.train(was_training)
         self.epochs.append(record)
         score = record.get("val_pass@1")

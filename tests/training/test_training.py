@@ -62,7 +62,7 @@ def test_rrhf_raises_best_completion_and_keeps_base(tiny_model_dir: Path, tmp_pa
     result = train_adapter(
         "rrhf", str(tiny_model_dir), _rrhf_data(),
         TrainingSettings(**FAST), tmp_path / "rrhf",
-        eval_fn=lambda model, tok: seen.append(1.0) or 0.5 * len(seen))
+        eval_fn=lambda model, tok, folder: seen.append(1.0) or 0.5 * len(seen))
     adapter = Path(result.adapter_dir)
     assert (adapter / "adapter_config.json").is_file()
     assert result.best_epoch == 2 and [e["val_pass@1"] for e in result.epochs] == [0.5, 1.0]
@@ -72,6 +72,23 @@ def test_rrhf_raises_best_completion_and_keeps_base(tiny_model_dir: Path, tmp_pa
     base_after = load_model(str(tiny_model_dir))[0].state_dict()
     assert all(torch.equal(base_before[k], base_after[k]) for k in base_before)
     assert any("rank_loss" in h for h in result.log_history)
+
+
+def test_the_kept_epochs_validation_files_are_published_with_its_adapter(
+        tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The validator writes each epoch's results into that epoch's snapshot (the folder it is
+    given); the kept epoch, here the first (the better validation), is the published adapter,
+    so its files, not the last epoch's, are in the adapter's folder."""
+    scores = iter([0.75, 0.25])
+
+    def validate(model: object, tokenizer: object, folder: Path) -> float:
+        (folder / "validated.txt").write_text(folder.name)
+        return next(scores)
+
+    result = train_adapter("rrhf", str(tiny_model_dir), _rrhf_data(), TrainingSettings(**FAST),
+                           tmp_path / "rrhf", eval_fn=validate)
+    assert result.best_epoch == 1
+    assert (Path(result.adapter_dir) / "validated.txt").read_text() == "epoch_1"
 
 
 def test_dpo_and_sft_train_adapters(tiny_model_dir: Path, tmp_path: Path) -> None:
