@@ -67,8 +67,8 @@ class EpochValidator:
         written = evaluate_samples(self.questions, backend, self.params,
                                    answer_check=self.answer_check)
         table = per_question_results(written)
-        atomic_write_parquet(table.select("question_id", "n", "correct"),
-                             Path(folder) / VALIDATION_FILE)
+        folder = Path(folder)
+        atomic_write_parquet(table.select("question_id", "n", "correct"), folder / VALIDATION_FILE)
         atomic_write_parquet(written.select("question_id", "sample_index", "completion",
-                                            "correct"), Path(folder) / VALIDATION_SAMPLES_FILE)
+                                            "correct"), folder / VALIDATION_SAMPLES_FILE)
         return summarise(table, ks=(1,))["pass@1"] / 100
