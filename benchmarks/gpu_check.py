@@ -2,38 +2,18 @@
 check for an offline GPU machine (``scripts/gpu_check.sh``), run on CPU at toy shapes by the
 default test suite (``tests/project/test_gpu_check.py``) so that it never rots between GPU runs.
 
-Why: docs/paper-run.md prices the profile at about 2,300 H100-hours, 85% of it LoRA training
-at an *assumed* 20% MFU and 11% validation sampling at an *assumed* rate. This check times, on
-whatever GPU it runs on, the work those rates stand for, through the project's own code:
+Why: docs/paper-run.md prices the profile at an *assumed* training MFU and validation sampling
+rate, and lists what this check times in their place through the project's own code (each
+method's LoRA step by ``training/train.py``'s builder, validation sampling, the entropy pass, a
+model's load, an adapter's save and load), each the median of repetitions after warm-up. The
+model has Qwen3-1.7B-Base's configuration with random bf16 weights and a word-level tokenizer
+spanning its vocabulary: no row stops early and top-p takes its full-sort path at every step,
+so the sampling rate is, if anything, pessimistic.
 
-- training: one LoRA optimizer step of each method's trainer (TRL's DPO with its reference
-  pass, TRL's SFT, the project's σ-RRHF), built by ``training/train.py``'s own builder, at the
-  profile's batch, per-device batch, LoRA rank and targets, and at the mean sequence lengths
-  the cost table assumes for that task and method (``paper_cost.training_lengths``); with and
-  without gradient checkpointing: tokens/s, MFU, peak memory;
-- validation sampling: the slot decoder (``generation/decoder.py``, what validation inside
-  training runs) and transformers' batched ``generate``, at the profile's validation batch and
-  the cost table's validation lengths: generated tokens/s;
-- the teacher-forced entropy pass as the entropy scorer calls it (one completion a call):
-  tokens/s;
-- the base model's load (``generation.models.load_model``), one adapter's save (as training
-  saves each epoch) and load (``multi_lora.merged_adapter``): seconds.
-
-Every figure is the median of timed repetitions after warm-up, with the device, the library
-versions and the date recorded. The model has Qwen3-1.7B-Base's published configuration with
-random weights in bf16, and a word-level tokenizer whose ids span its whole vocabulary (each
-text token is one id, so a sequence has exactly the tokens the shapes say). Random weights
-give near-uniform next-token distributions, so sampling's top-p draw takes its full-sort path
-at every step (a trained model's nucleus is usually a few tokens) and no row stops early: the
-sampling rate is, if anything, pessimistic.
-
-The shapes come from the profile and the cost table *here* (``--write-shapes``, committed as
-``benchmarks/gpu_check_paper.json``; a test keeps it equal to what they give), because the GPU
-machine lacks pydantic, polars, reasoning-gym and math-verify. The modules measured import
-the last three only at module level, through package imports, and never call them; where one
-is missing an import-only stand-in takes its place (``install_stand_ins``), named in the JSON,
-and any use of it raises. The dry-run test forces the stand-ins, which proves that. The
-trainers get their data as an ``ArrowFrame`` (what polars' frame offers them, over pyarrow).
+The shapes are computed here (``--write-shapes``: ``benchmarks/gpu_check_paper.json``, kept
+equal by a test): the GPU machine lacks pydantic, polars, reasoning-gym and math-verify. Each of
+the last three gets an import-only stand-in (``install_stand_ins``, named in the JSON) that
+raises on use; the dry-run test forces them.
 
     python -m benchmarks.gpu_check --shapes paper --out gpu_check.json        # on the GPU
     python -m benchmarks.gpu_check --shapes toy --device cpu --out toy.json   # a dry run

@@ -1,11 +1,17 @@
-"""Which assets and result tables each shipped profile defines (Tables 1-3, 7-9, Figure 6)."""
+"""Which assets and result tables each shipped profile defines (Tables 1-3, 7-9, Figure 6),
+and what building them reads."""
+
+import sys
+from collections.abc import Callable
+from types import FrameType
 
 import dagster as dg
 import pytest
 
-from assets import profile_assets
+from assets import profile_assets, task_assets
 from jobs import generation_jobs, paper_jobs
 from jobs.staged import part_names
+from saturated_dag.experiments import experiment_plan
 from saturated_dag.profiles import load_profile
 
 
@@ -83,3 +89,45 @@ def test_advisory_checks_warn_and_blocking_checks_error(tmp_path) -> None:
                         profile="ci", output_dir=str(tmp_path))),
                     report=eval_report({"not-an-eval-question": (1, 1)}))
     assert not verdict.passed and verdict.severity == dg.AssetCheckSeverity.WARN
+
+
+def _core_modules_called(build: Callable[[], object]) -> set[str]:
+    """The core modules (``saturated_dag.*``) whose functions code of the Dagster layer's
+    ``assets`` package calls while ``build`` runs, seen by a profile hook (``sys.setprofile``)
+    on every Python call."""
+    called: set[str] = set()
+
+    def watch(frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call" and frame.f_back is not None:
+            callee = frame.f_globals.get("__name__", "")
+            caller = frame.f_back.f_globals.get("__name__", "")
+            if callee.startswith("saturated_dag.") and caller.split(".")[0] == "assets":
+                called.add(callee)
+
+    sys.setprofile(watch)
+    try:
+        build()
+    finally:
+        sys.setprofile(None)
+    return called
+
+
+# What the asset factories may read of the core while they build a task's assets: the plan's
+# resolved specs (``experiments``), the scorer specs its scorer names resolve to (``scorers``;
+# resolved by ``task_assets``, so the plan's code does not import the scorers) and the asset
+# frames' declared schemas (``schemas``).
+PLAN_SPECS = {"saturated_dag.experiments", "saturated_dag.scorers.builtin",
+              "saturated_dag.scorers.registry", "saturated_dag.schemas"}
+
+
+@pytest.mark.parametrize("profile", ["demo", "study", "testbed", "dpo_search", "paper"])
+def test_building_a_tasks_assets_reads_only_the_plans_specs(profile: str) -> None:
+    """The graph's construction resolves the profile once, in the plan: the asset factories
+    (``assets.task_assets(plan)``) call no core function outside the plan's specs, so none of
+    them re-derives questions, settings or paths from the profile (``data.questions``,
+    ``config``, ``training`` ... are never entered). The demo is the default profile; the
+    others add the study's draws, both testbed analyses and the paper's two tasks."""
+    for plan in experiment_plan(load_profile(profile)).values():
+        called = _core_modules_called(lambda plan=plan: task_assets(plan))
+        assert "saturated_dag.experiments" in called  # the hook saw the factories read the plan
+        assert called <= PLAN_SPECS, f"{plan.task}: {sorted(called - PLAN_SPECS)}"
