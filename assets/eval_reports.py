@@ -395,10 +395,9 @@ def configuration_metadata(task: str, cell: Cell, name: str, seeds: list[Adapter
     """What a cell's report evaluated: the configuration (the selection's choice when the
     cell has several) by its key (``name``: ``experiments.configuration_key``), its adapters by
     their partition keys (``partitions``, in ``seeds``' order), its hyperparameters as training
-    recorded them, and links to its
-    adapters' asset, the selection and the base model's report. The adapters' folders and
-    model cards are on the adapter's page (each partition's, for several): a folder's path is
-    one word wider than the UI's metadata panel. The links name the
+    recorded them, and links to its adapters' asset, the selection and the base model's report.
+    The adapters' folders and model cards are on the adapter's page (each partition's, for
+    several): a folder's path is one word wider than the UI's metadata panel. The links name the
     keys of ``profile``'s graph (its ``key_prefix``)."""
     out: dict[str, object] = {
         "configuration": name,

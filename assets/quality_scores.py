@@ -4,10 +4,9 @@ profile names (on chain sum, the known-answer scorers ``scoring.known_answer_sco
 
 Each scorer is its own asset over the same completions, the scored completions
 (``saturated_dag.scorers.scored_completions``), so the lineage graph shows which scores fed
-which dataset and one scorer re-runs alone. The
-judged and teacher-forced scorers work in resumable shards keyed by the selected completions
-and the judge (``assets/_stages.py``): a killed run resumes, an unchanged re-run is a cache hit
-that loads no model.
+which dataset and one scorer re-runs alone. The judged and teacher-forced scorers work in
+resumable shards keyed by the selected completions and the judge (``assets/_stages.py``): a
+killed run resumes, an unchanged re-run is a cache hit that loads no model.
 """
 
 from collections.abc import Callable, Mapping, Sequence

@@ -3,9 +3,9 @@
     python scripts/delta_intervals.py [--output-dir outputs] [--task chain_sum]
 
 Reads the eval reports (one row per sample) under ``<output dir>/assets/<task>/`` and counts
-each question's samples and correct ones; the
-interval resamples eval questions with their pairs kept (``statistics.paired_delta``), so it
-measures the eval set's sampling noise for one trained adapter, not training-seed noise.
+each question's samples and correct ones; the interval resamples eval questions with their
+pairs kept (``statistics.paired_delta``), so it measures the eval set's sampling noise for one
+trained adapter, not training-seed noise.
 A row marked ``*`` has an interval that excludes 0.
 """
 

@@ -6,8 +6,8 @@
 Per task, one line per table row (main matrix, then each sweep): the cell it reports, how many
 configurations it selects among and over how many training seeds, the settings it holds and
 the values its selection varies (``saturated_dag.reporting.plan_text``). Check a GPU run with
-it before
-paying for one; docs/paper-run.md embeds its output for ``paper`` and ``paper_instruct``.
+it before paying for one; docs/paper-run.md embeds its output for ``paper`` and
+``paper_instruct``.
 With ``--context``, also each vLLM engine's context need, measured with the model's tokenizer
 where it is on this machine (the paper's Qwen3 models are not: their need is measured when the
 engine starts).

@@ -6,9 +6,8 @@
 
 docs/paper-run.md embeds this output. The counts come from the profile and the experiment
 matrix; split sizes and lengths are the assumptions of ``saturated_dag.reporting.paper_cost``
-(printed
-below the table); the GPU-hours are an ESTIMATE from published throughput figures (printed with
-their sources), not a measurement. ``--rates`` takes the JSON of the GPU check
+(printed below the table); the GPU-hours are an ESTIMATE from published throughput figures
+(printed with their sources), not a measurement. ``--rates`` takes the JSON of the GPU check
 (``scripts/gpu_check.sh``, ``benchmarks/gpu_check.py``): each rate it measured (training per
 task and method, validation sampling, the teacher-forced entropy pass) replaces its estimate
 and is marked MEASURED with the device and date; vLLM's rates and the strong judge's are not

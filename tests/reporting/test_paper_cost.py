@@ -1,6 +1,5 @@
 """The cost table of docs/paper-run.md (saturated_dag/reporting/paper_cost.py): counts that match
-what
-the pipeline builds, a tiny profile checked by hand, and GPU-hours linear in throughput."""
+what the pipeline builds, a tiny profile checked by hand, and GPU-hours linear in throughput."""
 
 import importlib.util
 import math
