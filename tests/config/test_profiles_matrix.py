@@ -104,11 +104,12 @@ def _core_modules_called(build: Callable[[], object]) -> set[str]:
             if callee.startswith("saturated_dag.") and caller.split(".")[0] == "assets":
                 called.add(callee)
 
+    previous = sys.getprofile()  # a profiler already running (a coverage tool) gets it back
     sys.setprofile(watch)
     try:
         build()
     finally:
-        sys.setprofile(None)
+        sys.setprofile(previous)
     return called
 
 
