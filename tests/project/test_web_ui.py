@@ -936,6 +936,10 @@ def dg_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     env.pop("DAGSTER_WEBSERVER_HOST", None)
     subprocess.run([str(BIN / "python"), "scripts/init_instance.py", str(home)], cwd=REPO_ROOT,
                    env=env, check=True, timeout=300)
+    # No first-visit dialog (as ``_serve``'s instances): it opens a moment after the first page
+    # and, over the Materialize-all dialog, took the click meant for it.
+    with (home / "dagster.yaml").open("a") as config:
+        config.write("\nnux:\n  enabled: false\n")
     port = _free_port()
     log = tmp / "dg_dev.log"
     with log.open("wb") as sink:
@@ -1016,7 +1020,8 @@ def test_materialize_all_runs_the_whole_graph_as_one_backfill(dg_dev: Server, br
     offers "All partitions" (an ``allPartitions`` asset backfill), and the daemon runs it in
     dependency order, each cell's adapters in one run (``BackfillPolicy.single_run``). Every
     materialisable asset is then materialised, every partition of it, by the backfill's
-    runs, all of which succeeded; its tables equal those of ``scripts/ci_job.sh``."""
+    runs, all of which succeeded; its tables equal those of ``scripts/ci_job.sh``
+    (every number to ``TABLE_TOLERANCE``)."""
     assert _stop_schedules(dg_dev) == ["nightly_evaluation"]
     browser.open(f"{dg_dev.url}/asset-groups")  # Lineage: the global asset graph
     _visible(browser, "Materialize all", exact=False)  # "Materialize all (53)…"
@@ -1066,8 +1071,71 @@ def test_materialize_all_runs_the_whole_graph_as_one_backfill(dg_dev: Server, br
     names = sorted(p.name for p in [*reference.glob("*.csv"), *reference.glob("*.md")])
     assert "results_table.csv" in names and "runs_table.csv" in names, names
     assert names == sorted(p.name for p in [*ours.glob("*.csv"), *ours.glob("*.md")])
+    beyond, within = [], []
     for name in names:
-        assert _table(ours / name) == _table(reference / name), (name, ours, reference)
+        far, near = _differences(_table(ours / name), _table(reference / name))
+        beyond += [(name, *d) for d in far]
+        within += [(name, *d) for d in near]
+    # Printed (the lane's log), not asserted: which cells moved in their last digits and
+    # whether any adapter's weights did, so a rare difference says where it came from.
+    print(f"cells that differ by at most {TABLE_TOLERANCE}: {within or 'none'}")
+    print(f"adapters whose weights differ: {_weights_differ(ours.parent, reference.parent)}")
+    assert not beyond, (beyond[:20], ours, reference)
+
+
+TABLE_TOLERANCE = 1e-4
+"""How far a number in the backfill's tables may be from ``ci_job.sh``'s (absolute). The two
+routes run the same steps, but once (CI on 2026-12-03) one entropy of one adapter's eval row
+differed in its 6th significant digit (0.0757639 against 0.0757653; every token, pass@1 and
+length equal), a float-rounding difference whose source was not found: two ``ci_job.sh`` runs
+side by side gave bit-identical tables and adapter weights. Any other difference moves a
+number by far more (a pass@1 by 6.25 points on 16 samples, a length by 1/16 of a token), and
+every name, count and text cell is still compared exactly."""
+
+
+def _differences(ours: list[list[str]], reference: list[list[str]]
+                 ) -> tuple[list[tuple[int, int, str, str]], list[tuple[int, int, str, str]]]:
+    """Cells (row, column, ours, reference) that differ beyond ``TABLE_TOLERANCE`` (or are
+    not both numbers, or the tables differ in shape), and those that differ within it."""
+    if len(ours) != len(reference) or any(len(a) != len(b) for a, b in zip(ours, reference,
+                                                                          strict=True)):
+        return [(-1, -1, f"{len(ours)} rows", f"{len(reference)} rows")], []
+    beyond, within = [], []
+    for r, (row, ref_row) in enumerate(zip(ours, reference, strict=True)):
+        for c, (value, ref) in enumerate(zip(row, ref_row, strict=True)):
+            if value == ref:
+                continue
+            try:
+                close = abs(float(value) - float(ref)) <= TABLE_TOLERANCE
+            except ValueError:
+                close = False
+            (within if close else beyond).append((r, c, value, ref))
+    return beyond, within
+
+
+def test_tables_are_compared_exactly_except_numbers_within_the_tolerance() -> None:
+    """What ``test_materialize_all_...`` lets through: a number moved by at most
+    ``TABLE_TOLERANCE`` (reported), never a changed name, count or shape."""
+    ref = [["row", "pass@1", "mean_entropy"], ["dpo", "100.0", "0.0757652849097216"]]
+    moved = [["row", "pass@1", "mean_entropy"], ["dpo", "100.0", "0.0757638615633983"]]
+    assert _differences(moved, ref) == (
+        [], [(1, 2, "0.0757638615633983", "0.0757652849097216")])
+    assert _differences(ref, ref) == ([], [])
+    for changed in (["dpo", "93.75", "0.0757652849097216"], ["sft", "100.0", "0.0757652849097216"],
+                    ["dpo", "100.0", "0.0759"]):
+        assert _differences([ref[0], changed], ref)[0], changed
+    assert _differences(ref[:1], ref)[0] == [(-1, -1, "1 rows", "2 rows")]
+
+
+def _weights_differ(ours: Path, reference: Path) -> list[str]:
+    """The adapters (their folder under the output folder) whose ``result.json`` records other
+    weights in ``ours`` than in ``reference``, or that only one of them has."""
+    def weights(root: Path) -> dict[str, str]:
+        return {str(p.parent.relative_to(root)): json.loads(p.read_text())["weights_version"]
+                for p in root.glob("adapters/**/result.json")}
+
+    a, b = weights(ours), weights(reference)
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
 def _table(path: Path) -> list[list[str]]:
