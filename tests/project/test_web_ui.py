@@ -1097,11 +1097,13 @@ def _differences(ours: list[list[str]], reference: list[list[str]]
                  ) -> tuple[list[tuple[int, int, str, str]], list[tuple[int, int, str, str]]]:
     """Cells (row, column, ours, reference) that differ beyond ``TABLE_TOLERANCE`` (or are
     not both numbers, or the tables differ in shape), and those that differ within it."""
-    if len(ours) != len(reference) or any(len(a) != len(b) for a, b in zip(ours, reference,
-                                                                          strict=True)):
+    if len(ours) != len(reference):
         return [(-1, -1, f"{len(ours)} rows", f"{len(reference)} rows")], []
     beyond, within = [], []
     for r, (row, ref_row) in enumerate(zip(ours, reference, strict=True)):
+        if len(row) != len(ref_row):
+            beyond.append((r, -1, f"{len(row)} columns", f"{len(ref_row)} columns"))
+            continue
         for c, (value, ref) in enumerate(zip(row, ref_row, strict=True)):
             if value == ref:
                 continue
@@ -1125,6 +1127,7 @@ def test_tables_are_compared_exactly_except_numbers_within_the_tolerance() -> No
                     ["dpo", "100.0", "0.0759"]):
         assert _differences([ref[0], changed], ref)[0], changed
     assert _differences(ref[:1], ref)[0] == [(-1, -1, "1 rows", "2 rows")]
+    assert _differences([ref[0], ["dpo", "100.0"]], ref)[0] == [(1, -1, "2 columns", "3 columns")]
 
 
 def _weights_differ(ours: Path, reference: Path) -> list[str]:
