@@ -1086,11 +1086,11 @@ def test_materialize_all_runs_the_whole_graph_as_one_backfill(dg_dev: Server, br
 TABLE_TOLERANCE = 1e-4
 """How far a number in the backfill's tables may be from ``ci_job.sh``'s (absolute). The two
 routes run the same steps, but once (CI on 2026-12-03) one entropy of one adapter's eval row
-differed in its 6th significant digit (0.0757639 against 0.0757653; every token, pass@1 and
-length equal), a float-rounding difference whose source was not found: two ``ci_job.sh`` runs
-side by side gave bit-identical tables and adapter weights. Any other difference moves a
-number by far more (a pass@1 by 6.25 points on 16 samples, a length by 1/16 of a token), and
-every name, count and text cell is still compared exactly."""
+differed in its 6th significant digit (0.0757639 against 0.0757653; its pass@1 and mean length
+equal), a float-rounding difference whose source was not found: two ``ci_job.sh`` runs side by
+side gave bit-identical tables and adapter weights (``WHERE_COLUMNS`` left out). Any other
+difference moves a number by far more (a pass@1 by 6.25 points on 16 samples, a length by 1/16
+of a token), and every name, count and text cell is still compared exactly."""
 
 
 def _differences(ours: list[list[str]], reference: list[list[str]]
