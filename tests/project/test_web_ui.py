@@ -158,6 +158,14 @@ def chromium() -> str:
     return path
 
 
+def _no_first_visit_dialog(home: Path) -> None:
+    """Turn off Dagster's first-visit dialog on the instance at ``home``: a page test has then
+    nothing to wait for before it reads the page, and the dialog, which opens a moment after the
+    first page, cannot take a click meant for another (it took the Materialize-all dialog's)."""
+    with (home / "dagster.yaml").open("a") as config:
+        config.write("\nnux:\n  enabled: false\n")
+
+
 def _serve(tmp: Path, job: str, existing: Path | None = None) -> Iterator[Server]:
     """Serve a fresh instance and materialise ``job`` on the CI profile into it, or serve a copy
     of an ``existing`` DAGSTER_HOME where that job already ran.
@@ -170,9 +178,7 @@ def _serve(tmp: Path, job: str, existing: Path | None = None) -> Iterator[Server
     else:
         home.mkdir(parents=True)
         shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
-    # no first-visit dialog: a page test has nothing to wait for before it reads the page
-    with (home / "dagster.yaml").open("a") as config:
-        config.write("\nnux:\n  enabled: false\n")
+    _no_first_visit_dialog(home)
     profile = os.environ.get("SATURATED_DAG_UI_PROFILE", "ci") if existing else "ci"
     env = {**os.environ, "DAGSTER_HOME": str(home), "SATURATED_DAG_PROFILE": profile,
            "SATURATED_DAG_OUTPUT_DIR": str(tmp / "outputs"),
@@ -936,10 +942,7 @@ def dg_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     env.pop("DAGSTER_WEBSERVER_HOST", None)
     subprocess.run([str(BIN / "python"), "scripts/init_instance.py", str(home)], cwd=REPO_ROOT,
                    env=env, check=True, timeout=300)
-    # No first-visit dialog (as ``_serve``'s instances): it opens a moment after the first page
-    # and, over the Materialize-all dialog, took the click meant for it.
-    with (home / "dagster.yaml").open("a") as config:
-        config.write("\nnux:\n  enabled: false\n")
+    _no_first_visit_dialog(home)
     port = _free_port()
     log = tmp / "dg_dev.log"
     with log.open("wb") as sink:
@@ -1133,9 +1136,11 @@ def test_tables_are_compared_exactly_except_numbers_within_the_tolerance() -> No
 def _weights_differ(ours: Path, reference: Path) -> list[str]:
     """The adapters (their folder under the output folder) whose ``result.json`` records other
     weights in ``ours`` than in ``reference``, or that only one of them has."""
+    from saturated_dag.training.folders import RESULT_FILE
+
     def weights(root: Path) -> dict[str, str]:
         return {str(p.parent.relative_to(root)): json.loads(p.read_text())["weights_version"]
-                for p in root.glob("adapters/**/result.json")}
+                for p in root.glob(f"adapters/**/{RESULT_FILE}")}
 
     a, b = weights(ours), weights(reference)
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
